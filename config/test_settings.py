@@ -1,0 +1,24 @@
+"""Settings for the test suite: the production settings plus a throwaway PostgreSQL.
+
+Without DATABASE_URL, the first process that loads these settings (pytest) starts a PostgreSQL
+server of its own in a temporary directory, which is stopped and deleted when that process exits.
+It exports DATABASE_URL, so every process the tests start (pool workers, race workers) reaches the
+same server. With DATABASE_URL set, that server is used instead (e.g. a system PostgreSQL 15).
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("LEITSTAND_SECRET_KEY", "test-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz")
+os.environ.setdefault("LEITSTAND_SSL_REDIRECT", "false")
+
+if not os.environ.get("DATABASE_URL"):
+    from config import embedded_db
+
+    _server = embedded_db.start(Path(tempfile.mkdtemp(prefix="leitstand-test-pg-")), throwaway=True)
+    os.environ["DATABASE_URL"] = _server.database_url()
+
+from config.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,114 @@
+"""Admin pages for the job engine's records: read-only, with actions that call jobs.services.
+
+Nothing here writes job state directly; every action goes through a service that checks the
+acting user's permission and logs the transition.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django_fsm import TransitionNotAllowed
+
+from jobs import services
+from jobs.leases import JobNotFound
+from jobs.models import Attempt, Effect, Job, StaleWrite, Transition
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class TransitionInline(admin.TabularInline):
+    model = Transition
+    fields = ("at", "from_state", "to_state", "lease_version", "cause", "actor")
+    readonly_fields = fields
+    ordering = ("id",)
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class AttemptInline(TransitionInline):
+    model = Attempt
+    fields = ("lease_version", "lease_owner", "claimed_at", "started_at", "heartbeat_at", "finished_at",
+              "outcome", "error_class", "refused_writes")
+    readonly_fields = fields
+    ordering = ("-lease_version",)
+
+
+def _run_action(modeladmin, request, queryset, service, verb: str, reason: str):
+    done, refused = 0, []
+    for job_id in queryset.values_list("pk", flat=True):
+        try:
+            service(job_id=job_id, actor=f"user:{request.user.get_username()}", reason=reason, user=request.user)
+            done += 1
+        except (TransitionNotAllowed, PermissionDenied, JobNotFound) as exc:
+            refused.append(str(exc))
+    if done:
+        modeladmin.message_user(request, f"{verb} {done} job(s).", messages.SUCCESS)
+    for message in refused[:10]:
+        modeladmin.message_user(request, message, messages.WARNING)
+    if len(refused) > 10:
+        modeladmin.message_user(request, f"… and {len(refused) - 10} more refused.", messages.WARNING)
+
+
+@admin.action(description="Cancel selected jobs", permissions=["operate"])
+def cancel_jobs(modeladmin, request, queryset):
+    _run_action(modeladmin, request, queryset, services.job_cancel, "Cancelled", "cancelled from the console")
+
+
+@admin.action(description="Retry selected failed or dead jobs now", permissions=["operate"])
+def retry_jobs_now(modeladmin, request, queryset):
+    _run_action(modeladmin, request, queryset, services.job_retry_now, "Retried", "retried from the console")
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = ("id", "type", "state", "priority", "attempts", "max_attempts", "lease_version", "lease_owner",
+                    "due_at", "state_changed_at", "error_class")
+    list_filter = ("state", "type", "priority")
+    search_fields = ("=id", "=correlation_id", "=idempotency_key")
+    ordering = ("-created_at",)
+    show_full_result_count = False
+    actions = [cancel_jobs, retry_jobs_now]
+    inlines = [AttemptInline, TransitionInline]
+
+    def has_operate_permission(self, request):
+        return request.user.has_perm("jobs.operate_job")
+
+
+@admin.register(Attempt)
+class AttemptAdmin(ReadOnlyAdmin):
+    list_display = ("job", "lease_version", "lease_owner", "claimed_at", "finished_at", "outcome", "refused_writes")
+    list_filter = ("outcome", "pool")
+    show_full_result_count = False
+
+
+@admin.register(Transition)
+class TransitionAdmin(ReadOnlyAdmin):
+    list_display = ("at", "job", "from_state", "to_state", "lease_version", "cause", "actor")
+    list_filter = ("to_state",)
+    show_full_result_count = False
+
+
+@admin.register(StaleWrite)
+class StaleWriteAdmin(ReadOnlyAdmin):
+    list_display = ("at", "job", "operation", "lease_version", "current_lease_version", "current_state")
+    show_full_result_count = False
+
+
+@admin.register(Effect)
+class EffectAdmin(ReadOnlyAdmin):
+    list_display = ("applied_at", "key", "kind", "job", "lease_version")
+    search_fields = ("=key",)
+    show_full_result_count = False

@@ -1,0 +1,61 @@
+"""The effect ledger: a business side effect is applied at most once per key.
+
+A handler may run twice (a redelivered wake-up, a reaped lease, a replay), so every effect that
+must not repeat — a finding, a notice, a webhook — is recorded under a natural key in the same
+transaction that applies it. A second run finds the key and skips the effect. When a job attempt
+applies an effect, the write is also fenced: only the attempt that holds the lease may apply it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from psycopg.types.json import Jsonb
+
+from jobs import leases
+
+
+@dataclass(frozen=True)
+class EffectOutcome:
+    key: str
+    applied: bool  # False: the key was already in the ledger, so the effect was not applied again
+    value: Any = None
+
+
+def effect_apply_once(
+    *,
+    key: str,
+    kind: str,
+    apply: Callable[[], Any],
+    job_id=None,
+    lease_version: int | None = None,
+    detail: dict | None = None,
+) -> EffectOutcome:
+    """Apply ``apply()`` unless ``key`` is already in the ledger, recording it in the same transaction.
+
+    If ``apply`` raises, nothing is recorded and the effect can be tried again. With ``job_id``, the
+    caller must be the attempt holding the job's lease (``lease_version``); a stale attempt's effect
+    is refused, recorded and raised as ``StaleAttempt``.
+    """
+    if not key or len(key) > 255:
+        raise ValueError("an effect key must be 1 to 255 characters")
+    if (job_id is None) != (lease_version is None):
+        raise ValueError("job_id and lease_version go together: an attempt's effect is fenced by its lease")
+    with transaction.atomic():
+        is_entitled = job_id is None or leases.lease_lock_if_held(job_id, lease_version)
+        if is_entitled:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO jobs_effect (key, kind, job_id, lease_version, applied_at, detail) "
+                    "VALUES (%s, %s, %s, %s, leitstand_now(), %s) ON CONFLICT (key) DO NOTHING RETURNING id",
+                    [key, kind[:64], str(job_id) if job_id else None, lease_version, Jsonb(detail or {})],
+                )
+                inserted = cursor.fetchone() is not None
+            if not inserted:
+                return EffectOutcome(key=key, applied=False)
+            return EffectOutcome(key=key, applied=True, value=apply())
+    # Recorded outside the rolled-back block above, so the refusal survives.
+    raise leases.refusal_record(job_id, lease_version, "effect")

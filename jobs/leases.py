@@ -1,0 +1,658 @@
+"""Every write to a job's state and lease columns happens here.
+
+A claim is one statement: a ``FOR UPDATE SKIP LOCKED`` selection feeding an ``UPDATE … RETURNING``
+that moves jobs to ``reserved``, raises their lease version (the attempt ID and fencing token) and
+records an attempt and a transition. Every later write by that worker — start, heartbeat, progress,
+complete, fail, release — is one statement guarded in its WHERE clause by the lease version and
+the allowed source states, which are read from the django-fsm declaration in ``jobs.models``.
+When the guard matches no row, the same statement records the refusal (a ``StaleWrite`` row and a
+count on the stale attempt) and the caller gets ``StaleAttempt``: a late or zombie worker can never
+overwrite a newer attempt's work, and nothing is silently ignored.
+
+Lease and schedule arithmetic uses ``leitstand_now()`` (database time), never this process's clock.
+Human and API transitions (cancel, confirm, decide, retry now) go through ``transition_apply``,
+which runs the django-fsm method itself under a row lock and checks its permission.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+from uuid import UUID
+
+from django.core.exceptions import PermissionDenied
+from django.db import connection, transaction
+from django_fsm import TransitionNotAllowed, can_proceed, has_transition_perm
+
+from jobs.errors import ErrorKind
+from jobs.models import LEASED_STATES, Attempt, Job, LeitstandNow, State
+from jobs.models import Transition as TransitionRecord
+from jobs.retry import RetryPolicy
+
+
+class JobNotFound(LookupError):
+    def __init__(self, job_id: UUID | str) -> None:
+        super().__init__(f"job {job_id} does not exist")
+        self.job_id = job_id
+
+
+class StaleAttempt(Exception):
+    """The writer's attempt no longer holds the job's lease; its write was refused and recorded.
+
+    A handler that receives this must stop: another attempt (or an operator) owns the job now.
+    """
+
+    def __init__(self, *, job_id, lease_version: int, operation: str, current_lease_version: int, current_state: str):
+        super().__init__(
+            f"{operation} by attempt {lease_version} of job {job_id} refused: the job is {current_state} "
+            f"at lease version {current_lease_version}"
+        )
+        self.job_id = job_id
+        self.lease_version = lease_version
+        self.operation = operation
+        self.current_lease_version = current_lease_version
+        self.current_state = current_state
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    host: str
+    pid: int
+    pool: str = ""
+
+    @property
+    def lease_owner(self) -> str:
+        return f"{self.host}:{self.pid}" + (f"/{self.pool}" if self.pool else "")
+
+    @classmethod
+    def of_this_process(cls, pool: str = "") -> WorkerIdentity:
+        return cls(host=socket.gethostname(), pid=os.getpid(), pool=pool)
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """What a worker holds after a claim: enough to run the handler and fence every write."""
+
+    id: UUID
+    type: str
+    lease_version: int
+    attempt: int
+    max_attempts: int
+    payload: dict
+    correlation_id: str
+    priority: int
+    schema_version: int
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    job_id: UUID
+    from_state: str
+    to_state: str
+    lease_version: int
+
+
+@cache
+def sources_of(*transition_names: str) -> tuple[str, ...]:
+    """The source states that the django-fsm declaration allows for these transitions, for SQL guards."""
+    field = Job._meta.get_field("state")
+    found = {t.name: set() for t in field.get_all_transitions(Job)}
+    for t in field.get_all_transitions(Job):
+        found[t.name].add(t.source)
+    unknown = [name for name in transition_names if name not in found]
+    if unknown:
+        raise LookupError(f"no such job transition: {', '.join(unknown)}")
+    return tuple(sorted(set().union(*(found[name] for name in transition_names))))
+
+
+@cache
+def target_of(transition_name: str) -> str:
+    field = Job._meta.get_field("state")
+    targets = {t.target for t in field.get_all_transitions(Job) if t.name == transition_name}
+    if len(targets) != 1:
+        raise LookupError(f"transition {transition_name} has no single target: {targets}")
+    return targets.pop()
+
+
+def _fetch_one(sql: str, params: dict[str, Any]) -> tuple:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+# --- claim ------------------------------------------------------------------------------------
+
+_CLAIM_SQL = """
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+picked AS (
+    -- Uses job_claim_idx. SKIP LOCKED: concurrent claimers take different jobs instead of waiting.
+    SELECT j.id FROM jobs_job AS j, clock
+    WHERE j.state = ANY(%(sources)s) AND j.type = ANY(%(types)s) AND j.due_at <= clock.now
+    ORDER BY j.priority, j.due_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+),
+claimed AS (
+    UPDATE jobs_job AS j
+    SET state = %(target)s, lease_version = j.lease_version + 1, attempts = j.attempts + 1,
+        lease_owner = %(owner)s, lease_expires_at = clock.now + %(lease)s * interval '1 second',
+        heartbeat_at = clock.now, state_changed_at = clock.now, next_attempt_at = NULL
+    FROM picked, clock
+    WHERE j.id = picked.id
+    RETURNING j.id, j.type, j.lease_version, j.attempts, j.max_attempts, j.payload, j.correlation_id,
+              j.priority, j.schema_version, j.lease_expires_at, j.due_at
+),
+attempt AS (
+    INSERT INTO jobs_attempt (job_id, lease_version, lease_owner, worker_host, worker_pid, pool, claimed_at,
+                              heartbeat_at, outcome, error_class, error_message, refused_writes, last_refused_op)
+    SELECT claimed.id, claimed.lease_version, %(owner)s, %(host)s, %(pid)s, %(pool)s, clock.now,
+           clock.now, '', '', '', 0, ''
+    FROM claimed, clock
+),
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT claimed.id, %(source)s, %(target)s, clock.now, claimed.lease_version, 'claimed', %(owner)s
+    FROM claimed, clock
+)
+SELECT id, type, lease_version, attempts, max_attempts, payload, correlation_id, priority, schema_version,
+       lease_expires_at
+FROM claimed ORDER BY priority, due_at, id
+"""
+
+
+def claim(*, types: list[str] | tuple[str, ...], worker: WorkerIdentity, lease_seconds: float, limit: int = 1) -> list[ClaimedJob]:
+    """Reserve up to ``limit`` due jobs of these types, most urgent lane first, then oldest due."""
+    if limit < 1:
+        raise ValueError(f"claim limit must be at least 1, got {limit}")
+    if lease_seconds <= 0:
+        raise ValueError(f"lease_seconds must be positive, got {lease_seconds}")
+    (source,) = sources_of("claim")
+    rows = _fetch_all(
+        _CLAIM_SQL,
+        {
+            "sources": [source],
+            "source": source,
+            "target": target_of("claim"),
+            "types": list(types),
+            "limit": limit,
+            "lease": lease_seconds,
+            "owner": worker.lease_owner,
+            "host": worker.host,
+            "pid": worker.pid,
+            "pool": worker.pool,
+        },
+    )
+    # Django leaves JSON undecoded on raw cursors (its fields decode it); decode it here.
+    return [ClaimedJob(*row[:5], json.loads(row[5]) if isinstance(row[5], str) else row[5], *row[6:]) for row in rows]
+
+
+# --- fenced writes by the lease holder ---------------------------------------------------------
+
+_FENCED_SQL = """
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+target AS (
+    SELECT id, state FROM jobs_job
+    WHERE id = %(job_id)s AND lease_version = %(lease_version)s AND state = ANY(%(sources)s)
+    FOR UPDATE
+),
+changed AS (
+    UPDATE jobs_job AS j SET {job_set}
+    FROM target, clock
+    WHERE j.id = target.id
+    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, j.lease_expires_at
+),
+attempt AS (
+    UPDATE jobs_attempt AS a SET {attempt_set}
+    FROM changed, clock
+    WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
+),
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
+    FROM changed, clock
+    WHERE changed.from_state <> changed.to_state
+),
+refused AS (
+    -- The guard matched nothing: record the refusal in this same statement, never ignore it.
+    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
+    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
+    FROM jobs_job AS j, clock
+    WHERE j.id = %(job_id)s AND NOT EXISTS (SELECT 1 FROM changed)
+    RETURNING current_lease_version, current_state
+),
+refused_attempt AS (
+    UPDATE jobs_attempt AS a
+    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
+    FROM clock
+    WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s AND NOT EXISTS (SELECT 1 FROM changed)
+)
+SELECT EXISTS (SELECT 1 FROM changed),
+       (SELECT from_state FROM changed), (SELECT to_state FROM changed), (SELECT lease_expires_at FROM changed),
+       (SELECT current_lease_version FROM refused), (SELECT current_state FROM refused)
+"""
+
+# Fields every write that ends a lease sets on the job.
+_END_LEASE = "lease_owner = '', lease_expires_at = NULL"
+
+
+def _fenced_write(
+    operation: str,
+    *,
+    job_id: UUID | str,
+    lease_version: int,
+    sources: tuple[str, ...],
+    job_set: str,
+    attempt_set: str,
+    cause: str,
+    actor: str,
+    params: dict[str, Any] | None = None,
+) -> tuple[WriteResult, datetime | None]:
+    sql = _FENCED_SQL.format(job_set=job_set, attempt_set=attempt_set)
+    row = _fetch_one(
+        sql,
+        {
+            "job_id": str(job_id),
+            "lease_version": lease_version,
+            "sources": list(sources),
+            "operation": operation,
+            "cause": cause[:500],
+            "actor": actor[:255],
+            **(params or {}),
+        },
+    )
+    written, from_state, to_state, lease_expires_at, current_version, current_state = row
+    if written:
+        return WriteResult(UUID(str(job_id)), from_state, to_state, lease_version), lease_expires_at
+    if current_state is None:
+        raise JobNotFound(job_id)
+    if current_version == lease_version and current_state in LEASED_STATES:
+        # The writer still holds the lease but asked for a transition its state does not allow.
+        raise TransitionNotAllowed(f"{operation} is not allowed for job {job_id} while it is {current_state}")
+    raise StaleAttempt(
+        job_id=job_id,
+        lease_version=lease_version,
+        operation=operation,
+        current_lease_version=current_version,
+        current_state=current_state,
+    )
+
+
+def start(job_id, lease_version: int, *, actor: str, processing_version: str = "") -> WriteResult:
+    """The handler begins: reserved → running; records the handler version that runs it."""
+    result, _ = _fenced_write(
+        "start",
+        job_id=job_id,
+        lease_version=lease_version,
+        sources=sources_of("start"),
+        job_set="state = %(target)s, state_changed_at = clock.now, "
+        "processing_version = coalesce(nullif(%(processing_version)s, ''), j.processing_version)",
+        attempt_set="started_at = clock.now",
+        cause="handler started",
+        actor=actor,
+        params={"target": target_of("start"), "processing_version": processing_version},
+    )
+    return result
+
+
+def heartbeat(job_id, lease_version: int, *, lease_seconds: float, progress: dict | None = None) -> datetime:
+    """Extend the lease from database time; optionally record progress. Returns the new expiry.
+
+    A heartbeat that arrives after the lease expired but before the reaper released it still
+    extends the lease: the grace period exists so a worker that is merely slow keeps its job.
+    """
+    from psycopg.types.json import Jsonb
+
+    _, expires = _fenced_write(
+        "progress" if progress is not None else "heartbeat",
+        job_id=job_id,
+        lease_version=lease_version,
+        sources=LEASED_STATES,
+        job_set="heartbeat_at = clock.now, lease_expires_at = clock.now + %(lease)s * interval '1 second', "
+        "progress = coalesce(%(progress)s, j.progress)",
+        attempt_set="heartbeat_at = clock.now",
+        cause="heartbeat",
+        actor="",
+        params={"lease": lease_seconds, "progress": Jsonb(progress) if progress is not None else None},
+    )
+    return expires
+
+
+def complete(
+    job_id,
+    lease_version: int,
+    *,
+    actor: str,
+    result_ref: str = "",
+    result_checksum: str = "",
+    recheck: bool = False,
+) -> WriteResult:
+    """Executed and result written: running → result_stored (or → recheck_due when a follow-up decides).
+
+    The business outcome is not confirmed by this: ``confirm`` (or a recheck plan) does that later.
+    """
+    name = "plan_recheck" if recheck else "complete"
+    result, _ = _fenced_write(
+        name,
+        job_id=job_id,
+        lease_version=lease_version,
+        sources=sources_of(name),
+        job_set=f"state = %(target)s, state_changed_at = clock.now, result_ref = %(result_ref)s, "
+        f"result_checksum = %(result_checksum)s, {_END_LEASE}",
+        attempt_set="finished_at = clock.now, outcome = %(outcome)s",
+        cause="result stored" if not recheck else "result stored; recheck planned",
+        actor=actor,
+        params={
+            "target": target_of(name),
+            "result_ref": result_ref[:500],
+            "result_checksum": result_checksum[:128],
+            "outcome": Attempt.Outcome.RECHECK_PLANNED if recheck else Attempt.Outcome.COMPLETED,
+        },
+    )
+    return result
+
+
+# fail_for_retry and dead_letter are chosen per row by the retry budget, so they must share sources.
+assert sources_of("fail_for_retry") == sources_of("dead_letter"), "fail targets must share their sources"
+
+
+def fail(
+    job_id,
+    lease_version: int,
+    *,
+    actor: str,
+    kind: ErrorKind,
+    error_class: str,
+    message: str,
+    retry_delay_seconds: float = 0.0,
+) -> WriteResult:
+    """Record a failure and route it by its class.
+
+    transient → ``failed`` with the next attempt after ``retry_delay_seconds`` while budget is left,
+    else ``dead``; permanent → ``dead`` at once; unclear → ``unclear`` (a human decides).
+    """
+    if retry_delay_seconds < 0:
+        raise ValueError("retry_delay_seconds must not be negative")
+    params = {
+        "error_class": error_class[:200],
+        "message": message[:10_000],
+        "delay": retry_delay_seconds,
+        "failed": target_of("fail_for_retry"),
+        "dead": target_of("dead_letter"),
+        "unclear": target_of("flag_unclear"),
+    }
+    errors = "error_class = %(error_class)s, error_message = %(message)s"
+    if kind is ErrorKind.UNCLEAR:
+        sources = sources_of("flag_unclear")
+        job_set = f"state = %(unclear)s, state_changed_at = clock.now, {errors}, {_END_LEASE}"
+        cause = f"unclear: {error_class}"
+    elif kind is ErrorKind.PERMANENT:
+        sources = sources_of("dead_letter")
+        job_set = (
+            f"state = %(dead)s, state_changed_at = clock.now, finished_at = clock.now, {errors}, {_END_LEASE}, "
+            "next_attempt_at = NULL, completion_reason = 'permanent error: ' || %(error_class)s"
+        )
+        cause = f"permanent error: {error_class}"
+    else:
+        # The retry budget decides per row (mirrors Job.has_retry_budget, the fail_for_retry condition).
+        sources = sources_of("fail_for_retry")
+        job_set = f"""
+            state = CASE WHEN j.attempts < j.max_attempts THEN %(failed)s ELSE %(dead)s END,
+            next_attempt_at = CASE WHEN j.attempts < j.max_attempts
+                                   THEN clock.now + %(delay)s * interval '1 second' END,
+            finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE clock.now END,
+            completion_reason = CASE WHEN j.attempts < j.max_attempts THEN ''
+                                     ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || ')' END,
+            state_changed_at = clock.now, {errors}, {_END_LEASE}
+        """
+        cause = f"transient error: {error_class}"
+    result, _ = _fenced_write(
+        "fail",
+        job_id=job_id,
+        lease_version=lease_version,
+        sources=sources,
+        job_set=job_set,
+        attempt_set="finished_at = clock.now, error_class = %(error_class)s, error_message = %(message)s, "
+        f"outcome = CASE changed.to_state WHEN %(failed)s THEN '{Attempt.Outcome.FAILED}' "
+        f"WHEN %(dead)s THEN '{Attempt.Outcome.DEAD}' ELSE '{Attempt.Outcome.UNCLEAR}' END",
+        cause=cause,
+        actor=actor,
+        params=params,
+    )
+    return result
+
+
+def release(job_id, lease_version: int, *, actor: str, reason: str) -> WriteResult:
+    """Hand the job back cleanly (e.g. on SIGTERM): → planned and due now; the attempt is not counted."""
+    result, _ = _fenced_write(
+        "release",
+        job_id=job_id,
+        lease_version=lease_version,
+        sources=sources_of("release"),
+        job_set=f"state = %(target)s, state_changed_at = clock.now, due_at = clock.now, "
+        f"attempts = greatest(j.attempts - 1, 0), {_END_LEASE}",
+        attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.RELEASED}', error_message = %(reason)s",
+        cause=f"released: {reason}",
+        actor=actor,
+        params={"target": target_of("release"), "reason": reason[:10_000]},
+    )
+    return result
+
+
+# --- sweeps run by the control process ---------------------------------------------------------
+
+_SWEEP_SQL = """
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+target AS (
+    SELECT j.id, j.state FROM jobs_job AS j, clock
+    WHERE j.state = ANY(%(sources)s) AND {where}
+    ORDER BY {order}
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+),
+changed AS (
+    UPDATE jobs_job AS j SET {job_set}
+    FROM target, clock
+    WHERE j.id = target.id
+    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version
+),
+{attempt_cte}
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
+    FROM changed, clock
+)
+SELECT id, from_state, to_state, lease_version FROM changed
+"""
+
+
+_SWEEP_ATTEMPT_CTE = """
+attempt AS (
+    UPDATE jobs_attempt AS a SET {attempt_set}
+    FROM changed, clock
+    WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version AND a.finished_at IS NULL
+),"""
+
+
+def _sweep(*, sources, where: str, order: str, job_set: str, cause: str, actor: str, limit: int,
+           attempt_set: str | None = None, params: dict | None = None) -> list[WriteResult]:
+    attempt_cte = _SWEEP_ATTEMPT_CTE.format(attempt_set=attempt_set) if attempt_set else ""
+    sql = _SWEEP_SQL.format(where=where, order=order, job_set=job_set, attempt_cte=attempt_cte)
+    rows = _fetch_all(sql, {"sources": list(sources), "limit": limit, "actor": actor, "cause": cause, **(params or {})})
+    return [WriteResult(*row) for row in rows]
+
+
+def reap_expired(*, grace_seconds: float, policy: RetryPolicy, actor: str = "reaper", limit: int = 500) -> list[WriteResult]:
+    """Release leases that expired more than ``grace_seconds`` ago (database time).
+
+    The lost attempt counts against the retry budget: with budget left the job waits in ``failed``
+    for its next attempt (exponential backoff with full jitter), else it goes to ``dead``. The old
+    attempt is not told; its next write is refused as stale, because the job left its leased state
+    and any new claim raises the lease version.
+    """
+    failed, dead = target_of("fail_for_retry"), target_of("dead_letter")
+    return _sweep(
+        sources=sources_of("fail_for_retry"),
+        where="j.lease_expires_at < clock.now - %(grace)s * interval '1 second'",
+        order="j.lease_expires_at",
+        job_set=f"""
+            state = CASE WHEN j.attempts < j.max_attempts THEN %(failed)s ELSE %(dead)s END,
+            next_attempt_at = CASE WHEN j.attempts < j.max_attempts
+                THEN clock.now + {policy.delay_sql('j.attempts')} END,
+            finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE clock.now END,
+            completion_reason = CASE WHEN j.attempts < j.max_attempts THEN ''
+                ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || '): lease expired' END,
+            error_class = 'LeaseExpired',
+            error_message = 'lease of ' || j.lease_owner || ' expired at ' || j.lease_expires_at
+                            || '; last heartbeat at ' || coalesce(j.heartbeat_at::text, 'never'),
+            state_changed_at = clock.now, {_END_LEASE}
+        """,
+        attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.LEASE_EXPIRED}', "
+        "error_class = 'LeaseExpired', error_message = 'no heartbeat before the lease expired'",
+        cause="lease expired",
+        actor=actor,
+        limit=limit,
+        params={"grace": grace_seconds, "failed": failed, "dead": dead},
+    )
+
+
+def retries_promote_due(*, actor: str = "dispatcher", limit: int = 1000) -> list[WriteResult]:
+    """Failed jobs whose next attempt has come become planned again (due at that time)."""
+    return _sweep(
+        sources=sources_of("retry_due"),
+        where="j.next_attempt_at <= clock.now",
+        order="j.next_attempt_at",
+        job_set="state = %(target)s, state_changed_at = clock.now, due_at = j.next_attempt_at, next_attempt_at = NULL",
+        cause="retry due",
+        actor=actor,
+        limit=limit,
+        params={"target": target_of("retry_due")},
+    )
+
+
+def unclear_queue_for_review(*, actor: str = "review-queue", limit: int = 1000) -> list[WriteResult]:
+    """Unclear jobs become review cases (ready_for_review), oldest first."""
+    return _sweep(
+        sources=(State.UNCLEAR,),  # recheck_due jobs reach review through their recheck plan
+        where="TRUE",
+        order="j.state_changed_at",
+        job_set="state = %(target)s, state_changed_at = clock.now",
+        cause="queued for review",
+        actor=actor,
+        limit=limit,
+        params={"target": target_of("queue_for_review")},
+    )
+
+
+def review_queue_job(job_id, *, actor: str, cause: str) -> WriteResult | None:
+    """Open a review case for one job (e.g. a recheck plan that reached its deadline).
+
+    Returns None when the job is not in a state that may go to review.
+    """
+    swept = _sweep(
+        sources=sources_of("queue_for_review"),
+        where="j.id = %(job_id)s",
+        order="j.id",
+        job_set="state = %(target)s, state_changed_at = clock.now",
+        cause=cause,
+        actor=actor,
+        limit=1,
+        params={"target": target_of("queue_for_review"), "job_id": str(job_id)},
+    )
+    return swept[0] if swept else None
+
+
+# --- human and API transitions: the django-fsm methods themselves -----------------------------
+
+
+def transition_apply(job_id, name: str, *, actor: str, cause: str, user=None, **arguments) -> Job:
+    """Run the declared transition ``name`` on the job under a row lock, with its permission checked.
+
+    ``user`` is the person acting in the console (its permission is checked, as django-fsm itself
+    does not); ``None`` means a trusted system caller that was authorised elsewhere (an API token's
+    scope, a management command). Leaving a leased state ends the current attempt: its later writes
+    are refused as stale.
+    """
+    with transaction.atomic():
+        try:
+            job = Job.objects.select_for_update().get(pk=job_id)
+        except (Job.DoesNotExist, ValueError):
+            raise JobNotFound(job_id) from None
+        method = getattr(job, name, None)
+        meta = getattr(method, "_django_fsm", None)
+        if meta is None:
+            raise LookupError(f"{name!r} is not a job transition")
+        if any(t.custom.get("engine") for t in meta.transitions.values()):
+            raise ValueError(f"{name} is performed by the job engine (jobs.leases), not by a person")
+        from_state = job.state
+        if not can_proceed(method):
+            allowed = ", ".join(sources_of(name))
+            raise TransitionNotAllowed(f"cannot {name} job {job.id}: it is {from_state}; {name} is allowed from {allowed}")
+        if user is not None and not has_transition_perm(method, user):
+            raise PermissionDenied(f"{user} lacks the permission to {name} jobs")
+        method(**arguments)
+        job.state_changed_at = LeitstandNow()
+        job.save()
+        if from_state in LEASED_STATES:
+            Attempt.objects.filter(job=job, lease_version=job.lease_version, finished_at__isnull=True).update(
+                finished_at=LeitstandNow(), outcome=Attempt.Outcome.CANCELLED, error_message=cause[:10_000]
+            )
+        TransitionRecord.objects.create(
+            job=job, from_state=from_state, to_state=job.state, lease_version=job.lease_version,
+            cause=cause[:500], actor=actor[:255],
+        )
+    job.refresh_from_db()
+    return job
+
+
+
+# --- fencing for writes outside the job row (the effect ledger) --------------------------------
+
+
+def lease_lock_if_held(job_id, lease_version: int) -> bool:
+    """Lock the job row for the rest of the transaction if this attempt still holds its lease."""
+    row = _fetch_one(
+        "SELECT 1 FROM jobs_job WHERE id = %(job_id)s AND lease_version = %(lease_version)s "
+        "AND state = ANY(%(leased)s) FOR UPDATE",
+        {"job_id": str(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES)},
+    )
+    return row is not None
+
+
+_REFUSAL_SQL = """
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+refused AS (
+    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
+    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
+    FROM jobs_job AS j, clock WHERE j.id = %(job_id)s
+    RETURNING current_lease_version, current_state
+),
+refused_attempt AS (
+    UPDATE jobs_attempt AS a
+    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
+    FROM clock WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s
+)
+SELECT current_lease_version, current_state FROM refused
+"""
+
+
+def refusal_record(job_id, lease_version: int, operation: str) -> StaleAttempt:
+    """Record a refused write by a stale attempt and return the exception for the caller to raise."""
+    row = _fetch_one(_REFUSAL_SQL, {"job_id": str(job_id), "lease_version": lease_version, "operation": operation})
+    if row is None:
+        raise JobNotFound(job_id)
+    return StaleAttempt(
+        job_id=job_id, lease_version=lease_version, operation=operation,
+        current_lease_version=row[0], current_state=row[1],
+    )

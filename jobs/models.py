@@ -1,0 +1,305 @@
+"""The job record, its attempts, its append-only transition log, refused stale writes and effects.
+
+The job row in PostgreSQL is the truth. Its ``state`` is a protected django-fsm field: the
+``@transition`` methods below are the single declaration of which state changes exist. The worker
+and control paths (claim, start, heartbeat, complete, fail, release, reap, sweeps) execute them as
+guarded SQL in ``jobs.leases``, which derives each statement's allowed source states from these
+declarations; human and API actions (cancel, confirm, decide, retry now) run the methods themselves
+through ``jobs.leases.transition_apply``, which also checks their permission.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+
+class LeitstandNow(models.Func):
+    """Database time (``clock_timestamp()``, shifted by the session's test clock offset if any).
+
+    Lease and schedule decisions never read the worker's clock; see the ``leitstand_now()``
+    function created by migration 0001.
+    """
+
+    function = "leitstand_now"
+    template = "%(function)s()"
+    output_field = models.DateTimeField()
+
+
+class State(models.TextChoices):
+    PLANNED = "planned", "planned"
+    RESERVED = "reserved", "reserved"
+    RUNNING = "running", "running"
+    RESULT_STORED = "result_stored", "result stored"
+    UNCLEAR = "unclear", "business-unclear"
+    READY_FOR_REVIEW = "ready_for_review", "ready for review"
+    RECHECK_DUE = "recheck_due", "recheck due"
+    FAILED = "failed", "technically failed"
+    DONE = "done", "done"
+    DEAD = "dead", "dead"
+    CANCELLED = "cancelled", "cancelled"
+
+
+# A job in one of these states holds a lease: exactly one attempt is entitled to write.
+LEASED_STATES = (State.RESERVED, State.RUNNING)
+# No worker will touch a job in these states again; only an operator's "retry now" revives a dead one.
+TERMINAL_STATES = (State.DONE, State.DEAD, State.CANCELLED)
+# Cancelling is allowed from every state that is not terminal.
+CANCELLABLE_STATES = tuple(s for s in State if s not in TERMINAL_STATES)
+
+OPERATE_PERMISSION = "jobs.operate_job"
+REVIEW_PERMISSION = "jobs.review_job"
+
+# Transitions that only the engine performs, as guarded SQL in jobs.leases (they need a lease,
+# database time and an attempt row written in the same statement).
+ENGINE = {"engine": True}
+
+
+class Job(ConcurrentTransitionMixin, models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    type = models.CharField(max_length=64, help_text="Job type, e.g. crawl, analysis, recheck.")
+    idempotency_key = models.CharField(max_length=255, help_text="Unique per job type: the same key is the same job.")
+    correlation_id = models.CharField(max_length=255, help_text="Joins every job of one business case.")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    schema_version = models.PositiveSmallIntegerField(db_default=1, default=1)
+    processing_version = models.CharField(
+        max_length=64, blank=True, db_default="", default="", help_text="Handler version of the latest attempt."
+    )
+    priority = models.SmallIntegerField(
+        db_default=5, default=5, help_text="0 is the most urgent lane, 9 the bulk lane; claims serve lower first."
+    )
+    source = models.CharField(max_length=255, blank=True, db_default="", default="")
+    payload = models.JSONField(db_default={}, default=dict)
+
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+    due_at = models.DateTimeField(db_default=LeitstandNow(), help_text="Not claimed before this time.")
+    state = FSMField(default=State.PLANNED, choices=State.choices, protected=True, max_length=20)
+    state_changed_at = models.DateTimeField(db_default=LeitstandNow())
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When the job reached done, dead or cancelled.")
+
+    lease_owner = models.CharField(max_length=255, blank=True, db_default="", default="")
+    lease_version = models.PositiveIntegerField(
+        db_default=0, default=0, help_text="The attempt ID and fencing token: rises by one with every claim."
+    )
+    # Written by every heartbeat and deliberately not indexed, so heartbeats stay HOT updates.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    progress = models.JSONField(null=True, blank=True)
+
+    attempts = models.PositiveSmallIntegerField(
+        db_default=0, default=0, help_text="Claims counted against the retry budget."
+    )
+    max_attempts = models.PositiveSmallIntegerField(db_default=5, default=5, help_text="The retry budget.")
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    result_ref = models.CharField(max_length=500, blank=True, db_default="", default="")
+    result_checksum = models.CharField(max_length=128, blank=True, db_default="", default="")
+    error_class = models.CharField(max_length=200, blank=True, db_default="", default="")
+    error_message = models.TextField(blank=True, db_default="", default="")
+    completion_reason = models.CharField(max_length=500, blank=True, db_default="", default="")
+
+    class Meta:
+        permissions = [
+            ("operate_job", "Can act on jobs as an operator (cancel, retry, confirm)"),
+            ("review_job", "Can decide review cases"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["type", "idempotency_key"], name="job_idempotency_key_unique"),
+            models.CheckConstraint(condition=Q(priority__gte=0, priority__lte=9), name="job_priority_0_to_9"),
+            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"),
+        ]
+        indexes = [
+            # jobs.leases.claim: the next due jobs of a type, most urgent lane first.
+            models.Index(fields=["type", "priority", "due_at"], name="job_claim_idx", condition=Q(state="planned")),
+            # Queue age per type (console, alerts): the oldest due planned job of a type.
+            models.Index(fields=["type", "due_at"], name="job_queue_age_idx", condition=Q(state="planned")),
+            # jobs.leases.retries_promote_due: failed jobs whose next attempt has come.
+            models.Index(fields=["next_attempt_at"], name="job_retry_due_idx", condition=Q(state="failed")),
+            # jobs.leases.reap_expired and the stuck-lease view scan the small leased set. The
+            # lease expiry itself is not indexed: heartbeats write it, and must stay HOT updates.
+            models.Index(fields=["id"], name="job_leased_idx", condition=Q(state__in=LEASED_STATES)),
+            # The review backlog, oldest case first.
+            models.Index(
+                fields=["type", "state_changed_at"],
+                name="job_review_backlog_idx",
+                condition=Q(state="ready_for_review"),
+            ),
+            models.Index(fields=["correlation_id"], name="job_correlation_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id} ({self.state})"
+
+    # --- conditions ---------------------------------------------------------------------------
+
+    def has_retry_budget(self) -> bool:
+        return self.attempts < self.max_attempts
+
+    # --- engine transitions (executed as guarded SQL by jobs.leases) -------------------------
+
+    @transition(field=state, source=State.PLANNED, target=State.RESERVED, custom=ENGINE)
+    def claim(self):
+        """A worker reserved the job; the lease version rose by one."""
+
+    @transition(field=state, source=State.RESERVED, target=State.RUNNING, custom=ENGINE)
+    def start(self):
+        """The handler began."""
+
+    @transition(field=state, source=State.RUNNING, target=State.RESULT_STORED, custom=ENGINE)
+    def complete(self):
+        """Executed and result written; the business outcome still waits for confirmation."""
+
+    @transition(field=state, source=State.RUNNING, target=State.RECHECK_DUE, custom=ENGINE)
+    def plan_recheck(self):
+        """Executed; a planned follow-up will decide the business outcome."""
+
+    @transition(field=state, source=State.RUNNING, target=State.UNCLEAR, custom=ENGINE)
+    def flag_unclear(self):
+        """The handler could not decide the case: a human must."""
+
+    @transition(
+        field=state, source=LEASED_STATES, target=State.FAILED, conditions=[has_retry_budget], custom=ENGINE
+    )
+    def fail_for_retry(self):
+        """A transient failure (or a lost lease) with retry budget left: wait for the next attempt."""
+
+    @transition(field=state, source=LEASED_STATES, target=State.DEAD, custom=ENGINE)
+    def dead_letter(self):
+        """A permanent failure, or the retry budget is spent: into the dead-letter queue."""
+
+    @transition(field=state, source=LEASED_STATES, target=State.PLANNED, custom=ENGINE)
+    def release(self):
+        """The worker handed the job back cleanly (e.g. on SIGTERM); no retry budget is used."""
+
+    @transition(field=state, source=State.FAILED, target=State.PLANNED, custom=ENGINE)
+    def retry_due(self):
+        """The next attempt's time has come."""
+
+    @transition(field=state, source=(State.UNCLEAR, State.RECHECK_DUE), target=State.READY_FOR_REVIEW, custom=ENGINE)
+    def queue_for_review(self):
+        """A review case is open: unclear analysis, or a recheck plan that hit its deadline."""
+
+    # --- human and API transitions (run through jobs.leases.transition_apply) ----------------
+
+    @transition(
+        field=state,
+        source=(State.RESULT_STORED, State.RECHECK_DUE),
+        target=State.DONE,
+        permission=OPERATE_PERMISSION,
+    )
+    def confirm(self, *, reason: str = "business outcome confirmed"):
+        self.completion_reason = reason
+        self.finished_at = LeitstandNow()
+
+    @transition(field=state, source=State.READY_FOR_REVIEW, target=State.DONE, permission=REVIEW_PERMISSION)
+    def decide(self, *, reason: str):
+        self.completion_reason = reason
+        self.finished_at = LeitstandNow()
+
+    @transition(field=state, source=(State.FAILED, State.DEAD), target=State.PLANNED, permission=OPERATE_PERMISSION)
+    def retry_now(self, *, reason: str = "retried by an operator"):
+        """Give the job a fresh retry budget and make it due now (e.g. from the dead-letter queue)."""
+        self.attempts = 0
+        self.due_at = LeitstandNow()
+        self.next_attempt_at = None
+        self.finished_at = None
+        self.completion_reason = ""
+
+    @transition(field=state, source=CANCELLABLE_STATES, target=State.CANCELLED, permission=OPERATE_PERMISSION)
+    def cancel(self, *, reason: str):
+        # A running attempt's lease ends here: its next heartbeat or result is refused as stale.
+        self.completion_reason = reason
+        self.finished_at = LeitstandNow()
+        self.lease_owner = ""
+        self.lease_expires_at = None
+        self.next_attempt_at = None
+
+
+class Attempt(models.Model):
+    """One claim of a job: never overwritten, so the history of every attempt survives."""
+
+    class Outcome(models.TextChoices):
+        COMPLETED = "completed"
+        RECHECK_PLANNED = "recheck_planned"
+        UNCLEAR = "unclear"
+        FAILED = "failed"
+        DEAD = "dead"
+        RELEASED = "released"
+        LEASE_EXPIRED = "lease_expired"
+        CANCELLED = "cancelled"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempt_log")
+    lease_version = models.PositiveIntegerField()
+    lease_owner = models.CharField(max_length=255)
+    worker_host = models.CharField(max_length=255)
+    worker_pid = models.PositiveIntegerField()
+    pool = models.CharField(max_length=64, blank=True)
+    claimed_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
+    error_class = models.CharField(max_length=200, blank=True)
+    error_message = models.TextField(blank=True)
+    refused_writes = models.PositiveIntegerField(default=0, help_text="Writes refused because this attempt was stale.")
+    last_refused_at = models.DateTimeField(null=True, blank=True)
+    last_refused_op = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "lease_version"], name="attempt_one_per_lease_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.lease_version} of {self.job_id}"
+
+
+class Transition(models.Model):
+    """Append-only log of every state change; a trigger refuses UPDATE and DELETE."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="transitions")
+    from_state = models.CharField(max_length=20, blank=True, help_text="Empty for the job's creation.")
+    to_state = models.CharField(max_length=20)
+    at = models.DateTimeField(db_default=LeitstandNow())
+    lease_version = models.PositiveIntegerField()
+    cause = models.CharField(max_length=500)
+    actor = models.CharField(max_length=255)
+
+    class Meta:
+        indexes = [models.Index(fields=["job", "id"], name="transition_job_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or '∅'} → {self.to_state} ({self.cause})"
+
+
+class StaleWrite(models.Model):
+    """A write by an attempt that no longer held the lease, refused and kept for the console."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="stale_writes")
+    lease_version = models.PositiveIntegerField(help_text="The stale writer's lease version.")
+    operation = models.CharField(max_length=32)
+    at = models.DateTimeField()
+    current_lease_version = models.PositiveIntegerField()
+    current_state = models.CharField(max_length=20)
+
+    class Meta:
+        indexes = [models.Index(fields=["at"], name="stalewrite_at_idx")]
+
+    def __str__(self) -> str:
+        return f"refused {self.operation} by attempt {self.lease_version} of {self.job_id}"
+
+
+class Effect(models.Model):
+    """The effect ledger: a business side effect is applied at most once per key."""
+
+    key = models.CharField(max_length=255, unique=True)
+    kind = models.CharField(max_length=64)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="effects")
+    lease_version = models.PositiveIntegerField(null=True, blank=True)
+    applied_at = models.DateTimeField(db_default=LeitstandNow())
+    detail = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key}"

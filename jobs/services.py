@@ -1,0 +1,168 @@
+"""Services that create jobs and apply human and API decisions to them.
+
+Views, admin actions, API endpoints and commands call these; they validate input with precise
+messages, and every state change goes through ``jobs.leases``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from psycopg.types.json import Jsonb
+
+from jobs import leases
+from jobs.models import Job, State
+
+_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+MAX_PAYLOAD_BYTES = 1_000_000
+
+
+class JobInputError(ValueError):
+    """Invalid input for a job; ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key is taken by a job of the same type with a different payload."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(
+            f"idempotency key {job.idempotency_key!r} already names job {job.id} of type {job.type} "
+            "with a different payload"
+        )
+        self.job = job
+
+
+@dataclass(frozen=True)
+class Submission:
+    job: Job
+    created: bool  # False: the same key and payload were submitted before; this is that job
+
+
+def _validate(*, type: str, idempotency_key: str, payload, priority: int, max_attempts: int,
+              correlation_id: str, source: str, schema_version: int) -> bytes:
+    if not isinstance(type, str) or not _TYPE_PATTERN.match(type):
+        raise JobInputError("type", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter")
+    if not isinstance(idempotency_key, str) or not idempotency_key.strip() or len(idempotency_key) > 255:
+        raise JobInputError("idempotency_key", "must be a non-empty string of at most 255 characters")
+    if not isinstance(payload, dict):
+        raise JobInputError("payload", f"must be a JSON object, got {payload.__class__.__name__}")
+    try:
+        encoded = json.dumps(payload, sort_keys=True, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise JobInputError("payload", f"is not JSON-serialisable: {exc}") from None
+    if b"\\u0000" in encoded:
+        raise JobInputError("payload", "must not contain NUL characters (PostgreSQL text cannot store them)")
+    if len(encoded) > MAX_PAYLOAD_BYTES:
+        raise JobInputError("payload", f"is {len(encoded)} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+        raise JobInputError("priority", "must be an integer from 0 (most urgent) to 9 (bulk)")
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 100:
+        raise JobInputError("max_attempts", "must be an integer from 1 to 100")
+    if isinstance(schema_version, bool) or not isinstance(schema_version, int) or not 1 <= schema_version <= 32767:
+        raise JobInputError("schema_version", "must be a positive integer")
+    for name, value in (("correlation_id", correlation_id), ("source", source)):
+        if not isinstance(value, str) or len(value) > 255 or "\x00" in value:
+            raise JobInputError(name, "must be a string of at most 255 characters without NUL")
+    return encoded
+
+
+_CREATE_SQL = """
+WITH created AS (
+    INSERT INTO jobs_job (id, type, idempotency_key, correlation_id, parent_id, schema_version, priority, source,
+                          payload, max_attempts, due_at, state)
+    VALUES (%(id)s, %(type)s, %(key)s, %(correlation_id)s, %(parent_id)s, %(schema_version)s, %(priority)s,
+            %(source)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
+    ON CONFLICT (type, idempotency_key) DO NOTHING
+    RETURNING id, state, lease_version
+),
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
+)
+SELECT id FROM created
+"""
+
+
+def job_create(
+    *,
+    type: str,
+    idempotency_key: str,
+    payload: dict,
+    actor: str,
+    correlation_id: str = "",
+    parent_id=None,
+    priority: int = 5,
+    source: str = "",
+    max_attempts: int = 5,
+    schema_version: int = 1,
+    due_at: datetime | None = None,
+) -> Submission:
+    """Create a job once per (type, idempotency key); a repeat with the same payload returns that job.
+
+    Call it inside the transaction of the business change that causes the job, so both commit or
+    neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job).
+    """
+    _validate(type=type, idempotency_key=idempotency_key, payload=payload, priority=priority,
+              max_attempts=max_attempts, correlation_id=correlation_id, source=source,
+              schema_version=schema_version)
+    job_id = uuid.uuid4()
+    with transaction.atomic():
+        if parent_id is not None and not correlation_id:
+            parent = Job.objects.filter(pk=parent_id).values_list("correlation_id", flat=True).first()
+            if parent is None:
+                raise JobInputError("parent_id", f"job {parent_id} does not exist")
+            correlation_id = parent
+        with connection.cursor() as cursor:
+            cursor.execute(_CREATE_SQL, {
+                "id": job_id, "type": type, "key": idempotency_key, "correlation_id": correlation_id or str(job_id),
+                "parent_id": parent_id, "schema_version": schema_version, "priority": priority, "source": source,
+                "payload": Jsonb(payload), "max_attempts": max_attempts, "due_at": due_at,
+                "state": State.PLANNED, "actor": actor[:255],
+            })
+            created = cursor.fetchone() is not None
+        if created:
+            return Submission(Job.objects.get(pk=job_id), created=True)
+        existing = Job.objects.get(type=type, idempotency_key=idempotency_key)
+        if existing.payload != json.loads(json.dumps(payload)):
+            raise IdempotencyConflict(existing)
+        return Submission(existing, created=False)
+
+
+def job_cancel(*, job_id, actor: str, reason: str, user=None) -> Job:
+    """Cancel a job that is not terminal; a running attempt's later writes are refused as stale."""
+    _require_reason(reason)
+    return leases.transition_apply(job_id, "cancel", actor=actor, cause=f"cancelled: {reason}", user=user, reason=reason)
+
+
+def job_confirm(*, job_id, actor: str, reason: str = "business outcome confirmed", user=None) -> Job:
+    """Confirm the business outcome of an executed job: result_stored (or recheck_due) → done."""
+    return leases.transition_apply(job_id, "confirm", actor=actor, cause=reason, user=user, reason=reason)
+
+
+def job_retry_now(*, job_id, actor: str, reason: str, user=None) -> Job:
+    """Retry a failed or dead job now, with a fresh retry budget (the dead-letter queue's retry)."""
+    _require_reason(reason)
+    return leases.transition_apply(job_id, "retry_now", actor=actor, cause=f"retry now: {reason}", user=user, reason=reason)
+
+
+def review_decide(*, job_id, actor: str, reason: str, user=None) -> Job:
+    """A reviewer's decision on a review case: ready_for_review → done, with the reason."""
+    _require_reason(reason)
+    return leases.transition_apply(job_id, "decide", actor=actor, cause=f"decided: {reason}", user=user, reason=reason)
+
+
+def _require_reason(reason: str) -> None:
+    if not isinstance(reason, str) or not reason.strip():
+        raise JobInputError("reason", "is required: say why, it goes into the job's audit log")
+    if len(reason) > 480:
+        raise JobInputError("reason", "must be at most 480 characters")

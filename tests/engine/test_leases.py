@@ -1,0 +1,299 @@
+"""The lease module on real PostgreSQL: claims, fenced writes, reaping, refusals, database time."""
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.db import DatabaseError, connection, transaction
+from django_fsm import TransitionNotAllowed
+
+from jobs import leases
+from jobs.effects import effect_apply_once
+from jobs.errors import ErrorKind
+from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
+from jobs.retry import RetryPolicy
+
+LEASE = 30.0
+POLICY = RetryPolicy(base_seconds=1, cap_seconds=10)
+
+
+def claim_one(worker, type="crawl", lease=LEASE):
+    (claimed,) = leases.claim(types=[type], worker=worker, lease_seconds=lease)
+    return claimed
+
+
+def states(job_id):
+    return list(Transition.objects.filter(job_id=job_id).order_by("id").values_list("from_state", "to_state"))
+
+
+def test_happy_path_writes_a_transition_row_for_every_change(make_job, worker):
+    job = make_job()
+    claimed = claim_one(worker)
+    assert (claimed.id, claimed.lease_version, claimed.attempt) == (job.id, 1, 1)
+    leases.start(claimed.id, claimed.lease_version, actor=worker.lease_owner, processing_version="crawl@3")
+    leases.heartbeat(claimed.id, claimed.lease_version, lease_seconds=LEASE, progress={"done": 3, "total": 10})
+    leases.complete(claimed.id, claimed.lease_version, actor=worker.lease_owner, result_ref="s3://r/1", result_checksum="abc")
+
+    job.refresh_from_db()
+    assert job.state == State.RESULT_STORED
+    assert (job.result_ref, job.result_checksum, job.processing_version) == ("s3://r/1", "abc", "crawl@3")
+    assert job.progress == {"done": 3, "total": 10}
+    assert job.lease_owner == "" and job.lease_expires_at is None
+    assert states(job.id) == [("", "planned"), ("planned", "reserved"), ("reserved", "running"), ("running", "result_stored")]
+    attempt = Attempt.objects.get(job=job)
+    assert attempt.outcome == Attempt.Outcome.COMPLETED
+    assert attempt.claimed_at <= attempt.started_at <= attempt.heartbeat_at <= attempt.finished_at
+    assert (attempt.worker_host, attempt.worker_pid, attempt.pool) == ("test-host", 4242, "crawl")
+
+
+def test_claim_serves_the_urgent_lane_first_then_the_oldest_due(make_job, worker, db_clock):
+    bulk_old = make_job(priority=9)
+    urgent_new = make_job(priority=0)
+    normal_a = make_job(priority=5)
+    normal_b = make_job(priority=5)
+    later = make_job(priority=0, due_at=db_clock.now() + timedelta(hours=1))
+
+    claimed = leases.claim(types=["crawl"], worker=worker, lease_seconds=LEASE, limit=10)
+
+    assert [c.id for c in claimed] == [urgent_new.id, normal_a.id, normal_b.id, bulk_old.id]
+    assert later.id not in {c.id for c in claimed}, "a job is not claimed before it is due"
+    assert [c.lease_version for c in claimed] == [1, 1, 1, 1]
+
+
+def test_claim_takes_only_the_requested_types_and_at_most_the_limit(make_job, worker):
+    for _ in range(3):
+        make_job("crawl")
+    analysis = make_job("analysis")
+    assert len(leases.claim(types=["crawl"], worker=worker, lease_seconds=LEASE, limit=2)) == 2
+    assert [c.id for c in leases.claim(types=["analysis"], worker=worker, lease_seconds=LEASE, limit=5)] == [analysis.id]
+
+
+def test_claim_rejects_a_nonsensical_request(worker, db):
+    with pytest.raises(ValueError, match="limit"):
+        leases.claim(types=["crawl"], worker=worker, lease_seconds=LEASE, limit=0)
+    with pytest.raises(ValueError, match="lease_seconds"):
+        leases.claim(types=["crawl"], worker=worker, lease_seconds=0)
+
+
+def test_the_zombie_attempt_is_refused_and_recorded_and_the_new_result_stands(make_job, worker, db_clock):
+    job = make_job()
+    a = claim_one(worker)
+    leases.start(a.id, a.lease_version, actor="A")
+
+    # A stops heartbeating; its lease expires, and after the grace period the reaper releases it.
+    db_clock.advance(LEASE + 5 + 1)
+    assert [r.job_id for r in leases.reap_expired(grace_seconds=5, policy=POLICY)] == [job.id]
+    db_clock.advance(POLICY.cap_seconds)
+    leases.retries_promote_due()
+
+    b = claim_one(leases.WorkerIdentity("host-b", 7, "crawl"))
+    assert b.lease_version == a.lease_version + 1 and b.attempt == 2
+    leases.start(b.id, b.lease_version, actor="B")
+    leases.complete(b.id, b.lease_version, actor="B", result_ref="result-of-B")
+
+    with pytest.raises(leases.StaleAttempt) as refused_complete:
+        leases.complete(a.id, a.lease_version, actor="A", result_ref="result-of-A")
+    with pytest.raises(leases.StaleAttempt):
+        leases.heartbeat(a.id, a.lease_version, lease_seconds=LEASE)
+
+    assert refused_complete.value.current_lease_version == b.lease_version
+    job.refresh_from_db()
+    assert (job.state, job.result_ref, job.lease_version) == (State.RESULT_STORED, "result-of-B", b.lease_version)
+    attempt_a = Attempt.objects.get(job=job, lease_version=a.lease_version)
+    assert attempt_a.outcome == Attempt.Outcome.LEASE_EXPIRED
+    assert attempt_a.refused_writes == 2 and attempt_a.last_refused_op == "heartbeat"
+    assert list(StaleWrite.objects.filter(job=job).values_list("operation", "lease_version", "current_lease_version")) == [
+        ("complete", 1, 2), ("heartbeat", 1, 2)]
+
+
+def test_a_slow_worker_within_the_grace_period_keeps_its_job(make_job, worker, db_clock):
+    make_job()
+    a = claim_one(worker)
+    db_clock.advance(LEASE + 3)  # expired, but inside the 5 s grace period
+    assert leases.reap_expired(grace_seconds=5, policy=POLICY) == []
+    expires = leases.heartbeat(a.id, a.lease_version, lease_seconds=LEASE)
+    assert expires > db_clock.now() + timedelta(seconds=LEASE - 1)
+    db_clock.advance(LEASE - 1)
+    assert leases.reap_expired(grace_seconds=5, policy=POLICY) == []
+
+
+def test_heartbeat_extends_the_lease_from_database_time(make_job, worker, db_clock):
+    make_job()
+    a = claim_one(worker, lease=10)
+    db_clock.advance(8)
+    expires = leases.heartbeat(a.id, a.lease_version, lease_seconds=10)
+    assert abs((expires - db_clock.now()).total_seconds() - 10) < 1
+
+
+@pytest.mark.parametrize("worker_clock", ["2001-01-01", "2099-12-31"])
+def test_lease_decisions_ignore_a_worker_clock_that_is_far_off(make_job, worker, db_clock, worker_clock):
+    job = make_job()
+    database_now = db_clock.now()
+    with time_machine.travel(worker_clock, tick=True):
+        a = claim_one(worker, lease=60)
+        assert abs((a.lease_expires_at - database_now).total_seconds() - 60) < 5
+        # A clock decades ahead must not make the lease look expired, nor one decades behind fresh.
+        assert leases.reap_expired(grace_seconds=0, policy=POLICY) == []
+        leases.heartbeat(a.id, a.lease_version, lease_seconds=60)
+        db_clock.advance(61)
+        assert [r.job_id for r in leases.reap_expired(grace_seconds=0, policy=POLICY)] == [job.id]
+
+
+def test_a_transient_failure_waits_with_backoff_then_goes_dead_when_the_budget_is_spent(make_job, worker, db_clock):
+    job = make_job(max_attempts=2)
+    for attempt in (1, 2):
+        c = claim_one(worker)
+        assert c.attempt == attempt
+        leases.start(c.id, c.lease_version, actor="w")
+        leases.fail(c.id, c.lease_version, actor="w", kind=ErrorKind.TRANSIENT, error_class="httpx.ReadTimeout",
+                    message="read timed out", retry_delay_seconds=POLICY.delay(attempt))
+        job.refresh_from_db()
+        if attempt == 1:
+            assert job.state == State.FAILED and job.next_attempt_at is not None
+            assert leases.claim(types=["crawl"], worker=worker, lease_seconds=LEASE) == [], "not before its next attempt"
+            db_clock.advance(POLICY.cap_seconds + 1)
+            assert [r.to_state for r in leases.retries_promote_due()] == [State.PLANNED]
+    assert job.state == State.DEAD
+    assert job.completion_reason == "retry budget spent (2 of 2)"
+    assert job.finished_at is not None and job.next_attempt_at is None
+
+
+def test_a_permanent_error_goes_dead_at_once_and_unclear_goes_to_review(make_job, worker):
+    dead, unclear = make_job(), make_job()
+    for job, kind in ((dead, ErrorKind.PERMANENT), (unclear, ErrorKind.UNCLEAR)):
+        c = leases.claim(types=["crawl"], worker=worker, lease_seconds=LEASE)[0]
+        assert c.id == job.id
+        leases.start(c.id, c.lease_version, actor="w")
+        leases.fail(c.id, c.lease_version, actor="w", kind=kind, error_class="Verdict", message="m")
+    dead.refresh_from_db()
+    unclear.refresh_from_db()
+    assert (dead.state, dead.attempts, dead.completion_reason) == (State.DEAD, 1, "permanent error: Verdict")
+    assert unclear.state == State.UNCLEAR
+    assert [r.job_id for r in leases.unclear_queue_for_review()] == [unclear.id]
+    unclear.refresh_from_db()
+    assert unclear.state == State.READY_FOR_REVIEW
+
+
+def test_release_hands_the_job_back_without_spending_budget(make_job, worker):
+    job = make_job(max_attempts=1)
+    c = claim_one(worker)
+    leases.start(c.id, c.lease_version, actor="w")
+    leases.release(c.id, c.lease_version, actor="w", reason="SIGTERM")
+    job.refresh_from_db()
+    assert (job.state, job.attempts) == (State.PLANNED, 0)
+    assert Attempt.objects.get(job=job).outcome == Attempt.Outcome.RELEASED
+    again = claim_one(worker)
+    assert (again.lease_version, again.attempt) == (2, 1)
+
+
+def test_the_reaper_sends_a_job_without_budget_to_dead(make_job, worker, db_clock):
+    job = make_job(max_attempts=1)
+    claim_one(worker, lease=5)
+    db_clock.advance(20)
+    (reaped,) = leases.reap_expired(grace_seconds=1, policy=POLICY)
+    assert reaped.to_state == State.DEAD
+    job.refresh_from_db()
+    assert job.completion_reason == "retry budget spent (1 of 1): lease expired"
+    assert job.error_class == "LeaseExpired"
+
+
+def test_reaper_backoff_stays_within_the_policy_bounds(make_job, worker, db_clock):
+    for _ in range(20):
+        make_job(max_attempts=9)
+    leases.claim(types=["crawl"], worker=worker, lease_seconds=1, limit=20)
+    db_clock.advance(5)
+    reaped_at = db_clock.now()
+    leases.reap_expired(grace_seconds=0, policy=RetryPolicy(base_seconds=2, cap_seconds=3))
+    for next_attempt in Job.objects.values_list("next_attempt_at", flat=True):
+        assert timedelta(0) <= next_attempt - reaped_at <= timedelta(seconds=2.5)
+
+
+def test_cancelling_a_running_job_makes_its_attempt_stale(make_job, worker):
+    job = make_job()
+    c = claim_one(worker)
+    leases.start(c.id, c.lease_version, actor="w")
+    from jobs import services
+
+    services.job_cancel(job_id=job.id, actor="operator", reason="customer withdrew the case")
+    with pytest.raises(leases.StaleAttempt):
+        leases.heartbeat(c.id, c.lease_version, lease_seconds=LEASE)
+    job.refresh_from_db()
+    assert (job.state, job.completion_reason) == (State.CANCELLED, "customer withdrew the case")
+    assert Attempt.objects.get(job=job).outcome == Attempt.Outcome.CANCELLED
+    assert states(job.id)[-1] == ("running", "cancelled")
+
+
+def test_a_current_attempt_asking_for_an_undeclared_transition_is_told_so(make_job, worker):
+    make_job()
+    c = claim_one(worker)
+    with pytest.raises(TransitionNotAllowed, match="complete is not allowed .* while it is reserved"):
+        leases.complete(c.id, c.lease_version, actor="w")
+
+
+def test_writes_to_a_missing_job_say_so(db):
+    with pytest.raises(leases.JobNotFound):
+        leases.heartbeat("00000000-0000-0000-0000-000000000000", 1, lease_seconds=LEASE)
+
+
+def test_the_transition_log_refuses_update_and_delete(make_job):
+    job = make_job()
+    row = Transition.objects.get(job=job)
+    for statement in ("UPDATE jobs_transition SET cause = 'rewritten' WHERE id = %s",
+                      "DELETE FROM jobs_transition WHERE id = %s"):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(statement, [row.id])
+    assert Transition.objects.get(pk=row.pk).cause == "created"
+
+
+def _job_table_update_counts():
+    with connection.cursor() as cursor:
+        # Make this backend publish its pending statistics, then read them afresh.
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT pg_stat_get_tuples_hot_updated('jobs_job'::regclass), "
+                       "pg_stat_get_tuples_updated('jobs_job'::regclass)")
+        return cursor.fetchone()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_heartbeats_are_hot_updates(make_job, worker):
+    """Columns that heartbeats write are not indexed, so PostgreSQL updates the row in place (HOT)."""
+    make_job()
+    c = claim_one(worker)
+    hot_before, updated_before = _job_table_update_counts()
+    for _ in range(50):  # each in its own transaction, as workers send them
+        leases.heartbeat(c.id, c.lease_version, lease_seconds=LEASE, progress={"n": 1})
+    hot_after, updated_after = _job_table_update_counts()
+    assert updated_after - updated_before == 50
+    assert hot_after - hot_before == 50
+
+
+def test_an_effect_is_applied_once_per_key_and_only_by_the_lease_holder(make_job, worker, db_clock):
+    make_job()
+    c = claim_one(worker)
+    applied = []
+    first = effect_apply_once(key="finding:1", kind="finding", job_id=c.id, lease_version=c.lease_version,
+                              apply=lambda: applied.append(1) or "created")
+    second = effect_apply_once(key="finding:1", kind="finding", job_id=c.id, lease_version=c.lease_version,
+                               apply=lambda: applied.append(2))
+    assert (first.applied, first.value, second.applied, applied) == (True, "created", False, [1])
+
+    db_clock.advance(LEASE + 1)
+    leases.reap_expired(grace_seconds=0, policy=POLICY)
+    with pytest.raises(leases.StaleAttempt):
+        effect_apply_once(key="finding:2", kind="finding", job_id=c.id, lease_version=c.lease_version,
+                          apply=lambda: applied.append(3))
+    assert applied == [1]
+    assert not Effect.objects.filter(key="finding:2").exists()
+    assert StaleWrite.objects.get().operation == "effect"
+
+
+def test_an_effect_that_raises_is_not_recorded(db):
+    def explode():
+        raise RuntimeError("mail server down")
+
+    with pytest.raises(RuntimeError):
+        effect_apply_once(key="notice:1", kind="notice", apply=explode)
+    assert not Effect.objects.exists()
+    assert effect_apply_once(key="notice:1", kind="notice", apply=lambda: "sent").applied
