@@ -87,3 +87,15 @@ def test_the_db_command_says_when_an_external_server_is_configured():
     assert "DATABASE_URL is set" in manage("db", "status", env=env).stdout
     refused = manage("db", "stop", env=env, check=False)
     assert refused.returncode != 0 and "no embedded server to stop" in refused.stderr
+
+
+@pytest.mark.django_db
+def test_database_sessions_end_idle_transactions_and_connections_persist():
+    from django.conf import settings
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW idle_in_transaction_session_timeout")
+        assert cursor.fetchone()[0] == "1min"
+    database = settings.DATABASES["default"]
+    assert (database["CONN_MAX_AGE"], database["CONN_HEALTH_CHECKS"]) == (600, True)

@@ -1,0 +1,66 @@
+"""Creating jobs: idempotent per (type, key), validated with precise messages, nothing half-stored."""
+
+import pytest
+
+from jobs import services
+from jobs.models import Job, Transition
+
+
+def create(**overrides):
+    fields = {"type": "crawl", "idempotency_key": "k-1", "payload": {"url": "https://a.example/"}, "actor": "test"}
+    fields.update(overrides)
+    return services.job_create(**fields)
+
+
+def test_the_same_key_and_payload_return_the_same_job(db):
+    first = create()
+    again = create()
+    assert first.created and not again.created
+    assert again.job.id == first.job.id
+    assert Job.objects.count() == 1
+    assert list(Transition.objects.values_list("from_state", "to_state", "cause")) == [("", "planned", "created")]
+
+
+def test_the_same_key_with_another_payload_is_a_conflict(db):
+    first = create()
+    with pytest.raises(services.IdempotencyConflict, match=str(first.job.id)):
+        create(payload={"url": "https://b.example/"})
+
+
+def test_keys_are_unique_per_type_only(db):
+    assert create(type="crawl").job.id != create(type="analysis").job.id
+
+
+def test_a_sub_job_inherits_its_parents_correlation_id(db):
+    parent = create(correlation_id="case-77").job
+    child = create(idempotency_key="child", parent_id=parent.id).job
+    assert (child.parent_id, child.correlation_id) == (parent.id, "case-77")
+    assert create(idempotency_key="own").job.correlation_id == str(Job.objects.get(idempotency_key="own").id)
+
+
+@pytest.mark.parametrize("overrides,field", [
+    ({"type": ""}, "type"),
+    ({"type": "Crawl Jobs"}, "type"),
+    ({"idempotency_key": ""}, "idempotency_key"),
+    ({"idempotency_key": "x" * 256}, "idempotency_key"),
+    ({"payload": ["not", "an", "object"]}, "payload"),
+    ({"payload": {"nan": float("nan")}}, "payload"),
+    ({"payload": {"text": "nul\x00byte"}}, "payload"),
+    ({"payload": {"blob": "x" * 1_000_001}}, "payload"),
+    ({"priority": 10}, "priority"),
+    ({"priority": True}, "priority"),
+    ({"max_attempts": 0}, "max_attempts"),
+    ({"correlation_id": "c" * 256}, "correlation_id"),
+    ({"parent_id": "6b1e5d5e-0000-4000-8000-000000000000"}, "parent_id"),
+])
+def test_invalid_input_is_refused_with_the_field_named_and_nothing_stored(db, overrides, field):
+    with pytest.raises(services.JobInputError) as refused:
+        create(**overrides)
+    assert refused.value.field == field
+    assert not Job.objects.exists() and not Transition.objects.exists()
+
+
+def test_a_reason_is_required_for_human_actions(db):
+    job = create().job
+    with pytest.raises(services.JobInputError, match="reason"):
+        services.job_cancel(job_id=job.id, actor="op", reason="  ")
