@@ -72,10 +72,16 @@ def retry_jobs_now(modeladmin, request, queryset):
     _run_action(modeladmin, request, queryset, services.job_retry_now, "Retried", "retried from the console")
 
 
+admin.site.site_header = "Leitstand"
+admin.site.site_title = "Leitstand"
+admin.site.index_title = "Operations console"
+
+
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ("id", "type", "state", "priority", "attempts", "max_attempts", "lease_version", "lease_owner",
-                    "due_at", "state_changed_at", "error_class")
+    list_display = ("short_id", "type", "state", "priority", "attempt", "lease_owner", "due_at", "state_changed_at",
+                    "error_class")
+    list_display_links = ("short_id",)
     list_filter = ("state", "type", "priority")
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
@@ -85,6 +91,14 @@ class JobAdmin(ReadOnlyAdmin):
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
+
+    @admin.display(description="job", ordering="id")
+    def short_id(self, job):
+        return str(job.id)[:8]
+
+    @admin.display(description="attempt")
+    def attempt(self, job):
+        return f"{job.attempts}/{job.max_attempts}"
 
 
 @admin.register(Attempt)

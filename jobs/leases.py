@@ -28,6 +28,7 @@ from uuid import UUID
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django_fsm import TransitionNotAllowed, can_proceed, has_transition_perm
+from psycopg.types.json import Jsonb
 
 from jobs.errors import ErrorKind
 from jobs.models import LEASED_STATES, Attempt, Job, LeitstandNow, State
@@ -130,6 +131,34 @@ def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+# --- creation -----------------------------------------------------------------------------------
+
+_INSERT_SQL = """
+WITH created AS (
+    INSERT INTO jobs_job (id, type, idempotency_key, correlation_id, parent_id, schema_version, priority, source,
+                          payload, max_attempts, due_at, state)
+    VALUES (%(id)s, %(type)s, %(idempotency_key)s, %(correlation_id)s, %(parent_id)s, %(schema_version)s,
+            %(priority)s, %(source)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
+    ON CONFLICT (type, idempotency_key) DO NOTHING
+    RETURNING id, state, lease_version
+),
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
+)
+SELECT id FROM created
+"""
+
+
+def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
+    """Insert a job in its initial state with its creation transition, unless its
+    (type, idempotency key) exists. True if inserted. Input is validated by ``jobs.services``."""
+
+    initial = Job._meta.get_field("state").default
+    row = _fetch_one(_INSERT_SQL, {**columns, "payload": Jsonb(payload), "state": initial, "actor": actor[:255]})
+    return row is not None
 
 
 # --- claim ------------------------------------------------------------------------------------
@@ -319,7 +348,6 @@ def heartbeat(job_id, lease_version: int, *, lease_seconds: float, progress: dic
     A heartbeat that arrives after the lease expired but before the reaper released it still
     extends the lease: the grace period exists so a worker that is merely slow keeps its job.
     """
-    from psycopg.types.json import Jsonb
 
     _, expires = _fenced_write(
         "progress" if progress is not None else "heartbeat",
@@ -377,6 +405,20 @@ def complete(
 assert sources_of("fail_for_retry") == sources_of("dead_letter"), "fail targets must share their sources"
 
 
+def _retry_or_dead(*, delay_sql: str, spent_suffix: str = "''") -> str:
+    """SET clause for a lost attempt: ``failed`` with the next attempt after the delay while retry
+    budget is left, else ``dead`` (the SQL mirror of the ``Job.has_retry_budget`` condition)."""
+    has_budget = "j.attempts < j.max_attempts"
+    return f"""
+        state = CASE WHEN {has_budget} THEN %(failed)s ELSE %(dead)s END,
+        next_attempt_at = CASE WHEN {has_budget} THEN clock.now + {delay_sql} END,
+        finished_at = CASE WHEN {has_budget} THEN NULL ELSE clock.now END,
+        completion_reason = CASE WHEN {has_budget} THEN ''
+            ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || ')' || {spent_suffix} END,
+        state_changed_at = clock.now, {_END_LEASE}
+    """
+
+
 def fail(
     job_id,
     lease_version: int,
@@ -417,15 +459,7 @@ def fail(
     else:
         # The retry budget decides per row (mirrors Job.has_retry_budget, the fail_for_retry condition).
         sources = sources_of("fail_for_retry")
-        job_set = f"""
-            state = CASE WHEN j.attempts < j.max_attempts THEN %(failed)s ELSE %(dead)s END,
-            next_attempt_at = CASE WHEN j.attempts < j.max_attempts
-                                   THEN clock.now + %(delay)s * interval '1 second' END,
-            finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE clock.now END,
-            completion_reason = CASE WHEN j.attempts < j.max_attempts THEN ''
-                                     ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || ')' END,
-            state_changed_at = clock.now, {errors}, {_END_LEASE}
-        """
+        job_set = _retry_or_dead(delay_sql="%(delay)s * interval '1 second'") + f", {errors}"
         cause = f"transient error: {error_class}"
     result, _ = _fenced_write(
         "fail",
@@ -517,16 +551,10 @@ def reap_expired(*, grace_seconds: float, policy: RetryPolicy, actor: str = "rea
         where="j.lease_expires_at < clock.now - %(grace)s * interval '1 second'",
         order="j.lease_expires_at",
         job_set=f"""
-            state = CASE WHEN j.attempts < j.max_attempts THEN %(failed)s ELSE %(dead)s END,
-            next_attempt_at = CASE WHEN j.attempts < j.max_attempts
-                THEN clock.now + {policy.delay_sql('j.attempts')} END,
-            finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE clock.now END,
-            completion_reason = CASE WHEN j.attempts < j.max_attempts THEN ''
-                ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || '): lease expired' END,
+            {_retry_or_dead(delay_sql=policy.delay_sql("j.attempts"), spent_suffix="': lease expired'")},
             error_class = 'LeaseExpired',
             error_message = 'lease of ' || j.lease_owner || ' expired at ' || j.lease_expires_at
-                            || '; last heartbeat at ' || coalesce(j.heartbeat_at::text, 'never'),
-            state_changed_at = clock.now, {_END_LEASE}
+                            || '; last heartbeat at ' || coalesce(j.heartbeat_at::text, 'never')
         """,
         attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.LEASE_EXPIRED}', "
         "error_class = 'LeaseExpired', error_message = 'no heartbeat before the lease expired'",

@@ -12,11 +12,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
-from psycopg.types.json import Jsonb
+from django.db import transaction
 
 from jobs import leases
-from jobs.models import Job, State
+from jobs.models import Job
 
 _TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_PAYLOAD_BYTES = 1_000_000
@@ -76,23 +75,6 @@ def _validate(*, type: str, idempotency_key: str, payload, priority: int, max_at
     return encoded
 
 
-_CREATE_SQL = """
-WITH created AS (
-    INSERT INTO jobs_job (id, type, idempotency_key, correlation_id, parent_id, schema_version, priority, source,
-                          payload, max_attempts, due_at, state)
-    VALUES (%(id)s, %(type)s, %(key)s, %(correlation_id)s, %(parent_id)s, %(schema_version)s, %(priority)s,
-            %(source)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
-    ON CONFLICT (type, idempotency_key) DO NOTHING
-    RETURNING id, state, lease_version
-),
-logged AS (
-    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
-    SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
-)
-SELECT id FROM created
-"""
-
-
 def job_create(
     *,
     type: str,
@@ -122,14 +104,11 @@ def job_create(
             if parent is None:
                 raise JobInputError("parent_id", f"job {parent_id} does not exist")
             correlation_id = parent
-        with connection.cursor() as cursor:
-            cursor.execute(_CREATE_SQL, {
-                "id": job_id, "type": type, "key": idempotency_key, "correlation_id": correlation_id or str(job_id),
-                "parent_id": parent_id, "schema_version": schema_version, "priority": priority, "source": source,
-                "payload": Jsonb(payload), "max_attempts": max_attempts, "due_at": due_at,
-                "state": State.PLANNED, "actor": actor[:255],
-            })
-            created = cursor.fetchone() is not None
+        created = leases.insert_planned(
+            id=job_id, type=type, idempotency_key=idempotency_key, correlation_id=correlation_id or str(job_id),
+            parent_id=parent_id, schema_version=schema_version, priority=priority, source=source,
+            payload=payload, max_attempts=max_attempts, due_at=due_at, actor=actor,
+        )
         if created:
             return Submission(Job.objects.get(pk=job_id), created=True)
         existing = Job.objects.get(type=type, idempotency_key=idempotency_key)
