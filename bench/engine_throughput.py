@@ -36,9 +36,9 @@ def make_jobs(n: int) -> str:
     with connection.cursor() as cursor:
         # Bulk-insert (the benchmark measures processing, not creation).
         cursor.execute(
-            "INSERT INTO jobs_job (id, type, idempotency_key, correlation_id, state, priority) "
-            "SELECT gen_random_uuid(), %s, 'k' || g, 'c' || g, 'planned', g %% 10 FROM generate_series(1, %s) g",
-            [job_type, n],
+            "INSERT INTO jobs_job (id, type, pool, idempotency_key, correlation_id, state, priority) "
+            "SELECT gen_random_uuid(), %s, %s, 'k' || g, 'c' || g, 'planned', g %% 10 FROM generate_series(1, %s) g",
+            [job_type, job_type, n],
         )
         cursor.execute("ANALYZE jobs_job")
     return job_type
@@ -52,7 +52,7 @@ def naive_queue(n: int) -> float:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE jobs_job SET state = 'done' WHERE id = (SELECT id FROM jobs_job WHERE state = 'planned' "
-                "AND type = %s ORDER BY priority, due_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id", [job_type])
+                "AND pool = %s ORDER BY priority, due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id", [job_type])
             if cursor.fetchone() is None:
                 break
             done += 1
@@ -64,7 +64,7 @@ def leitstand_path(n: int, k: int) -> float:
     job_type = make_jobs(n)
     started = time.perf_counter()
     done = 0
-    while claimed := leases.claim(job_type=job_type, worker=WORKER, lease_seconds=60, limit=k):
+    while claimed := leases.claim(pool=job_type, worker=WORKER, lease_seconds=60, limit=k):
         for job in claimed:
             leases.start(job.id, job.lease_version, actor=WORKER.lease_owner)
             leases.complete(job.id, job.lease_version, actor=WORKER.lease_owner, result_ref="r")
@@ -75,7 +75,7 @@ def leitstand_path(n: int, k: int) -> float:
 
 def heartbeats(n: int, *, fenced: bool) -> float:
     job_type = make_jobs(1)
-    (job,) = leases.claim(job_type=job_type, worker=WORKER, lease_seconds=60)
+    (job,) = leases.claim(pool=job_type, worker=WORKER, lease_seconds=60)
     started = time.perf_counter()
     for _ in range(n):
         if fenced:

@@ -22,6 +22,7 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
@@ -137,9 +138,9 @@ def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
 
 _INSERT_SQL = """
 WITH created AS (
-    INSERT INTO jobs_job (id, type, idempotency_key, correlation_id, parent_id, schema_version, priority, source,
-                          payload, max_attempts, due_at, state)
-    VALUES (%(id)s, %(type)s, %(idempotency_key)s, %(correlation_id)s, %(parent_id)s, %(schema_version)s,
+    INSERT INTO jobs_job (id, type, pool, idempotency_key, correlation_id, parent_id, schema_version, priority,
+                          source, payload, max_attempts, due_at, state)
+    VALUES (%(id)s, %(type)s, %(pool)s, %(idempotency_key)s, %(correlation_id)s, %(parent_id)s, %(schema_version)s,
             %(priority)s, %(source)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
     ON CONFLICT (type, idempotency_key) DO NOTHING
     RETURNING id, state, lease_version
@@ -165,20 +166,31 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
 
 _CLAIM_SQL = """
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
-picked AS (
-    -- An ordered scan of job_claim_idx (type, priority, due_at, id) that stops after LIMIT rows.
+picked AS MATERIALIZED (
+    -- An ordered scan of job_claim_idx (pool, priority, due_at, id) that stops after LIMIT rows.
     -- SKIP LOCKED: concurrent claimers take different jobs instead of waiting for each other.
+    -- MATERIALIZED: the locking selection must run exactly once.
     SELECT j.id FROM jobs_job AS j
-    WHERE j.state = %(source)s AND j.type = %(type)s AND j.due_at <= (SELECT now FROM clock)
+    WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.due_at <= (SELECT now FROM clock)
     ORDER BY j.priority, j.due_at, j.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
+type_settings AS (
+    SELECT * FROM unnest(%(types)s::text[], %(leases)s::float8[], %(versions)s::text[])
+        AS t(type, lease_seconds, processing_version)
+),
 claimed AS (
     UPDATE jobs_job AS j
-    SET state = %(target)s, lease_version = j.lease_version + 1, attempts = j.attempts + 1,
-        lease_owner = %(owner)s, lease_expires_at = clock.now + %(lease)s * interval '1 second',
-        heartbeat_at = clock.now, state_changed_at = clock.now, next_attempt_at = NULL
+    SET state = %(final)s, lease_version = j.lease_version + 1, attempts = j.attempts + 1,
+        lease_owner = %(owner)s,
+        lease_expires_at = clock.now + coalesce(
+            (SELECT t.lease_seconds FROM type_settings AS t WHERE t.type = j.type), %(default_lease)s
+        ) * interval '1 second',
+        heartbeat_at = clock.now, state_changed_at = clock.now, next_attempt_at = NULL,
+        processing_version = CASE WHEN %(start)s THEN coalesce(
+            (SELECT t.processing_version FROM type_settings AS t WHERE t.type = j.type), j.processing_version
+        ) ELSE j.processing_version END
     FROM picked, clock
     WHERE j.id = picked.id
     RETURNING j.id, j.type, j.lease_version, j.attempts, j.max_attempts, j.payload, j.correlation_id,
@@ -186,15 +198,19 @@ claimed AS (
 ),
 attempt AS (
     INSERT INTO jobs_attempt (job_id, lease_version, lease_owner, worker_host, worker_pid, pool, claimed_at,
-                              heartbeat_at, outcome, error_class, error_message, refused_writes, last_refused_op)
+                              started_at, heartbeat_at, outcome, error_class, error_message, refused_writes,
+                              last_refused_op)
     SELECT claimed.id, claimed.lease_version, %(owner)s, %(host)s, %(pid)s, %(pool)s, clock.now,
-           clock.now, '', '', '', 0, ''
+           CASE WHEN %(start)s THEN clock.now END, clock.now, '', '', '', 0, ''
     FROM claimed, clock
 ),
 logged AS (
     INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
     SELECT claimed.id, %(source)s, %(target)s, clock.now, claimed.lease_version, 'claimed', %(owner)s
     FROM claimed, clock
+    UNION ALL
+    SELECT claimed.id, %(target)s, %(final)s, clock.now, claimed.lease_version, 'handler started', %(owner)s
+    FROM claimed, clock WHERE %(start)s
 )
 SELECT id, type, lease_version, attempts, max_attempts, payload, correlation_id, priority, schema_version,
        lease_expires_at
@@ -202,29 +218,51 @@ FROM claimed ORDER BY priority, due_at, id
 """
 
 
-def claim(*, job_type: str, worker: WorkerIdentity, lease_seconds: float, limit: int = 1) -> list[ClaimedJob]:
-    """Reserve up to ``limit`` due jobs of one type, most urgent lane first, then oldest due.
+def claim(
+    *,
+    pool: str,
+    worker: WorkerIdentity,
+    lease_seconds: float | Mapping[str, float],
+    limit: int = 1,
+    start: bool = False,
+    processing_versions: Mapping[str, str] | None = None,
+) -> list[ClaimedJob]:
+    """Reserve up to ``limit`` due jobs of one pool, most urgent lane first, then oldest due.
 
-    One type per claim, because each type has its own pool, and because only an equality on the
-    type lets the claim walk its index in order and stop after ``limit`` rows.
+    ``lease_seconds`` is one duration, or one per job type (types not named get the longest).
+    With ``start=True`` the jobs also begin at once (reserved → running, both transitions logged,
+    ``processing_versions`` recorded per type): a worker that runs what it claims saves a commit
+    per job. Only an equality on the pool lets the claim walk its index in order and stop after
+    ``limit`` rows, so a claim serves one pool.
     """
     if limit < 1:
         raise ValueError(f"claim limit must be at least 1, got {limit}")
-    if lease_seconds <= 0:
+    leases_by_type = dict(lease_seconds) if isinstance(lease_seconds, Mapping) else {}
+    default_lease = max(leases_by_type.values()) if leases_by_type else lease_seconds
+    if not default_lease or min([default_lease, *leases_by_type.values()]) <= 0:
         raise ValueError(f"lease_seconds must be positive, got {lease_seconds}")
+    versions = processing_versions or {}
+    types = sorted(set(leases_by_type) | set(versions))
     (source,) = sources_of("claim")
+    target = target_of("claim")
+    if start and sources_of("start") != (target,):
+        raise AssertionError("claim with start assumes start follows claim directly")
     rows = _fetch_all(
         _CLAIM_SQL,
         {
             "source": source,
-            "target": target_of("claim"),
-            "type": job_type,
+            "target": target,
+            "final": target_of("start") if start else target,
+            "start": start,
+            "pool": pool,
             "limit": limit,
-            "lease": lease_seconds,
+            "types": types,
+            "leases": [leases_by_type.get(t, default_lease) for t in types],
+            "versions": [versions.get(t) for t in types],
+            "default_lease": default_lease,
             "owner": worker.lease_owner,
             "host": worker.host,
             "pid": worker.pid,
-            "pool": worker.pool,
         },
     )
     # Django leaves JSON undecoded on raw cursors (its fields decode it); decode it here.
@@ -313,16 +351,15 @@ def _fenced_write(
         return WriteResult(UUID(str(job_id)), from_state, to_state, lease_version), lease_expires_at
     if current_state is None:
         raise JobNotFound(job_id)
+    raise _refusal(job_id, lease_version, operation, current_version, current_state)
+
+
+def _refusal(job_id, lease_version: int, operation: str, current_version: int, current_state: str) -> Exception:
     if current_version == lease_version and current_state in LEASED_STATES:
         # The writer still holds the lease but asked for a transition its state does not allow.
-        raise TransitionNotAllowed(f"{operation} is not allowed for job {job_id} while it is {current_state}")
-    raise StaleAttempt(
-        job_id=job_id,
-        lease_version=lease_version,
-        operation=operation,
-        current_lease_version=current_version,
-        current_state=current_state,
-    )
+        return TransitionNotAllowed(f"{operation} is not allowed for job {job_id} while it is {current_state}")
+    return StaleAttempt(job_id=job_id, lease_version=lease_version, operation=operation,
+                        current_lease_version=current_version, current_state=current_state)
 
 
 def start(job_id, lease_version: int, *, actor: str, processing_version: str = "") -> WriteResult:
@@ -399,6 +436,101 @@ def complete(
         },
     )
     return result
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One job's result in a batch completion."""
+
+    job_id: UUID
+    lease_version: int
+    result_ref: str = ""
+    result_checksum: str = ""
+    recheck: bool = False
+
+
+_COMPLETE_MANY_SQL = """
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+input AS MATERIALIZED (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(versions)s::bigint[], %(refs)s::text[], %(checksums)s::text[],
+                         %(targets)s::text[], %(outcomes)s::text[], %(causes)s::text[])
+        AS i(id, lease_version, result_ref, result_checksum, target, outcome, cause)
+),
+target AS MATERIALIZED (
+    SELECT j.id, j.state, i.result_ref, i.result_checksum, i.target, i.outcome, i.cause
+    FROM jobs_job AS j JOIN input AS i ON i.id = j.id AND i.lease_version = j.lease_version
+    WHERE j.state = ANY(%(sources)s)
+    ORDER BY j.id
+    FOR UPDATE OF j
+),
+changed AS (
+    UPDATE jobs_job AS j
+    SET state = target.target, state_changed_at = clock.now, result_ref = target.result_ref,
+        result_checksum = target.result_checksum, lease_owner = '', lease_expires_at = NULL
+    FROM target, clock
+    WHERE j.id = target.id
+    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, target.outcome, target.cause
+),
+attempt AS (
+    UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = changed.outcome
+    FROM changed, clock
+    WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
+),
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, changed.cause,
+           %(actor)s
+    FROM changed, clock
+),
+refused AS (
+    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
+    SELECT j.id, i.lease_version, 'complete', clock.now, j.lease_version, j.state
+    FROM input AS i JOIN jobs_job AS j ON j.id = i.id CROSS JOIN clock
+    WHERE NOT EXISTS (SELECT 1 FROM changed WHERE changed.id = i.id)
+    RETURNING job_id, lease_version, current_lease_version, current_state
+),
+refused_attempt AS (
+    UPDATE jobs_attempt AS a
+    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = 'complete'
+    FROM refused, clock
+    WHERE a.job_id = refused.job_id AND a.lease_version = refused.lease_version
+)
+SELECT TRUE, id, from_state, to_state, lease_version, NULL::bigint, NULL::text FROM changed
+UNION ALL
+SELECT FALSE, job_id, NULL, NULL, lease_version, current_lease_version, current_state FROM refused
+"""
+
+
+def complete_many(completions: list[Completion], *, actor: str) -> list[WriteResult | Exception]:
+    """Complete a batch of jobs in one statement, each fenced by its own lease version.
+
+    Returns one entry per completion, in order: a ``WriteResult``, or the refusal (a
+    ``StaleAttempt`` or ``TransitionNotAllowed``, recorded like single refusals but not raised, so
+    one stale job does not block its batch), or ``JobNotFound``.
+    """
+    if len({c.job_id for c in completions}) != len(completions):
+        raise ValueError("a batch completion names a job more than once")
+    if not completions:
+        return []
+    assert sources_of("complete") == sources_of("plan_recheck"), "batch completion assumes one source set"
+    rows = _fetch_all(_COMPLETE_MANY_SQL, {
+        "ids": [str(c.job_id) for c in completions],
+        "versions": [c.lease_version for c in completions],
+        "refs": [c.result_ref[:500] for c in completions],
+        "checksums": [c.result_checksum[:128] for c in completions],
+        "targets": [target_of("plan_recheck" if c.recheck else "complete") for c in completions],
+        "outcomes": [Attempt.Outcome.RECHECK_PLANNED if c.recheck else Attempt.Outcome.COMPLETED for c in completions],
+        "causes": ["result stored; recheck planned" if c.recheck else "result stored" for c in completions],
+        "sources": list(sources_of("complete")),
+        "actor": actor[:255],
+    })
+    by_id = {}
+    for written, job_id, from_state, to_state, lease_version, current_version, current_state in rows:
+        if written:
+            by_id[job_id] = WriteResult(job_id, from_state, to_state, lease_version)
+        else:
+            by_id[job_id] = _refusal(job_id, lease_version, "complete", current_version, current_state)
+    return [by_id.get(UUID(str(c.job_id)), JobNotFound(c.job_id)) for c in completions]
 
 
 # fail_for_retry and dead_letter are chosen per row by the retry budget, so they must share sources.

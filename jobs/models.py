@@ -61,6 +61,7 @@ ENGINE = {"engine": True}
 class Job(ConcurrentTransitionMixin, models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     type = models.CharField(max_length=64, help_text="Job type, e.g. crawl, analysis, recheck.")
+    pool = models.CharField(max_length=64, help_text="The worker pool that runs it (claims are per pool).")
     idempotency_key = models.CharField(max_length=255, help_text="Unique per job type: the same key is the same job.")
     correlation_id = models.CharField(max_length=255, help_text="Joins every job of one business case.")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
@@ -111,9 +112,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
             models.CheckConstraint(condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"),
         ]
         indexes = [
-            # jobs.leases.claim: the next due jobs of a type, most urgent lane first.
+            # jobs.leases.claim: the next due jobs of a pool, most urgent lane first.
             models.Index(
-                fields=["type", "priority", "due_at", "id"], name="job_claim_idx", condition=Q(state="planned")
+                fields=["pool", "priority", "due_at", "id"], name="job_claim_idx", condition=Q(state="planned")
             ),
             # Queue age per type (console, alerts): the oldest due planned job of a type.
             models.Index(fields=["type", "due_at"], name="job_queue_age_idx", condition=Q(state="planned")),

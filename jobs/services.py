@@ -81,6 +81,7 @@ def job_create(
     idempotency_key: str,
     payload: dict,
     actor: str,
+    pool: str = "",
     correlation_id: str = "",
     parent_id=None,
     priority: int = 5,
@@ -93,10 +94,14 @@ def job_create(
 
     Call it inside the transaction of the business change that causes the job, so both commit or
     neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job).
+    Without a pool the job goes to the pool named like its type.
     """
     _validate(type=type, idempotency_key=idempotency_key, payload=payload, priority=priority,
               max_attempts=max_attempts, correlation_id=correlation_id, source=source,
               schema_version=schema_version)
+    pool = pool or type
+    if not isinstance(pool, str) or not _TYPE_PATTERN.match(pool):
+        raise JobInputError("pool", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter")
     job_id = uuid.uuid4()
     with transaction.atomic():
         if parent_id is not None and not correlation_id:
@@ -105,7 +110,7 @@ def job_create(
                 raise JobInputError("parent_id", f"job {parent_id} does not exist")
             correlation_id = parent
         created = leases.insert_planned(
-            id=job_id, type=type, idempotency_key=idempotency_key, correlation_id=correlation_id or str(job_id),
+            id=job_id, type=type, pool=pool, idempotency_key=idempotency_key, correlation_id=correlation_id or str(job_id),
             parent_id=parent_id, schema_version=schema_version, priority=priority, source=source,
             payload=payload, max_attempts=max_attempts, due_at=due_at, actor=actor,
         )

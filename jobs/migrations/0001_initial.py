@@ -37,6 +37,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
                 ('type', models.CharField(help_text='Job type, e.g. crawl, analysis, recheck.', max_length=64)),
+                ('pool', models.CharField(help_text='The worker pool that runs it (claims are per pool).', max_length=64)),
                 ('idempotency_key', models.CharField(help_text='Unique per job type: the same key is the same job.', max_length=255)),
                 ('correlation_id', models.CharField(help_text='Joins every job of one business case.', max_length=255)),
                 ('schema_version', models.PositiveSmallIntegerField(db_default=1, default=1)),
@@ -130,7 +131,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('state', 'planned')), fields=['type', 'priority', 'due_at', 'id'], name='job_claim_idx'),
+            index=models.Index(condition=models.Q(('state', 'planned')), fields=['pool', 'priority', 'due_at', 'id'], name='job_claim_idx'),
         ),
         migrations.AddIndex(
             model_name='job',

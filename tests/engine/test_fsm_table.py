@@ -102,7 +102,7 @@ def test_a_transient_failure_without_budget_takes_dead_letter(make_job):
 @pytest.mark.parametrize("state", ALL_STATES)
 def test_claim_takes_only_declared_sources(make_job, worker, state):
     job = job_in_state(make_job(), state, lease_version=0, attempts=0)
-    claimed = leases.claim(job_type="crawl", worker=worker, lease_seconds=30)
+    claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=30)
     assert bool(claimed) == (state in leases.sources_of("claim"))
 
 
@@ -150,7 +150,9 @@ def test_transition_apply_refuses_engine_transitions(make_job):
 
 def _all_write_paths(worker):
     paths = dict(_engine_ops())
-    paths["claim"] = lambda job: leases.claim(job_type="crawl", worker=worker, lease_seconds=30)
+    paths["claim"] = lambda job: leases.claim(pool="crawl", worker=worker, lease_seconds=30)
+    paths["claim_and_start"] = lambda job: leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
+    paths["complete_many"] = lambda job: leases.complete_many([leases.Completion(job.id, 1)], actor="t")
     paths["reap"] = lambda job: leases.reap_expired(grace_seconds=0, policy=POLICY)
     paths["retries_promote_due"] = lambda job: leases.retries_promote_due()
     paths["unclear_queue_for_review"] = lambda job: leases.unclear_queue_for_review()

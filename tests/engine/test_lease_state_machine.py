@@ -26,8 +26,15 @@ GRACE = 5.0
 POLICY = RetryPolicy(base_seconds=1, cap_seconds=4)
 WORKER = leases.WorkerIdentity(host="hyp", pid=1, pool="p")
 
+def complete_in_a_batch(handle):
+    (result,) = leases.complete_many([leases.Completion(*handle, result_ref="batch")], actor="w")
+    if isinstance(result, Exception):
+        raise result
+
+
 # Every write an attempt can make, keyed by name.
 WRITES = {
+    "complete_batch": complete_in_a_batch,
     "start": lambda h: leases.start(*h, actor="w"),
     "heartbeat": lambda h: leases.heartbeat(*h, lease_seconds=LEASE, progress={"at": "step"}),
     "complete": lambda h: leases.complete(*h, actor="w", result_ref=f"r{h[1]}"),
@@ -64,11 +71,9 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @rule(limit=st.integers(1, 3), also_start=st.booleans())
     def claim(self, limit, also_start):
-        for claimed in leases.claim(job_type=self.type, worker=WORKER, lease_seconds=LEASE, limit=limit):
+        for claimed in leases.claim(pool=self.type, worker=WORKER, lease_seconds=LEASE, limit=limit, start=also_start):
             assert claimed.lease_version > self.highest_version[claimed.id]
             self.handles.append((claimed.id, claimed.lease_version))
-            if also_start:
-                leases.start(claimed.id, claimed.lease_version, actor="w")
 
     def _superseded(self):
         """Handles whose job has been claimed again since: the zombie attempts."""

@@ -18,7 +18,7 @@ POLICY = RetryPolicy(base_seconds=1, cap_seconds=10)
 
 
 def claim_one(worker, type="crawl", lease=LEASE):
-    (claimed,) = leases.claim(job_type=type, worker=worker, lease_seconds=lease)
+    (claimed,) = leases.claim(pool=type, worker=worker, lease_seconds=lease)
     return claimed
 
 
@@ -53,7 +53,7 @@ def test_claim_serves_the_urgent_lane_first_then_the_oldest_due(make_job, worker
     normal_b = make_job(priority=5)
     later = make_job(priority=0, due_at=db_clock.now() + timedelta(hours=1))
 
-    claimed = leases.claim(job_type="crawl", worker=worker, lease_seconds=LEASE, limit=10)
+    claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=10)
 
     assert [c.id for c in claimed] == [urgent_new.id, normal_a.id, normal_b.id, bulk_old.id]
     assert later.id not in {c.id for c in claimed}, "a job is not claimed before it is due"
@@ -64,15 +64,15 @@ def test_claim_takes_only_the_requested_types_and_at_most_the_limit(make_job, wo
     for _ in range(3):
         make_job("crawl")
     analysis = make_job("analysis")
-    assert len(leases.claim(job_type="crawl", worker=worker, lease_seconds=LEASE, limit=2)) == 2
-    assert [c.id for c in leases.claim(job_type="analysis", worker=worker, lease_seconds=LEASE, limit=5)] == [analysis.id]
+    assert len(leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=2)) == 2
+    assert [c.id for c in leases.claim(pool="analysis", worker=worker, lease_seconds=LEASE, limit=5)] == [analysis.id]
 
 
 def test_claim_rejects_a_nonsensical_request(worker, db):
     with pytest.raises(ValueError, match="limit"):
-        leases.claim(job_type="crawl", worker=worker, lease_seconds=LEASE, limit=0)
+        leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=0)
     with pytest.raises(ValueError, match="lease_seconds"):
-        leases.claim(job_type="crawl", worker=worker, lease_seconds=0)
+        leases.claim(pool="crawl", worker=worker, lease_seconds=0)
 
 
 def test_the_zombie_attempt_is_refused_and_recorded_and_the_new_result_stands(make_job, worker, db_clock):
@@ -150,7 +150,7 @@ def test_a_transient_failure_waits_with_backoff_then_goes_dead_when_the_budget_i
         job.refresh_from_db()
         if attempt == 1:
             assert job.state == State.FAILED and job.next_attempt_at is not None
-            assert leases.claim(job_type="crawl", worker=worker, lease_seconds=LEASE) == [], "not before its next attempt"
+            assert leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE) == [], "not before its next attempt"
             db_clock.advance(POLICY.cap_seconds + 1)
             assert [r.to_state for r in leases.retries_promote_due()] == [State.PLANNED]
     assert job.state == State.DEAD
@@ -161,7 +161,7 @@ def test_a_transient_failure_waits_with_backoff_then_goes_dead_when_the_budget_i
 def test_a_permanent_error_goes_dead_at_once_and_unclear_goes_to_review(make_job, worker):
     dead, unclear = make_job(), make_job()
     for job, kind in ((dead, ErrorKind.PERMANENT), (unclear, ErrorKind.UNCLEAR)):
-        c = leases.claim(job_type="crawl", worker=worker, lease_seconds=LEASE)[0]
+        c = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE)[0]
         assert c.id == job.id
         leases.start(c.id, c.lease_version, actor="w")
         leases.fail(c.id, c.lease_version, actor="w", kind=kind, error_class="Verdict", message="m")
@@ -200,7 +200,7 @@ def test_the_reaper_sends_a_job_without_budget_to_dead(make_job, worker, db_cloc
 def test_reaper_backoff_stays_within_the_policy_bounds(make_job, worker, db_clock):
     for _ in range(20):
         make_job(max_attempts=9)
-    leases.claim(job_type="crawl", worker=worker, lease_seconds=1, limit=20)
+    leases.claim(pool="crawl", worker=worker, lease_seconds=1, limit=20)
     db_clock.advance(5)
     reaped_at = db_clock.now()
     leases.reap_expired(grace_seconds=0, policy=RetryPolicy(base_seconds=2, cap_seconds=3))
@@ -297,3 +297,44 @@ def test_an_effect_that_raises_is_not_recorded(db):
         effect_apply_once(key="notice:1", kind="notice", apply=explode)
     assert not Effect.objects.exists()
     assert effect_apply_once(key="notice:1", kind="notice", apply=lambda: "sent").applied
+
+
+def test_claim_can_start_at_once_with_a_lease_and_version_per_type(make_job, worker, db_clock):
+    quick = make_job("quick", pool="mixed")
+    slow = make_job("slow", pool="mixed")
+    claimed = leases.claim(pool="mixed", worker=worker, lease_seconds={"quick": 10, "slow": 100}, limit=5,
+                           start=True, processing_versions={"quick": "quick@2"})
+    now = db_clock.now()
+    leases_left = {c.type: (c.lease_expires_at - now).total_seconds() for c in claimed}
+    assert 8 < leases_left["quick"] <= 10 and 98 < leases_left["slow"] <= 100
+    for job in (quick, slow):
+        job.refresh_from_db()
+        assert job.state == State.RUNNING
+        assert states(job.id)[1:] == [("planned", "reserved"), ("reserved", "running")]
+        assert Attempt.objects.get(job=job).started_at is not None
+    assert (quick.processing_version, slow.processing_version) == ("quick@2", "")
+
+
+def test_claim_serves_only_its_pool(make_job, worker):
+    make_job("crawl", pool="crawl")
+    assert leases.claim(pool="analysis", worker=worker, lease_seconds=LEASE) == []
+
+
+def test_complete_many_completes_the_holders_and_records_each_stale_one(make_job, worker, db_clock):
+    for _ in range(3):
+        make_job()
+    a, b, c = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=3, start=True)
+    leases.release(c.id, c.lease_version, actor="w", reason="handed back")
+    results = leases.complete_many([
+        leases.Completion(a.id, a.lease_version, result_ref="ra", result_checksum="ca"),
+        leases.Completion(b.id, b.lease_version, result_ref="rb", recheck=True),
+        leases.Completion(c.id, c.lease_version, result_ref="rc"),
+    ], actor="w")
+    assert [r.to_state for r in results[:2]] == [State.RESULT_STORED, State.RECHECK_DUE]
+    assert isinstance(results[2], leases.StaleAttempt) and results[2].current_state == State.PLANNED
+    assert Job.objects.get(pk=a.id).result_ref == "ra" and Job.objects.get(pk=c.id).result_ref == ""
+    assert Attempt.objects.get(job_id=c.id).refused_writes == 1
+    assert StaleWrite.objects.get().job_id == c.id
+    assert states(b.id)[-1] == ("running", "recheck_due")
+    with pytest.raises(ValueError, match="more than once"):
+        leases.complete_many([leases.Completion(a.id, 1), leases.Completion(a.id, 1)], actor="w")

@@ -36,7 +36,7 @@ def main() -> None:
     while time.monotonic() < deadline:
         counts["reaped"] += len(leases.reap_expired(grace_seconds=0, policy=policy))
         leases.retries_promote_due()
-        claimed = leases.claim(job_type=args.type, worker=me, lease_seconds=args.lease, limit=rng.randint(1, 5))
+        claimed = leases.claim(pool=args.type, worker=me, lease_seconds=args.lease, limit=rng.randint(1, 5))
         if not claimed:
             if not Job.objects.filter(type=args.type).exclude(state=State.RESULT_STORED).exists():
                 break

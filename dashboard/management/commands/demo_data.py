@@ -63,7 +63,7 @@ class Command(BaseCommand):
             return
         worker = leases.WorkerIdentity(host="demo-host", pid=1000 + job.id.int % 1000, pool=job.type)
         lease = 0.05 if scenario == "zombie" else 60
-        (claimed,) = leases.claim(job_type=job.type, worker=worker, lease_seconds=lease)
+        (claimed,) = leases.claim(pool=job.type, worker=worker, lease_seconds=lease)
         if claimed.id != job.id:
             raise CommandError(f"expected to claim demo job {job.id}, got {claimed.id}: is a pool running?")
         leases.start(claimed.id, claimed.lease_version, actor=worker.lease_owner, processing_version=f"{job.type}@1")
