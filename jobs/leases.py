@@ -257,7 +257,7 @@ def claim(
             "pool": pool,
             "limit": limit,
             "types": types,
-            "leases": [leases_by_type.get(t, default_lease) for t in types],
+            "leases": [float(leases_by_type.get(t, default_lease)) for t in types],
             "versions": [versions.get(t) for t in types],
             "default_lease": default_lease,
             "owner": worker.lease_owner,
@@ -669,18 +669,21 @@ def _sweep(*, sources, where: str, order: str, job_set: str, cause: str, actor: 
     return [WriteResult(*row) for row in rows]
 
 
-def reap_expired(*, grace_seconds: float, policy: RetryPolicy, actor: str = "reaper", limit: int = 500) -> list[WriteResult]:
+def reap_expired(*, grace_seconds: float, policy: RetryPolicy, job_type: str | None = None, actor: str = "reaper",
+                 limit: int = 500) -> list[WriteResult]:
     """Release leases that expired more than ``grace_seconds`` ago (database time).
 
     The lost attempt counts against the retry budget: with budget left the job waits in ``failed``
     for its next attempt (exponential backoff with full jitter), else it goes to ``dead``. The old
     attempt is not told; its next write is refused as stale, because the job left its leased state
-    and any new claim raises the lease version.
+    and any new claim raises the lease version. ``job_type`` limits the pass to one type (each
+    type has its own retry policy).
     """
     failed, dead = target_of("fail_for_retry"), target_of("dead_letter")
     return _sweep(
         sources=sources_of("fail_for_retry"),
-        where="j.lease_expires_at < clock.now - %(grace)s * interval '1 second'",
+        where="j.lease_expires_at < clock.now - %(grace)s * interval '1 second' "
+        "AND (%(job_type)s::text IS NULL OR j.type = %(job_type)s::text)",
         order="j.lease_expires_at",
         job_set=f"""
             {_retry_or_dead(delay_sql=policy.delay_sql("j.attempts"), spent_suffix="': lease expired'")},
@@ -693,7 +696,7 @@ def reap_expired(*, grace_seconds: float, policy: RetryPolicy, actor: str = "rea
         cause="lease expired",
         actor=actor,
         limit=limit,
-        params={"grace": grace_seconds, "failed": failed, "dead": dead},
+        params={"grace": grace_seconds, "failed": failed, "dead": dead, "job_type": job_type},
     )
 
 
@@ -785,6 +788,48 @@ def transition_apply(job_id, name: str, *, actor: str, cause: str, user=None, **
     job.refresh_from_db()
     return job
 
+
+
+# --- step events ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    step: str
+    outcome: str
+    started_at: datetime  # the worker's wall clock: for display only, never for a lease decision
+    duration_ms: float
+    data: dict
+
+
+_STEPS_SQL = """
+WITH holder AS (
+    SELECT id, correlation_id FROM jobs_job
+    WHERE id = %(job_id)s AND lease_version = %(lease_version)s AND state = ANY(%(leased)s)
+),
+inserted AS (
+    INSERT INTO jobs_stepevent (job_id, lease_version, correlation_id, step, outcome, started_at, duration_ms, data)
+    SELECT holder.id, %(lease_version)s, holder.correlation_id, e.step, e.outcome, e.started_at, e.duration_ms, e.data
+    FROM holder, unnest(%(steps)s::text[], %(outcomes)s::text[], %(starts)s::timestamptz[],
+                        %(durations)s::float8[], %(data)s::jsonb[]) AS e(step, outcome, started_at, duration_ms, data)
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM holder)
+"""
+
+
+def steps_record(job_id, lease_version: int, steps: list[Step]) -> None:
+    """Write step events of the attempt that holds the lease; a stale attempt's are refused."""
+    if not steps:
+        return
+    (is_holder,) = _fetch_one(_STEPS_SQL, {
+        "job_id": str(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES),
+        "steps": [s.step[:100] for s in steps], "outcomes": [s.outcome for s in steps],
+        "starts": [s.started_at for s in steps], "durations": [s.duration_ms for s in steps],
+        "data": [Jsonb(s.data) for s in steps],
+    })
+    if not is_holder:
+        raise refusal_record(job_id, lease_version, "step")
 
 
 # --- fencing for writes outside the job row (the effect ledger) --------------------------------

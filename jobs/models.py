@@ -303,6 +303,32 @@ class Effect(models.Model):
     lease_version = models.PositiveIntegerField(null=True, blank=True)
     applied_at = models.DateTimeField(db_default=LeitstandNow())
     detail = models.JSONField(default=dict, blank=True)
+    # What the effect returned, so a repeat (a re-run after a lost status report) gets the same answer.
+    result = models.JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key}"
+
+
+class StepEvent(models.Model):
+    """One structured step of a handler run, written only while its attempt holds the lease."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    lease_version = models.PositiveIntegerField()
+    correlation_id = models.CharField(max_length=255)
+    step = models.CharField(max_length=100)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    started_at = models.DateTimeField()
+    duration_ms = models.FloatField()
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["job", "lease_version", "id"], name="stepevent_job_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.outcome} ({self.duration_ms:.0f} ms)"

@@ -338,3 +338,29 @@ def test_complete_many_completes_the_holders_and_records_each_stale_one(make_job
     assert states(b.id)[-1] == ("running", "recheck_due")
     with pytest.raises(ValueError, match="more than once"):
         leases.complete_many([leases.Completion(a.id, 1), leases.Completion(a.id, 1)], actor="w")
+
+
+def test_a_repeated_effect_returns_what_the_first_run_recorded(db):
+    first = effect_apply_once(key="finding:7", kind="finding", apply=lambda: {"finding_id": 7, "score": 0.93})
+    again = effect_apply_once(key="finding:7", kind="finding", apply=lambda: {"finding_id": 8})
+    assert (first.applied, again.applied) == (True, False)
+    assert again.value == {"finding_id": 7, "score": 0.93}
+
+
+def test_step_events_are_fenced_by_the_lease(make_job, worker, db_clock):
+    from django.utils import timezone
+
+    from jobs.models import StepEvent
+
+    job = make_job(correlation_id="case-1")
+    c = claim_one(worker)
+    step = leases.Step(step="fetch", outcome="ok", started_at=timezone.now(), duration_ms=12.5, data={"status": 200})
+    leases.steps_record(c.id, c.lease_version, [step])
+    db_clock.advance(LEASE + 1)
+    leases.reap_expired(grace_seconds=0, policy=POLICY)
+    with pytest.raises(leases.StaleAttempt):
+        leases.steps_record(c.id, c.lease_version, [step])
+    recorded = StepEvent.objects.get(job=job)
+    assert (recorded.step, recorded.correlation_id, recorded.data, recorded.lease_version) == (
+        "fetch", "case-1", {"status": 200}, 1)
+    assert StaleWrite.objects.get(job=job).operation == "step"

@@ -1,0 +1,46 @@
+"""System checks of the timing invariants between leases, heartbeats, timeouts and django-q2.
+
+``manage.py check`` (and every command's start-up) reports each violated invariant with the job
+type and the numbers, so a bad configuration never reaches a running pool.
+"""
+
+from django.conf import settings
+from django.core.checks import Error, register
+
+
+@register("leitstand")
+def timing_invariants(app_configs=None, **kwargs):
+    from workers.registry import registry
+
+    errors = []
+    grace = settings.LEITSTAND_LEASE_GRACE_SECONDS
+    wakeup_timeout = settings.LEITSTAND_WAKEUP_TIMEOUT_SECONDS
+    budget = settings.LEITSTAND_BATCH_BUDGET_SECONDS
+
+    def error(number, message, hint):
+        errors.append(Error(message, hint=hint, id=f"leitstand.E{number:03d}"))
+
+    for t in registry.all():
+        if t.heartbeat_seconds > t.lease_seconds / 3:
+            error(1, f"job type {t.name}: heartbeat every {t.heartbeat_seconds:g} s is more than a third of its "
+                     f"{t.lease_seconds:g} s lease", "two heartbeats may be lost before the lease expires; "
+                     "shorten the heartbeat or lengthen the lease")
+        if t.timeout_seconds >= t.lease_seconds + grace:
+            error(2, f"job type {t.name}: timeout {t.timeout_seconds:g} s is not below lease + grace "
+                     f"({t.lease_seconds:g} + {grace:g} s)", "a job could outlive its lease without a heartbeat")
+        if t.timeout_seconds + budget >= wakeup_timeout:
+            error(3, f"job type {t.name}: timeout {t.timeout_seconds:g} s plus the batch budget does not fit in "
+                     f"the wake-up timeout ({wakeup_timeout} s)", "raise LEITSTAND_WAKEUP_TIMEOUT_SECONDS")
+        if t.external_call_timeout_seconds >= t.timeout_seconds:
+            error(4, f"job type {t.name}: external calls may take {t.external_call_timeout_seconds:g} s, not below "
+                     f"the job timeout of {t.timeout_seconds:g} s", "every external call needs a shorter timeout")
+        if t.pool not in settings.LEITSTAND_POOLS:
+            error(5, f"job type {t.name}: pool {t.pool!r} is not configured",
+                  f"configured pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items():
+        # A wake-up may wait behind the prefetched ones (queue_limit) before it runs.
+        queue_wait = cluster["timeout"] * cluster["queue_limit"] / cluster["workers"]
+        if cluster["retry"] <= cluster["timeout"] + queue_wait:
+            error(6, f"pool {name}: django-q2 retry {cluster['retry']} s is not above timeout {cluster['timeout']} s "
+                     f"plus queue wait {queue_wait:g} s", "a running wake-up would be delivered again")
+    return errors

@@ -1,0 +1,43 @@
+import uuid
+
+import pytest
+
+from workers.registry import JobType, registry
+from workers.runtime import PoolRuntime
+
+
+@pytest.fixture
+def job_type_factory():
+    """Register throw-away job types for one test."""
+    registered = []
+
+    def declare(handler, **overrides) -> JobType:
+        fields = {
+            "name": f"test_{uuid.uuid4().hex[:8]}", "handler": handler, "pool": "analysis",
+            "timeout_seconds": 5, "lease_seconds": 30, "heartbeat_seconds": 1,
+            "retry": __import__("jobs.retry", fromlist=["RetryPolicy"]).RetryPolicy(base_seconds=1, cap_seconds=5),
+            "processing_version": "test@1", "expected_paths": (("work",),),
+        }
+        fields.update(overrides)
+        job_type = registry.register(JobType(**fields))
+        registered.append(job_type.name)
+        return job_type
+
+    yield declare
+    for name in registered:
+        registry.unregister(name)
+
+
+@pytest.fixture
+def pool_runtime():
+    """A PoolRuntime in this process; its heartbeat thread is stopped after the test."""
+    made = []
+
+    def make(pool: str = "analysis") -> PoolRuntime:
+        runtime = PoolRuntime(pool)
+        made.append(runtime)
+        return runtime
+
+    yield make
+    for runtime in made:
+        runtime.close()

@@ -1,0 +1,147 @@
+"""What a handler sees: a context object and the outcomes it may return.
+
+A handler never gets the ORM row nor a way to write state: it reads its payload and IDs from the
+context, records steps, applies at-most-once effects, spawns child jobs, checks ``should_stop()``,
+and returns an outcome (or raises a classified error from ``jobs.errors``). The engine turns the
+outcome into a fenced transition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.utils import timezone
+
+from jobs import leases
+from jobs.effects import effect_apply_once
+
+logger = logging.getLogger("leitstand.handler")
+
+
+# --- outcomes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Executed; the result is stored under ``result_ref``. ``recheck``: a follow-up decides."""
+
+    result_ref: str = ""
+    result_checksum: str = ""
+    recheck: bool = False
+
+
+@dataclass(frozen=True)
+class NeedsReview:
+    """The handler ran but cannot decide the business question: a person must."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """There was nothing to do (e.g. robots.txt forbids the page); stored with the reason."""
+
+    reason: str
+
+
+Outcome = Stored | NeedsReview | Skipped
+
+
+class Interrupted(Exception):
+    """Raised by ``context.check_stop()``: the job must end now (shutdown, lease lost, deadline)."""
+
+
+# --- the context --------------------------------------------------------------------------------
+
+
+@dataclass
+class JobContext:
+    job_id: UUID
+    job_type: str
+    correlation_id: str
+    attempt: int
+    max_attempts: int
+    lease_version: int
+    payload: dict
+    priority: int
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _stop_reason: str = field(default="", repr=False)
+    _steps: list[leases.Step] = field(default_factory=list, repr=False)
+    _steps_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _spawn: Callable[..., Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.log = logging.LoggerAdapter(logger, {
+            "job_id": str(self.job_id), "correlation_id": self.correlation_id, "attempt": self.lease_version,
+        })
+
+    # Stopping -------------------------------------------------------------------------------
+
+    def should_stop(self) -> bool:
+        """True once the job must end: its lease was lost, the pool is shutting down, or time ran out."""
+        return self._stop.is_set()
+
+    def check_stop(self) -> None:
+        if self._stop.is_set():
+            raise Interrupted(self._stop_reason)
+
+    def request_stop(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self._stop_reason = reason
+            self._stop.set()
+
+    @property
+    def stop_reason(self) -> str:
+        return self._stop_reason
+
+    # Steps ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def step(self, name: str, **data: Any) -> Iterator[dict]:
+        """Record a structured step: ``with ctx.step("fetch", url=u) as info: info["status"] = 200``.
+
+        The step's outcome is ``failed`` when its block raises, else ``ok`` (or ``skipped`` when the
+        block sets ``info["skipped"] = True``). Events are written with the next heartbeat or the
+        job's result, fenced by the lease.
+        """
+        started_wall, started = timezone.now(), time.monotonic()
+        info: dict[str, Any] = dict(data)
+        outcome = "ok"
+        try:
+            yield info
+        except BaseException as exc:
+            outcome = "failed"
+            info["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            raise
+        finally:
+            if info.pop("skipped", False) and outcome == "ok":
+                outcome = "skipped"
+            with self._steps_lock:
+                self._steps.append(leases.Step(step=name, outcome=outcome, started_at=started_wall,
+                                               duration_ms=(time.monotonic() - started) * 1000, data=info))
+
+    def take_steps(self) -> list[leases.Step]:
+        with self._steps_lock:
+            steps, self._steps = self._steps, []
+        return steps
+
+    # Effects and children -----------------------------------------------------------------
+
+    def effect(self, key: str, apply: Callable[[], Any], *, kind: str = "effect") -> Any:
+        """Apply ``apply()`` at most once per ``key`` (across attempts); returns its (recorded) result."""
+        return effect_apply_once(key=key, kind=kind, apply=apply, job_id=self.job_id,
+                                 lease_version=self.lease_version).value
+
+    def spawn(self, job_type: str, payload: dict, *, key: str, priority: int | None = None) -> UUID:
+        """Create a child job (idempotent per ``key``) that carries this job as parent and its correlation ID."""
+        if self._spawn is None:
+            raise RuntimeError("this context cannot spawn jobs")
+        return self._spawn(job_type=job_type, payload=payload, idempotency_key=key, priority=priority,
+                           parent_id=self.job_id, correlation_id=self.correlation_id)

@@ -1,0 +1,36 @@
+"""Shutdown signalling between a pool's main process and its worker processes.
+
+django-q2 tells its workers nothing when the pool's main process gets SIGTERM: they simply finish
+their queue. So ``runpool`` creates a drain flag (a file named after its pid) when it is told to
+stop, and the workers look for it between jobs and in their heartbeat thread: the job in hand is
+finished or handed back at once, and nothing new is claimed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+
+MAIN_PID_VARIABLE = "LEITSTAND_POOL_MAIN_PID"
+
+
+def drain_flag(main_pid: int) -> Path:
+    return Path(settings.LEITSTAND_RUN_DIR) / f"drain-{main_pid}"
+
+
+def drain_begin(main_pid: int) -> None:
+    flag = drain_flag(main_pid)
+    flag.parent.mkdir(parents=True, exist_ok=True)
+    flag.touch()
+
+
+def drain_clear(main_pid: int) -> None:
+    drain_flag(main_pid).unlink(missing_ok=True)
+
+
+def is_draining() -> bool:
+    """True in a worker whose pool's main process is stopping (a stat call: cheap enough per job)."""
+    main_pid = os.environ.get(MAIN_PID_VARIABLE)
+    return bool(main_pid) and drain_flag(int(main_pid)).exists()

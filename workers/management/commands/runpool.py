@@ -1,0 +1,69 @@
+"""``manage.py runpool <pool>``: run one worker pool (a django-q2 cluster), or the control process.
+
+A pool's cluster is selected by ``Q_CLUSTER_NAME``, which django-q2 reads while Django starts
+(``qcluster -n`` is read too late and silently serves the default queue), so this command re-executes
+itself with the variable set. SIGTERM or Ctrl-C to this process stops the pool gracefully: workers
+finish or hand back the job in hand, claim nothing new, and exit.
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = "Run a worker pool (crawl, analysis, recheck) or the control process (control)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("pool", help=f"one of: {', '.join([*settings.LEITSTAND_POOLS, 'control'])}")
+
+    def handle(self, *args, pool, **options):
+        if pool == "control":
+            return self._control()
+        if pool not in settings.LEITSTAND_POOLS:
+            raise CommandError(f"unknown pool {pool!r}; choose one of: {', '.join([*settings.LEITSTAND_POOLS, 'control'])}")
+        if os.environ.get("Q_CLUSTER_NAME") != pool:
+            os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "Q_CLUSTER_NAME": pool})
+        self._pool(pool)
+
+    def _pool(self, pool: str) -> None:
+        from django_q.cluster import Cluster
+
+        from workers import lifecycle
+
+        main_pid = os.getpid()
+        os.environ[lifecycle.MAIN_PID_VARIABLE] = str(main_pid)  # inherited by the forked workers
+        lifecycle.drain_clear(main_pid)
+
+        class DrainingCluster(Cluster):
+            def sig_handler(self, signum, frame):
+                # Tell the workers first, so they hand back what they hold instead of finishing a queue.
+                lifecycle.drain_begin(main_pid)
+                super().sig_handler(signum, frame)
+
+        cluster = DrainingCluster()
+        cluster.start()
+        self.stdout.write(f"pool {pool}: {settings.LEITSTAND_POOLS[pool]['workers']} workers, pid {main_pid}")
+        try:
+            while cluster.sentinel is not None and cluster.sentinel.is_alive():
+                time.sleep(0.2)
+        finally:
+            lifecycle.drain_clear(main_pid)
+
+    def _control(self) -> None:
+        from workers import control
+
+        stop = threading.Event()
+
+        def on_signal(signum, frame):
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        self.stdout.write(f"control: pid {os.getpid()}, sweeps every {settings.LEITSTAND_CONTROL_INTERVAL_SECONDS} s")
+        control.run(stop)

@@ -1,0 +1,44 @@
+"""Pools (pausable) and the worker registry: one row per worker process, kept fresh by heartbeats."""
+
+from django.db import models
+
+from jobs.models import LeitstandNow
+
+
+class Pool(models.Model):
+    """A worker pool's operator-controlled state. Paused pools get no wake-ups and claim nothing."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    is_paused = models.BooleanField(default=False)
+    changed_at = models.DateTimeField(db_default=LeitstandNow())
+    changed_by = models.CharField(max_length=255, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'paused' if self.is_paused else 'running'})"
+
+
+class WorkerProcess(models.Model):
+    """A process that runs jobs. Liveness is the age of ``last_seen_at`` (database time), never what
+    the process last said about itself."""
+
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    pool = models.CharField(max_length=64)
+    started_at = models.DateTimeField(db_default=LeitstandNow())
+    last_seen_at = models.DateTimeField(db_default=LeitstandNow())
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=255, blank=True)
+    current_job_id = models.UUIDField(null=True, blank=True)
+    rss_bytes = models.PositiveBigIntegerField(default=0)
+    jobs_done = models.PositiveBigIntegerField(default=0)
+    wakeups = models.PositiveBigIntegerField(default=0)
+    duplicate_wakeups = models.PositiveBigIntegerField(
+        default=0, help_text="Wake-ups that found nothing to claim (redelivered or raced): harmless, counted."
+    )
+
+    class Meta:
+        indexes = [models.Index(fields=["pool", "last_seen_at"], name="workerprocess_pool_seen_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid} ({self.pool})"

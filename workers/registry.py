@@ -1,0 +1,100 @@
+"""The job-type registry: every job type declares how it runs, once.
+
+A declaration names the handler, the pool, the timeout, the lease and heartbeat timing, the retry
+policy, the default priority, the payload schema version, the handler's processing version and its
+expected step paths. Start-up fails loudly (``ImproperlyConfigured``) on a duplicate or incomplete
+declaration; the timing invariants between these numbers are Django system checks
+(``config/checks.py``), so ``manage.py check`` reports every violation at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ImproperlyConfigured
+
+from jobs.retry import RetryPolicy
+
+
+class UnknownJobType(LookupError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(f"unknown job type {name!r}; registered types: {', '.join(known) or 'none'}")
+        self.name = name
+
+
+@dataclass(frozen=True)
+class JobType:
+    name: str
+    handler: Callable
+    pool: str
+    timeout_seconds: float
+    lease_seconds: float
+    heartbeat_seconds: float
+    retry: RetryPolicy
+    processing_version: str
+    # Each path is the sequence of step names one run may take, e.g. ("fetch", "parse", "store").
+    expected_paths: tuple[tuple[str, ...], ...]
+    default_priority: int = 5
+    schema_version: int = 1
+    # The longest timeout of any external call the handler makes (HTTP, subprocess): below the job's.
+    external_call_timeout_seconds: float = 0.0
+    # A synthetic job may name its pool in the payload; every other type runs in its own pool.
+    may_choose_pool: bool = False
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.name or not self.name.replace("_", "").isalnum() or not self.name[0].isalpha():
+            problems.append("name must start with a letter and contain only letters, digits and '_'")
+        if not callable(self.handler):
+            problems.append("handler must be callable")
+        if not self.pool:
+            problems.append("pool is required")
+        for attribute in ("timeout_seconds", "lease_seconds", "heartbeat_seconds"):
+            if not getattr(self, attribute) or getattr(self, attribute) <= 0:
+                problems.append(f"{attribute} must be positive")
+        if not isinstance(self.retry, RetryPolicy):
+            problems.append("retry must be a jobs.retry.RetryPolicy")
+        if not self.processing_version:
+            problems.append("processing_version is required (it is recorded on every attempt)")
+        if not self.expected_paths or not all(path and all(step for step in path) for path in self.expected_paths):
+            problems.append("expected_paths must list at least one non-empty path of step names")
+        if not 0 <= self.default_priority <= 9:
+            problems.append("default_priority must be 0..9")
+        if self.schema_version < 1:
+            problems.append("schema_version must be at least 1")
+        if problems:
+            raise ImproperlyConfigured(f"job type {self.name!r} is incomplete: " + "; ".join(problems))
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._types: dict[str, JobType] = {}
+
+    def register(self, job_type: JobType) -> JobType:
+        if job_type.name in self._types:
+            raise ImproperlyConfigured(f"job type {job_type.name!r} is registered twice")
+        self._types[job_type.name] = job_type
+        return job_type
+
+    def get(self, name: str) -> JobType:
+        try:
+            return self._types[name]
+        except KeyError:
+            raise UnknownJobType(name, sorted(self._types)) from None
+
+    def all(self) -> list[JobType]:
+        return sorted(self._types.values(), key=lambda t: t.name)
+
+    def for_pool(self, pool: str) -> list[JobType]:
+        """Types whose jobs this pool may run: its own, and those that may choose any pool."""
+        return [t for t in self.all() if t.pool == pool or t.may_choose_pool]
+
+    def unregister(self, name: str) -> None:
+        """For tests that declare throw-away types."""
+        self._types.pop(name, None)
+
+
+registry = Registry()
+register = registry.register
