@@ -40,9 +40,11 @@ def wakeup_send(pool: str, *, count: int = 1, throttle: bool = False) -> int:
 
 
 def outstanding_wakeups() -> dict[str, int]:
-    """Wake-ups waiting in each pool's queue (django-q2's ORM broker table)."""
+    """Wake-ups waiting in each pool's queue, not yet fetched by a worker (django-q2's ORM broker
+    locks a fetched row until its retry time; a row whose worker died stays locked that long, so
+    counting it would starve the pool)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT key, count(*) FROM django_q_ormq GROUP BY key")
+        cursor.execute("SELECT key, count(*) FROM django_q_ormq WHERE lock <= now() GROUP BY key")
         return dict(cursor.fetchall())
 
 
