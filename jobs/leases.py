@@ -22,14 +22,17 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django_fsm import TransitionNotAllowed, can_proceed, has_transition_perm
 from psycopg.types.json import Jsonb
+from psycopg.types.string import StrDumper
 
 from jobs.errors import ErrorKind
 from jobs.models import LEASED_STATES, Attempt, Job, LeitstandNow, State
@@ -122,15 +125,44 @@ def target_of(transition_name: str) -> str:
     return targets.pop()
 
 
+@contextmanager
+def _server_bound_cursor() -> Iterator[psycopg.Cursor]:
+    """A cursor with server-side parameter binding on Django's connection (same session and
+    transaction). Django's own cursors bind on the client, which spends more time quoting the
+    arrays of a batch as SQL literals than PostgreSQL spends executing the statement; errors still
+    pass through Django's wrapper, so they arrive as django.db exceptions and mark the connection."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        # Strings go as text (not "unknown"), so one parameter may serve several places.
+        cursor.adapters.register_dumper(str, StrDumper)
+        yield cursor
+
+
+def _dumps(value) -> str:
+    # Handler data may hold values JSON cannot (datetimes, UUIDs, Decimals): recorded as their text.
+    return json.dumps(value, default=str)
+
+
+def _as_uuid(job_id) -> UUID:
+    if isinstance(job_id, UUID):
+        return job_id
+    try:
+        return UUID(str(job_id))
+    except ValueError:
+        raise JobNotFound(job_id) from None
+
+
 def _fetch_one(sql: str, params: dict[str, Any]) -> tuple:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    with _server_bound_cursor() as cursor:
+        cursor.execute(sql, params, prepare=True)
         return cursor.fetchone()
 
 
 def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    with _server_bound_cursor() as cursor:
+        # Prepared once per connection: these statements run thousands of times, and planning a
+        # CTE of this size costs more than executing it for a small batch.
+        cursor.execute(sql, params, prepare=True)
         return cursor.fetchall()
 
 
@@ -158,7 +190,9 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
     (type, idempotency key) exists. True if inserted. Input is validated by ``jobs.services``."""
 
     initial = Job._meta.get_field("state").default
-    row = _fetch_one(_INSERT_SQL, {**columns, "payload": Jsonb(payload), "state": initial, "actor": actor[:255]})
+    parent_id = columns.pop("parent_id", None)
+    row = _fetch_one(_INSERT_SQL, {**columns, "parent_id": _as_uuid(parent_id) if parent_id else None,
+                                   "payload": Jsonb(payload), "state": initial, "actor": actor[:255]})
     return row is not None
 
 
@@ -336,7 +370,7 @@ def _fenced_write(
     row = _fetch_one(
         sql,
         {
-            "job_id": str(job_id),
+            "job_id": _as_uuid(job_id),
             "lease_version": lease_version,
             "sources": list(sources),
             "operation": operation,
@@ -348,7 +382,7 @@ def _fenced_write(
     )
     written, from_state, to_state, lease_expires_at, current_version, current_state = row
     if written:
-        return WriteResult(UUID(str(job_id)), from_state, to_state, lease_version), lease_expires_at
+        return WriteResult(_as_uuid(job_id), from_state, to_state, lease_version), lease_expires_at
     if current_state is None:
         raise JobNotFound(job_id)
     raise _refusal(job_id, lease_version, operation, current_version, current_state)
@@ -439,22 +473,33 @@ def complete(
 
 
 @dataclass(frozen=True)
+class Step:
+    step: str
+    outcome: str
+    started_at: datetime  # the worker's wall clock: for display only, never for a lease decision
+    duration_ms: float
+    data: dict
+
+
+@dataclass(frozen=True)
 class Completion:
-    """One job's result in a batch completion."""
+    """One job's result in a batch completion, with the step events of its run."""
 
     job_id: UUID
     lease_version: int
     result_ref: str = ""
     result_checksum: str = ""
     recheck: bool = False
+    steps: tuple[Step, ...] = ()
 
 
 _COMPLETE_MANY_SQL = """
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 input AS MATERIALIZED (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(versions)s::bigint[], %(refs)s::text[], %(checksums)s::text[],
-                         %(targets)s::text[], %(outcomes)s::text[], %(causes)s::text[])
-        AS i(id, lease_version, result_ref, result_checksum, target, outcome, cause)
+    -- The batch travels as one JSON document: far cheaper to send than a set of parallel arrays.
+    SELECT * FROM jsonb_to_recordset(%(completions)s)
+        AS i(id uuid, lease_version bigint, result_ref text, result_checksum text, target text, outcome text,
+             cause text)
 ),
 target AS MATERIALIZED (
     SELECT j.id, j.state, i.result_ref, i.result_checksum, i.target, i.outcome, i.cause
@@ -469,7 +514,19 @@ changed AS (
         result_checksum = target.result_checksum, lease_owner = '', lease_expires_at = NULL
     FROM target, clock
     WHERE j.id = target.id
-    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, target.outcome, target.cause
+    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, j.correlation_id,
+              target.outcome, target.cause
+),
+steps AS (
+    -- Step events travel with the result, and are written only for the jobs whose write was entitled.
+    INSERT INTO jobs_stepevent (job_id, lease_version, correlation_id, step, outcome, started_at, duration_ms, data)
+    SELECT changed.id, changed.lease_version, changed.correlation_id, s.step, s.outcome, s.started_at,
+           s.duration_ms, s.data
+    FROM ROWS FROM (jsonb_to_recordset(%(steps)s)
+             AS (job_id uuid, step text, outcome text, started_at timestamptz, duration_ms float8, data jsonb))
+         WITH ORDINALITY AS s(job_id, step, outcome, started_at, duration_ms, data, n)
+    JOIN changed ON changed.id = s.job_id
+    ORDER BY s.n
 ),
 attempt AS (
     UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = changed.outcome
@@ -514,13 +571,19 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
         return []
     assert sources_of("complete") == sources_of("plan_recheck"), "batch completion assumes one source set"
     rows = _fetch_all(_COMPLETE_MANY_SQL, {
-        "ids": [str(c.job_id) for c in completions],
-        "versions": [c.lease_version for c in completions],
-        "refs": [c.result_ref[:500] for c in completions],
-        "checksums": [c.result_checksum[:128] for c in completions],
-        "targets": [target_of("plan_recheck" if c.recheck else "complete") for c in completions],
-        "outcomes": [Attempt.Outcome.RECHECK_PLANNED if c.recheck else Attempt.Outcome.COMPLETED for c in completions],
-        "causes": ["result stored; recheck planned" if c.recheck else "result stored" for c in completions],
+        "completions": Jsonb([{
+            "id": str(_as_uuid(c.job_id)),
+            "lease_version": c.lease_version,
+            "result_ref": c.result_ref[:500],
+            "result_checksum": c.result_checksum[:128],
+            "target": target_of("plan_recheck" if c.recheck else "complete"),
+            "outcome": Attempt.Outcome.RECHECK_PLANNED if c.recheck else Attempt.Outcome.COMPLETED,
+            "cause": "result stored; recheck planned" if c.recheck else "result stored",
+        } for c in completions], dumps=_dumps),
+        "steps": Jsonb([{
+            "job_id": str(c.job_id), "step": step.step[:100], "outcome": step.outcome,
+            "started_at": step.started_at.isoformat(), "duration_ms": step.duration_ms, "data": step.data,
+        } for c in completions for step in c.steps], dumps=_dumps),
         "sources": list(sources_of("complete")),
         "actor": actor[:255],
     })
@@ -530,7 +593,7 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
             by_id[job_id] = WriteResult(job_id, from_state, to_state, lease_version)
         else:
             by_id[job_id] = _refusal(job_id, lease_version, "complete", current_version, current_state)
-    return [by_id.get(UUID(str(c.job_id)), JobNotFound(c.job_id)) for c in completions]
+    return [by_id.get(_as_uuid(c.job_id), JobNotFound(c.job_id)) for c in completions]
 
 
 # fail_for_retry and dead_letter are chosen per row by the retry budget, so they must share sources.
@@ -741,7 +804,7 @@ def review_queue_job(job_id, *, actor: str, cause: str) -> WriteResult | None:
         cause=cause,
         actor=actor,
         limit=1,
-        params={"target": target_of("queue_for_review"), "job_id": str(job_id)},
+        params={"target": target_of("queue_for_review"), "job_id": _as_uuid(job_id)},
     )
     return swept[0] if swept else None
 
@@ -793,15 +856,6 @@ def transition_apply(job_id, name: str, *, actor: str, cause: str, user=None, **
 # --- step events ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Step:
-    step: str
-    outcome: str
-    started_at: datetime  # the worker's wall clock: for display only, never for a lease decision
-    duration_ms: float
-    data: dict
-
-
 _STEPS_SQL = """
 WITH holder AS (
     SELECT id, correlation_id FROM jobs_job
@@ -823,7 +877,7 @@ def steps_record(job_id, lease_version: int, steps: list[Step]) -> None:
     if not steps:
         return
     (is_holder,) = _fetch_one(_STEPS_SQL, {
-        "job_id": str(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES),
+        "job_id": _as_uuid(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES),
         "steps": [s.step[:100] for s in steps], "outcomes": [s.outcome for s in steps],
         "starts": [s.started_at for s in steps], "durations": [s.duration_ms for s in steps],
         "data": [Jsonb(s.data) for s in steps],
@@ -840,7 +894,7 @@ def lease_lock_if_held(job_id, lease_version: int) -> bool:
     row = _fetch_one(
         "SELECT 1 FROM jobs_job WHERE id = %(job_id)s AND lease_version = %(lease_version)s "
         "AND state = ANY(%(leased)s) FOR UPDATE",
-        {"job_id": str(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES)},
+        {"job_id": _as_uuid(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES)},
     )
     return row is not None
 
@@ -864,7 +918,7 @@ SELECT current_lease_version, current_state FROM refused
 
 def refusal_record(job_id, lease_version: int, operation: str) -> StaleAttempt:
     """Record a refused write by a stale attempt and return the exception for the caller to raise."""
-    row = _fetch_one(_REFUSAL_SQL, {"job_id": str(job_id), "lease_version": lease_version, "operation": operation})
+    row = _fetch_one(_REFUSAL_SQL, {"job_id": _as_uuid(job_id), "lease_version": lease_version, "operation": operation})
     if row is None:
         raise JobNotFound(job_id)
     return StaleAttempt(

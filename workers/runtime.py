@@ -209,13 +209,12 @@ class PoolRuntime:
         return self._outcome(job, context, outcome, report)
 
     def _outcome(self, job, context, outcome, report) -> leases.Completion | None:
-        if not self._flush_steps(job, context, report):
-            return None
         if isinstance(outcome, Stored):
             return leases.Completion(job.id, job.lease_version, outcome.result_ref, outcome.result_checksum,
-                                     recheck=outcome.recheck)
+                                     recheck=outcome.recheck, steps=tuple(context.take_steps()))
         if isinstance(outcome, Skipped):
-            return leases.Completion(job.id, job.lease_version, result_ref=f"skipped: {outcome.reason}"[:500])
+            return leases.Completion(job.id, job.lease_version, result_ref=f"skipped: {outcome.reason}"[:500],
+                                     steps=tuple(context.take_steps()))
         if isinstance(outcome, NeedsReview):
             self._fail(job, context, ErrorKind.UNCLEAR, "NeedsReview", outcome.reason, 0, report)
             return None
