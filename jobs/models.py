@@ -47,8 +47,9 @@ class State(models.TextChoices):
 LEASED_STATES = (State.RESERVED, State.RUNNING)
 # No worker will touch a job in these states again; only an operator's "retry now" revives a dead one.
 TERMINAL_STATES = (State.DONE, State.DEAD, State.CANCELLED)
-# Cancelling is allowed from every state that is not terminal.
-CANCELLABLE_STATES = tuple(s for s in State if s not in TERMINAL_STATES)
+# Cancelling is allowed from every state that is not terminal, and from the dead-letter queue
+# (removing a dead job cancels it with a reason: it is never silently deleted).
+CANCELLABLE_STATES = tuple(s for s in State if s not in TERMINAL_STATES) + (State.DEAD,)
 
 OPERATE_PERMISSION = "jobs.operate_job"
 REVIEW_PERMISSION = "jobs.review_job"
@@ -233,7 +234,8 @@ class Attempt(models.Model):
         LEASE_EXPIRED = "lease_expired"
         CANCELLED = "cancelled"
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempt_log")
+    # No index of its own: the unique (job, lease_version) index serves every lookup by job.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempt_log", db_index=False)
     lease_version = models.PositiveIntegerField()
     lease_owner = models.CharField(max_length=255)
     worker_host = models.CharField(max_length=255)
@@ -262,7 +264,7 @@ class Attempt(models.Model):
 class Transition(models.Model):
     """Append-only log of every state change; a trigger refuses UPDATE and DELETE."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="transitions")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="transitions", db_index=False)
     from_state = models.CharField(max_length=20, blank=True, help_text="Empty for the job's creation.")
     to_state = models.CharField(max_length=20)
     at = models.DateTimeField(db_default=LeitstandNow())
@@ -271,6 +273,8 @@ class Transition(models.Model):
     actor = models.CharField(max_length=255)
 
     class Meta:
+        # Serves lookups by job (so the foreign key has no index of its own): three rows per job
+        # are written on the hot path, and every index costs each of them.
         indexes = [models.Index(fields=["job", "id"], name="transition_job_idx")]
 
     def __str__(self) -> str:
@@ -318,7 +322,7 @@ class StepEvent(models.Model):
         FAILED = "failed"
         SKIPPED = "skipped"
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps", db_index=False)
     lease_version = models.PositiveIntegerField()
     correlation_id = models.CharField(max_length=255)
     step = models.CharField(max_length=100)

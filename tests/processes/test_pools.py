@@ -8,11 +8,11 @@ import time
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
 from tests.support.pools import PoolProcesses, wait_for
-from workers.services import job_submit
+from workers.services import job_submit, pool_pause, pool_resume
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -138,8 +138,14 @@ def test_a_poison_job_goes_dead_after_its_budget_while_other_jobs_flow(pools):
 
 def test_an_urgent_job_overtakes_a_flood_of_bulk_jobs(pools):
     bulk_ms = 5
-    for n in range(2000):
-        submit({"duration_ms": bulk_ms}, priority=9)
+    # Queue the whole flood while the pool is paused, so it is all waiting when the pool resumes.
+    pool_pause(pool="crawl", actor="test", reason="queue the flood first")
+    try:
+        with transaction.atomic():
+            for n in range(2000):
+                submit({"duration_ms": bulk_ms}, priority=9)
+    finally:
+        pool_resume(pool="crawl", actor="test")
     wait_for(lambda: Job.objects.filter(priority=9, state=State.RESULT_STORED).count() > 100, timeout=30)
     urgent = submit({}, priority=0)
     attempt = running_attempt(urgent)

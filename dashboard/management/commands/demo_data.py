@@ -11,6 +11,7 @@ from django.db import transaction
 
 from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
 from jobs import leases, services
+from workers.services import job_submit
 from jobs.errors import ErrorKind
 from jobs.retry import RetryPolicy
 
@@ -34,24 +35,25 @@ class Command(BaseCommand):
         self.stdout.write(f"demo data ready: users operator, reviewer; {created} new demo jobs")
 
     def _jobs(self) -> int:
+        # Until the crawl and analysis handlers exist, the demo's jobs are of the synthetic type,
+        # in the crawl and analysis pools; the first ones are driven here through the engine to show
+        # every state, the rest are left for the running pools.
+        steps = ["fetch", "parse", "store"]
         plan = [
-            ("crawl", "demo-crawl-1", {"url": "https://images.example/gallery/1"}, "complete"),
-            ("crawl", "demo-crawl-2", {"url": "https://images.example/gallery/2"}, "confirm"),
-            ("crawl", "demo-crawl-3", {"url": "https://shop.example/p/77"}, "transient"),
-            ("crawl", "demo-crawl-4", {"url": "https://blog.example/post/9"}, "planned"),
-            ("crawl", "demo-crawl-5", {"url": "https://blog.example/post/10"}, "zombie"),
-            ("analysis", "demo-analysis-1", {"candidate": 1, "asset": 4}, "unclear"),
-            ("analysis", "demo-analysis-2", {"candidate": 2, "asset": 4}, "permanent"),
-            ("analysis", "demo-analysis-3", {"candidate": 3, "asset": 5}, "running"),
-            ("analysis", "demo-analysis-4", {"candidate": 4, "asset": 5}, "planned"),
+            ("crawl", "demo-1", {"steps": steps}, "complete"),
+            ("crawl", "demo-2", {"steps": steps}, "confirm"),
+            ("crawl", "demo-3", {"steps": steps, "fail": "transient"}, "transient"),
+            ("crawl", "demo-4", {"steps": steps}, "zombie"),
+            ("analysis", "demo-5", {"steps": ["decode", "hash", "compare"], "fail": "unclear"}, "unclear"),
+            ("analysis", "demo-6", {"steps": ["decode"], "fail": "permanent"}, "permanent"),
+            ("analysis", "demo-7", {"steps": ["decode", "hash", "compare"]}, "running"),
         ]
+        plan += [(pool, f"demo-run-{pool}-{n}", {"steps": steps, "duration_ms": 300}, "for the pools")
+                 for pool in ("crawl", "analysis") for n in range(1, 11)]
         count = 0
-        # Jobs meant to stay planned are created last, so the demo's claims cannot pick them up.
-        plan.sort(key=lambda item: item[3] == "planned")
-        for job_type, key, payload, scenario in plan:
-            submission = services.job_create(type=job_type, idempotency_key=key, payload=payload, actor="demo",
-                                             source=payload.get("url", "").split("/")[2] if "url" in payload else "",
-                                             priority=0 if scenario == "planned" and job_type == "analysis" else 5)
+        for pool, key, payload, scenario in plan:
+            submission = job_submit(job_type="synthetic", idempotency_key=key, payload={"pool": pool, **payload},
+                                    actor="demo", priority=0 if key.endswith("-1") else 5)
             if submission.created:
                 count += 1
                 self._drive(submission.job, scenario)
@@ -59,14 +61,14 @@ class Command(BaseCommand):
         return count
 
     def _drive(self, job, scenario: str) -> None:
-        if scenario == "planned":
+        if scenario == "for the pools":
             return
-        worker = leases.WorkerIdentity(host="demo-host", pid=1000 + job.id.int % 1000, pool=job.type)
+        worker = leases.WorkerIdentity(host="demo-host", pid=1000 + job.id.int % 1000, pool=job.pool)
         lease = 0.05 if scenario == "zombie" else 60
-        (claimed,) = leases.claim(pool=job.type, worker=worker, lease_seconds=lease)
+        (claimed,) = leases.claim(pool=job.pool, worker=worker, lease_seconds=lease)
         if claimed.id != job.id:
             raise CommandError(f"expected to claim demo job {job.id}, got {claimed.id}: is a pool running?")
-        leases.start(claimed.id, claimed.lease_version, actor=worker.lease_owner, processing_version=f"{job.type}@1")
+        leases.start(claimed.id, claimed.lease_version, actor=worker.lease_owner, processing_version="synthetic@1")
         actor = worker.lease_owner
         if scenario in ("complete", "confirm"):
             leases.complete(claimed.id, claimed.lease_version, actor=actor, result_ref=f"result/{job.id}",
