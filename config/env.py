@@ -27,13 +27,21 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    return _env_number(name, default, minimum, int, "an integer")
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    return _env_number(name, default, minimum, float, "a number")
+
+
+def _env_number(name, default, minimum, parse, kind):
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
     return value
@@ -45,15 +53,3 @@ def env_list(name: str, default: list[str]) -> list[str]:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
-
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
-    return value

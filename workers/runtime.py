@@ -157,35 +157,49 @@ class PoolRuntime:
         return max(1, min(settings.LEITSTAND_MAX_BATCH, int(fitting)))
 
     def _run_batch(self, claimed: list[leases.ClaimedJob], report: WakeupReport) -> None:
-        completions: list[leases.Completion] = []
-        for index, job in enumerate(claimed):
-            if lifecycle.is_draining():
-                # Shutting down: hand the rest back at once, so another worker takes them now.
-                for rest in claimed[index:]:
-                    self._release(rest, "pool shutting down", report)
-                break
-            completion = self._run_one(job, report)
-            if completion is not None:
-                completions.append(completion)
-        for outcome in leases.complete_many(completions, actor=self.worker.lease_owner):
-            if isinstance(outcome, Exception):
-                report.refused += 1
-                logger.warning("completion refused: %s", outcome)
-            else:
-                report.completed += 1
-                self.jobs_done += 1
+        # Every job of the batch is in hand from its claim until its result is written, so the
+        # heartbeat thread keeps the leases of those still waiting their turn alive too.
+        contexts = {job.id: self._context(job) for job in claimed}
+        with self.held_lock:
+            for job in claimed:
+                if job.type in self.types:
+                    self.held[job.id] = Held(job, self.types[job.type], contexts[job.id])
+        try:
+            completions: list[leases.Completion] = []
+            for index, job in enumerate(claimed):
+                if lifecycle.is_draining():
+                    # Shutting down: hand the rest back at once, so another worker takes them now.
+                    for rest in claimed[index:]:
+                        self._release(rest, "pool shutting down", report)
+                    break
+                completion = self._run_one(job, contexts[job.id], report)
+                if completion is not None:
+                    completions.append(completion)
+            for outcome in leases.complete_many(completions, actor=self.worker.lease_owner):
+                if isinstance(outcome, Exception):
+                    report.refused += 1
+                    logger.warning("completion refused: %s", outcome)
+                else:
+                    report.completed += 1
+                    self.jobs_done += 1
+        finally:
+            with self.held_lock:
+                for job in claimed:
+                    self.held.pop(job.id, None)
 
-    def _run_one(self, job: leases.ClaimedJob, report: WakeupReport) -> leases.Completion | None:
+    def _context(self, job: leases.ClaimedJob) -> JobContext:
+        return JobContext(job_id=job.id, job_type=job.type, correlation_id=job.correlation_id, attempt=job.attempt,
+                          max_attempts=job.max_attempts, lease_version=job.lease_version, payload=job.payload,
+                          priority=job.priority, _spawn=_spawn)
+
+    def _run_one(self, job: leases.ClaimedJob, context: JobContext, report: WakeupReport) -> leases.Completion | None:
         job_type = self.types.get(job.type)
-        context = JobContext(job_id=job.id, job_type=job.type, correlation_id=job.correlation_id,
-                             attempt=job.attempt, max_attempts=job.max_attempts, lease_version=job.lease_version,
-                             payload=job.payload, priority=job.priority, _spawn=_spawn)
         if job_type is None:
             self._fail(job, context, ErrorKind.PERMANENT, "UnknownJobType",
                        f"no handler for job type {job.type!r} in pool {self.pool}", 0, report)
             return None
-        with self.held_lock:
-            self.held[job.id] = Held(job, job_type, context)
+        if context.should_stop():  # its lease was lost while it waited for its turn
+            return self._interrupted(job, context, report)
         self.current_job_id = job.id
         started = time.monotonic()
         try:
@@ -204,8 +218,6 @@ class PoolRuntime:
         finally:
             self._measure(time.monotonic() - started)
             self.current_job_id = None
-            with self.held_lock:
-                self.held.pop(job.id, None)
         return self._outcome(job, context, outcome, report)
 
     def _outcome(self, job, context, outcome, report) -> leases.Completion | None:
@@ -230,21 +242,26 @@ class PoolRuntime:
 
     def _fail(self, job, context, kind, error_class, message, delay, report) -> None:
         self._flush_steps(job, context, report)
-        try:
-            leases.fail(job.id, job.lease_version, actor=self.worker.lease_owner, kind=kind,
-                        error_class=error_class, message=message, retry_delay_seconds=delay)
+        if self._write_or_count_refusal(report, "failure report", lambda: leases.fail(
+                job.id, job.lease_version, actor=self.worker.lease_owner, kind=kind, error_class=error_class,
+                message=message, retry_delay_seconds=delay)):
             report.failed += 1
-        except (leases.StaleAttempt, TransitionNotAllowed) as refused:
-            report.refused += 1
-            logger.warning("failure report refused: %s", refused)
 
     def _release(self, job, reason, report) -> None:
-        try:
-            leases.release(job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason)
+        if self._write_or_count_refusal(report, "release", lambda: leases.release(
+                job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason)):
             report.released += 1
+
+    @staticmethod
+    def _write_or_count_refusal(report, what: str, write) -> bool:
+        """A refused write is expected (another attempt or an operator owns the job): count it."""
+        try:
+            write()
+            return True
         except (leases.StaleAttempt, TransitionNotAllowed) as refused:
             report.refused += 1
-            logger.warning("release refused: %s", refused)
+            logger.warning("%s refused: %s", what, refused)
+            return False
 
     def _flush_steps(self, job, context, report) -> bool:
         try:

@@ -198,3 +198,19 @@ def test_spawned_children_carry_parent_and_correlation(job_type_factory, pool_ru
 def test_retry_policy_of_the_type_sets_the_budget(job_type_factory):
     job = submit(job_type_factory(lambda ctx: Stored(), retry=RetryPolicy(base_seconds=1, cap_seconds=2, max_attempts=2)))
     assert job.max_attempts == 2
+
+
+def test_jobs_waiting_their_turn_in_a_batch_keep_their_leases(job_type_factory, pool_runtime):
+    def slow(ctx):
+        time.sleep(1.2)
+        return Stored()
+
+    timing = {"lease_seconds": 0.6, "heartbeat_seconds": 0.2, "timeout_seconds": 1.5}
+    first = submit(job_type_factory(slow, **timing), priority=0)
+    second = submit(job_type_factory(lambda ctx: Stored(), **timing), priority=1)
+    runtime = pool_runtime()
+    runtime.seconds_per_job = 0.001  # one claim takes both
+    assert runtime.wake().completed == 2
+    waited = Attempt.objects.get(job=second)
+    assert (waited.heartbeat_at - waited.claimed_at).total_seconds() > 0.6, "its lease was kept alive meanwhile"
+    assert reload(first).state == reload(second).state == State.RESULT_STORED
