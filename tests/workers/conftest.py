@@ -2,6 +2,8 @@ import uuid
 
 import pytest
 
+from jobs.retry import RetryPolicy
+
 from workers.registry import JobType, registry
 from workers.runtime import PoolRuntime
 
@@ -15,7 +17,7 @@ def job_type_factory():
         fields = {
             "name": f"test_{uuid.uuid4().hex[:8]}", "handler": handler, "pool": "analysis",
             "timeout_seconds": 5, "lease_seconds": 30, "heartbeat_seconds": 1,
-            "retry": __import__("jobs.retry", fromlist=["RetryPolicy"]).RetryPolicy(base_seconds=1, cap_seconds=5),
+            "retry": RetryPolicy(base_seconds=1, cap_seconds=5),
             "processing_version": "test@1", "expected_paths": (("work",),),
         }
         fields.update(overrides)

@@ -1,5 +1,7 @@
 """The job-type registry fails loudly; the system checks name every violated timing invariant."""
 
+from datetime import timedelta
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -73,3 +75,33 @@ def test_a_django_q_retry_below_timeout_plus_queue_wait_is_reported(settings):
     clusters = {name: {**cluster, "retry": cluster["timeout"]} for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items()}
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "ALT_CLUSTERS": clusters}
     assert "leitstand.E006" in {error.id for error in timing_invariants()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_control_process_leads_and_another_takes_over_when_it_goes():
+    from workers.control import Leadership
+
+    first, second = Leadership(), Leadership()
+    try:
+        assert first.is_leader() and first.is_leader()
+        assert not second.is_leader()
+        first.release()  # the leader's process ends: its session, and so its lock, is gone
+        assert second.is_leader()
+        assert not first.is_leader()
+    finally:
+        first.release()
+        second.release()
+
+
+@pytest.mark.django_db
+def test_consumers_are_counted_from_the_age_of_their_last_refresh(db_clock):
+    from workers.models import WorkerProcess
+    from workers.selectors import pool_consumers
+
+    WorkerProcess.objects.create(host="a", pid=1, pool="crawl")
+    stale = WorkerProcess.objects.create(host="a", pid=2, pool="crawl")
+    WorkerProcess.objects.create(host="b", pid=3, pool="analysis")
+    db_clock.advance(60)
+    WorkerProcess.objects.filter(pk=stale.pk).update(last_seen_at=db_clock.now() - timedelta(seconds=100))
+    WorkerProcess.objects.exclude(pk=stale.pk).update(last_seen_at=db_clock.now())
+    assert pool_consumers() == {"crawl": 1, "analysis": 1, "recheck": 0}
