@@ -12,7 +12,10 @@ from django_fsm import TransitionNotAllowed
 
 from jobs import services
 from jobs.leases import JobNotFound
-from jobs.models import Attempt, Effect, Job, StaleWrite, Transition
+from jobs.models import Attempt, Effect, Job, StaleWrite, StepEvent, Transition
+from workers.models import Pool, WorkerProcess
+from workers.selectors import pool_consumers
+from workers.services import pool_pause, pool_resume
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -44,6 +47,13 @@ class AttemptInline(TransitionInline):
               "outcome", "error_class", "refused_writes")
     readonly_fields = fields
     ordering = ("-lease_version",)
+
+
+class StepEventInline(TransitionInline):
+    model = StepEvent
+    fields = ("lease_version", "step", "outcome", "started_at", "duration_ms", "data")
+    readonly_fields = fields
+    ordering = ("lease_version", "id")
 
 
 def _run_action(modeladmin, request, queryset, service, verb: str, reason: str):
@@ -87,7 +97,7 @@ class JobAdmin(ReadOnlyAdmin):
     ordering = ("-created_at",)
     show_full_result_count = False
     actions = [cancel_jobs, retry_jobs_now]
-    inlines = [AttemptInline, TransitionInline]
+    inlines = [AttemptInline, StepEventInline, TransitionInline]
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
@@ -126,3 +136,55 @@ class EffectAdmin(ReadOnlyAdmin):
     list_display = ("applied_at", "key", "kind", "job", "lease_version")
     search_fields = ("=key",)
     show_full_result_count = False
+
+
+
+@admin.register(StepEvent)
+class StepEventAdmin(ReadOnlyAdmin):
+    list_display = ("job", "lease_version", "step", "outcome", "started_at", "duration_ms")
+    list_filter = ("outcome", "step")
+    show_full_result_count = False
+
+
+@admin.action(description="Pause selected pools (no new work is claimed)", permissions=["operate"])
+def pause_pools(modeladmin, request, queryset):
+    _run_pool_action(modeladmin, request, queryset, pool_pause, "Paused")
+
+
+@admin.action(description="Resume selected pools", permissions=["operate"])
+def resume_pools(modeladmin, request, queryset):
+    _run_pool_action(modeladmin, request, queryset, pool_resume, "Resumed")
+
+
+def _run_pool_action(modeladmin, request, queryset, service, verb):
+    actor = f"user:{request.user.get_username()}"
+    names = list(queryset.values_list("name", flat=True))
+    for name in names:
+        service(pool=name, actor=actor, reason=f"{verb.lower()} from the console")
+    modeladmin.message_user(request, f"{verb} {', '.join(names)}.", messages.SUCCESS)
+
+
+@admin.register(Pool)
+class PoolAdmin(ReadOnlyAdmin):
+    list_display = ("name", "is_paused", "live_consumers", "changed_at", "changed_by", "reason")
+    actions = [pause_pools, resume_pools]
+
+    @admin.display(description="live consumers")
+    def live_consumers(self, pool):
+        return pool_consumers().get(pool.name, 0)
+
+    def has_operate_permission(self, request):
+        return request.user.has_perm("jobs.operate_job")
+
+
+@admin.register(WorkerProcess)
+class WorkerProcessAdmin(ReadOnlyAdmin):
+    list_display = ("host", "pid", "pool", "started_at", "last_seen_at", "current_job_id", "rss_mb", "jobs_done",
+                    "wakeups", "duplicate_wakeups")
+    list_filter = ("pool",)
+    ordering = ("-last_seen_at",)
+    show_full_result_count = False
+
+    @admin.display(description="RSS (MB)", ordering="rss_bytes")
+    def rss_mb(self, worker):
+        return f"{worker.rss_bytes / 2**20:.0f}"

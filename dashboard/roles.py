@@ -7,7 +7,8 @@ from django.contrib.auth.models import Group, Permission
 OPERATORS = "Operators"
 REVIEWERS = "Reviewers"
 
-_VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect")]
+_VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent")] + [
+    f"workers.view_{model}" for model in ("pool", "workerprocess")]
 ROLE_PERMISSIONS = {
     OPERATORS: [*_VIEW, "jobs.operate_job"],
     REVIEWERS: [*_VIEW, "jobs.review_job"],

@@ -38,6 +38,7 @@ class WorkerProcess(models.Model):
     )
 
     class Meta:
+        verbose_name_plural = "worker processes"
         indexes = [models.Index(fields=["pool", "last_seen_at"], name="workerprocess_pool_seen_idx")]
 
     def __str__(self) -> str:

@@ -122,7 +122,6 @@ class PoolRuntime:
         self.current_job_id = None
         self._heartbeat_thread: threading.Thread | None = None
         self._closed = threading.Event()
-        self._registered = False
 
     # --- one wake-up ------------------------------------------------------------------------
 
@@ -278,6 +277,10 @@ class PoolRuntime:
 
     # --- the heartbeat thread -------------------------------------------------------------
 
+    def start(self) -> None:
+        """Start the heartbeat thread, which also registers this worker process."""
+        self._ensure_heartbeat_thread()
+
     def _ensure_heartbeat_thread(self) -> None:
         if self._heartbeat_thread is None or not self._heartbeat_thread.is_alive():
             self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.pool}",
@@ -328,12 +331,10 @@ class PoolRuntime:
         values = {"last_seen_at": LeitstandNow(), "current_job_id": self.current_job_id, "rss_bytes": rss,
                   "jobs_done": self.jobs_done, "wakeups": self.wakeups,
                   "duplicate_wakeups": self.duplicate_wakeups}
-        if not self._registered:
+        mine = WorkerProcess.objects.filter(host=self.worker.host, pid=self.worker.pid, pool=self.pool,
+                                            stopped_at__isnull=True)
+        if not mine.update(**values):  # first refresh, or the row was removed meanwhile
             WorkerProcess.objects.create(host=self.worker.host, pid=self.worker.pid, pool=self.pool, **values)
-            self._registered = True
-        else:
-            WorkerProcess.objects.filter(host=self.worker.host, pid=self.worker.pid, pool=self.pool,
-                                         stopped_at__isnull=True).update(**values)
 
 
 def _spawn(**kwargs):

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
 from tests.support.pools import PoolProcesses, wait_for
+from workers.selectors import pool_consumers
 from workers.services import job_submit, pool_pause, pool_resume
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -44,6 +45,8 @@ def running_attempt(job, lease_version=1):
 
 
 def test_a_pool_runs_jobs_end_to_end(pools):
+    # Workers register when they start, so an idle pool already shows its consumers.
+    wait_for(lambda: pool_consumers()["crawl"] == 2, timeout=20, message="two live crawl consumers")
     jobs = [submit({"steps": ["fetch", "store"], "effect": True}) for _ in range(20)]
     wait_for(lambda: all(state_of(j) == State.RESULT_STORED for j in jobs), timeout=30,
              message="20 synthetic jobs to complete")
