@@ -92,7 +92,7 @@ def leitstand_jobs(jobs: int, workers: int) -> float:
 
     job_type = "synthetic"
     with transaction.atomic():
-        for n in range(jobs):
+        for _ in range(jobs):
             leases.insert_planned(id=uuid.uuid4(), type=job_type, pool="crawl", idempotency_key=f"bench-{uuid.uuid4()}",
                                   correlation_id="bench", parent_id=None, schema_version=1, priority=5, source="",
                                   payload={}, max_attempts=5, due_at=None, actor="bench")

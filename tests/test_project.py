@@ -1,6 +1,5 @@
 """The project as its operators meet it: production checks, the embedded database command, docs."""
 
-import os
 import secrets
 import subprocess
 import sys

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs import services as job_services
+from jobs.models import LeitstandNow
 from jobs.services import JobInputError, Submission
 from workers import dispatch
 from workers.models import Pool
@@ -64,8 +65,6 @@ def _pool_set(*, pool: str, is_paused: bool, actor: str, reason: str) -> Pool:
         raise JobInputError("pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
     if not reason or not reason.strip():
         raise JobInputError("reason", "is required")
-    from jobs.models import LeitstandNow
-
     Pool.objects.update_or_create(name=pool, defaults={
         "is_paused": is_paused, "changed_by": actor[:255], "reason": reason[:500], "changed_at": LeitstandNow(),
     })

@@ -145,7 +145,7 @@ def test_an_urgent_job_overtakes_a_flood_of_bulk_jobs(pools):
     pool_pause(pool="crawl", actor="test", reason="queue the flood first")
     try:
         with transaction.atomic():
-            for n in range(2000):
+            for _ in range(2000):
                 submit({"duration_ms": bulk_ms}, priority=9)
     finally:
         pool_resume(pool="crawl", actor="test")
