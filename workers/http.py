@@ -1,0 +1,269 @@
+"""The one safe HTTP client for crawl, analysis and recheck: every response is treated as hostile.
+
+Guarantees (see docs/crawler.md):
+- http and https only, allowed ports only, no user information in URLs;
+- the host is resolved once, and the request refused if *any* address is not globally routable
+  (loopback, private, link-local and cloud metadata, shared 100.64.0.0/10, IPv4-mapped IPv6, NAT64,
+  6to4, Teredo; numeric spellings such as 2130706433, 0x7f.1 or 0177.0.0.1 resolve to what they
+  mean and are judged by that); the connection then goes to the validated address (no second
+  lookup, so DNS rebinding cannot redirect it), with the original Host header and TLS server name;
+- redirects are followed by hand, each hop checked again, at most ``max_redirects``;
+- a total wall-clock deadline on top of httpx's inactivity timeouts (a server dripping a byte at a
+  time never trips a read timeout), a limit on the *decoded* body (gzip bombs), on headers, and an
+  optional content-type allow-list checked against the body's magic bytes.
+
+``LEITSTAND_HTTP_ALLOWED_TARGETS`` may allow-list exact ``host:port`` pairs (the demo web, tests);
+never address ranges. It is empty in production.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from django.conf import settings
+
+from jobs.errors import PermanentError, TransientError
+
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+REDIRECTS = {301, 302, 303, 307, 308}
+
+# Magic bytes of the content types the pipeline accepts as images.
+MAGIC = {
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),  # followed by the size and b"WEBP", checked below
+}
+
+
+class FetchRefused(PermanentError):
+    """The client refused the request before sending it (URL, address, redirect rules)."""
+
+
+class AddressRefused(FetchRefused):
+    """The target resolves to an address that is not globally routable (SSRF guard)."""
+
+
+class TooManyRedirects(FetchRefused):
+    pass
+
+
+class ResponseRefused(PermanentError):
+    """The response broke a limit: body or header size, content type, magic bytes."""
+
+
+class FetchTimeout(TransientError):
+    """The total deadline passed (or a connect/read timeout fired)."""
+
+
+class FetchFailed(TransientError):
+    """The connection failed (refused, reset, DNS failure)."""
+
+
+Resolver = Callable[[str, int], list[str]]
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise FetchFailed(f"cannot resolve {host}: {exc}") from None
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def address_problem(address: str) -> str | None:
+    """Why this address must not be contacted, or None if it is globally routable."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if ip.version == 6:
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and (ip in NAT64 or ip in NAT64_LOCAL):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            inner = address_problem(str(embedded))
+            return f"{ip} embeds {embedded}, which {inner}" if inner else None
+    if not ip.is_global or ip.is_multicast:
+        return f"{ip} is not a public address"
+    return None
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0
+    total_seconds: float = 20.0
+    max_body_bytes: int = 10 * 2**20
+    max_header_bytes: int = 64 * 2**10
+    max_redirects: int = 5
+    allowed_ports: frozenset[int] = frozenset({80, 443})
+    user_agent: str = "LeitstandBot/1.0 (+https://leitstand.example/bot)"
+
+
+@dataclass
+class FetchResult:
+    url: str
+    final_url: str
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    elapsed_seconds: float
+    redirects: list[str] = field(default_factory=list)
+    address: str = ""
+
+
+@dataclass(frozen=True)
+class _Target:
+    url: str
+    scheme: str
+    host: str
+    port: int
+    address: str
+
+
+class SafeClient:
+    def __init__(self, policy: FetchPolicy | None = None, *, resolver: Resolver = system_resolver,
+                 allowed_targets: frozenset[str] | None = None) -> None:
+        self.policy = policy or FetchPolicy()
+        self.resolver = resolver
+        self.allowed_targets = frozenset(settings.LEITSTAND_HTTP_ALLOWED_TARGETS if allowed_targets is None
+                                         else allowed_targets)
+
+    def fetch(self, url: str, *, accept: frozenset[str] | None = None) -> FetchResult:
+        """GET ``url`` under every guard; ``accept`` limits content types (checked by magic bytes)."""
+        started = time.monotonic()
+        deadline = started + self.policy.total_seconds
+        redirects: list[str] = []
+        current = url
+        while True:
+            target = self._validate(current)
+            status, headers, body = self._request(target, deadline, accept)
+            if status in REDIRECTS and "location" in headers:
+                if len(redirects) >= self.policy.max_redirects:
+                    raise TooManyRedirects(f"more than {self.policy.max_redirects} redirects from {url}")
+                redirects.append(current)
+                current = urljoin(current, headers["location"])
+                continue
+            return FetchResult(url=url, final_url=current, status=status, headers=headers, body=body,
+                               elapsed_seconds=time.monotonic() - started, redirects=redirects,
+                               address=target.address)
+
+    def _validate(self, url: str) -> _Target:
+        try:
+            parts = urlsplit(url)
+            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+        except ValueError as exc:
+            raise FetchRefused(f"malformed URL {url!r}: {exc}") from None
+        if parts.scheme not in ("http", "https"):
+            raise FetchRefused(f"only http and https are fetched, not {parts.scheme or 'a URL without scheme'}")
+        if parts.username is not None or parts.password is not None:
+            raise FetchRefused("URLs with user information are refused")
+        host = parts.hostname
+        if not host:
+            raise FetchRefused(f"URL without host: {url!r}")
+        is_allow_listed = f"{host}:{port}" in self.allowed_targets
+        if port not in self.policy.allowed_ports and not is_allow_listed:
+            raise FetchRefused(f"port {port} is not allowed (allowed: {sorted(self.policy.allowed_ports)})")
+        addresses = self.resolver(host, port)
+        if not addresses:
+            raise FetchFailed(f"{host} resolves to no address")
+        if not is_allow_listed:
+            for address in addresses:
+                problem = address_problem(address)
+                if problem:
+                    raise AddressRefused(f"{host} resolves to {address}: {problem}")
+        return _Target(url=url, scheme=parts.scheme, host=host, port=port, address=addresses[0])
+
+    def _request(self, target: _Target, deadline: float, accept):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise FetchTimeout(f"deadline of {self.policy.total_seconds:g} s passed before {target.url}")
+        address = f"[{target.address}]" if ":" in target.address else target.address
+        parts = urlsplit(target.url)
+        pinned = parts._replace(netloc=f"{address}:{target.port}").geturl()
+        timeout = httpx.Timeout(connect=min(self.policy.connect_timeout, remaining),
+                                read=min(self.policy.read_timeout, remaining), write=min(5.0, remaining), pool=1.0)
+        headers = {"Host": parts.netloc.rsplit("@", 1)[-1], "User-Agent": self.policy.user_agent,
+                   "Accept-Encoding": "gzip, deflate"}
+        try:
+            with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+                request = client.build_request("GET", pinned, headers=headers,
+                                               extensions={"sni_hostname": target.host})
+                response = client.send(request, stream=True)
+                try:
+                    self._check_headers(response)
+                    body = self._read_body(response, deadline, target.url)
+                    status, response_headers = response.status_code, response.headers
+                finally:
+                    response.close()
+        except httpx.TimeoutException as exc:
+            raise FetchTimeout(f"{type(exc).__name__} fetching {target.url}") from None
+        except httpx.RemoteProtocolError as exc:
+            raise ResponseRefused(f"malformed response from {target.url}: {exc}") from None
+        except httpx.TransportError as exc:
+            raise FetchFailed(f"{type(exc).__name__} fetching {target.url}: {exc}") from None
+        if accept is not None and status not in REDIRECTS and 200 <= status < 300:
+            _check_content(response_headers, body, accept, target.url)
+        return status, response_headers, body
+
+    def _check_headers(self, response: httpx.Response) -> None:
+        size = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
+        if size > self.policy.max_header_bytes:
+            raise ResponseRefused(f"headers of {size} bytes exceed the limit of {self.policy.max_header_bytes}")
+
+    def _read_body(self, response: httpx.Response, deadline: float, url: str) -> bytes:
+        """Read and decode the body ourselves, never inflating more than the limit allows.
+
+        httpx's own decoder inflates each received chunk whole: one 50 KiB chunk of a gzip bomb
+        became 130 MB in memory in a test. Here zlib may produce at most what is left of the limit.
+        """
+        limit = self.policy.max_body_bytes
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding in ("", "identity"):
+            decoder = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            decoder = zlib.decompressobj(32 + zlib.MAX_WBITS)  # gzip or zlib header, detected
+        else:
+            raise ResponseRefused(f"{url} uses content encoding {encoding!r}; only gzip and deflate are accepted")
+        chunks, size = [], 0
+        try:
+            for raw in response.iter_raw():  # as received: the deadline is checked per arrival
+                pending = raw
+                while pending:
+                    if decoder is None:
+                        data, pending = pending, b""
+                    else:
+                        data = decoder.decompress(pending, limit - size + 1)
+                        pending = decoder.unconsumed_tail
+                    size += len(data)
+                    if size > limit:
+                        raise ResponseRefused(f"body of {url} exceeds {limit} bytes (decoded)")
+                    chunks.append(data)
+                if time.monotonic() > deadline:
+                    raise FetchTimeout(f"deadline of {self.policy.total_seconds:g} s passed while reading {url}")
+            if decoder is not None:
+                tail = decoder.flush()
+                if size + len(tail) > limit:
+                    raise ResponseRefused(f"body of {url} exceeds {limit} bytes (decoded)")
+                chunks.append(tail)
+        except zlib.error as exc:
+            raise ResponseRefused(f"undecodable {encoding} body from {url}: {exc}") from None
+        return b"".join(chunks)
+
+
+def _check_content(headers: httpx.Headers, body: bytes, accept: frozenset[str], url: str) -> None:
+    declared = headers.get("content-type", "").split(";")[0].strip().lower()
+    if declared not in accept:
+        raise ResponseRefused(f"{url} is {declared or 'without content type'}, expected one of {sorted(accept)}")
+    signatures = MAGIC.get(declared)
+    if signatures and not any(body.startswith(s) for s in signatures):
+        raise ResponseRefused(f"{url} claims {declared} but its bytes do not match")
+    if declared == "image/webp" and body[8:12] != b"WEBP":
+        raise ResponseRefused(f"{url} claims image/webp but its bytes do not match")

@@ -1,0 +1,28 @@
+"""``manage.py fetch URL``: one request through the safe client, and its decision.
+
+The operator's tool for "why can't we crawl this source?": prints either what was fetched (status,
+size, time, address, redirects) or why the client refused (URL rules, SSRF guard, limits, deadline).
+"""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.errors import JobError
+from workers.http import IMAGE_TYPES, SafeClient
+
+
+class Command(BaseCommand):
+    help = "Fetch one URL through Leitstand's safe HTTP client and print the decision."
+
+    def add_arguments(self, parser):
+        parser.add_argument("url")
+        parser.add_argument("--image", action="store_true", help="require an image (content type and magic bytes)")
+
+    def handle(self, *args, url, image, **options):
+        try:
+            result = SafeClient().fetch(url, accept=IMAGE_TYPES if image else None)
+        except JobError as refused:
+            raise CommandError(f"refused: {type(refused).__name__}: {refused}") from None
+        self.stdout.write(f"fetched {result.final_url}  status {result.status}  {len(result.body)} bytes  "
+                          f"{result.elapsed_seconds * 1000:.0f} ms  from {result.address}")
+        for hop in result.redirects:
+            self.stdout.write(f"  redirected from {hop}")
