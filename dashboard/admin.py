@@ -13,7 +13,7 @@ from django_fsm import TransitionNotAllowed
 from jobs import services
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Effect, Job, StaleWrite, StepEvent, Transition
-from workers.models import Pool, WorkerProcess
+from workers.models import Pool, RobotsFile, WorkerProcess
 from workers.selectors import pool_consumers
 from workers.services import pool_pause, pool_resume
 
@@ -188,3 +188,10 @@ class WorkerProcessAdmin(ReadOnlyAdmin):
     @admin.display(description="RSS (MB)", ordering="rss_bytes")
     def rss_mb(self, worker):
         return f"{worker.rss_bytes / 2**20:.0f}"
+
+
+@admin.register(RobotsFile)
+class RobotsFileAdmin(ReadOnlyAdmin):
+    list_display = ("origin", "status", "error", "fetched_at", "expires_at")
+    search_fields = ("origin",)
+    show_full_result_count = False

@@ -136,15 +136,18 @@ class SafeClient:
         self.allowed_targets = frozenset(settings.LEITSTAND_HTTP_ALLOWED_TARGETS if allowed_targets is None
                                          else allowed_targets)
 
-    def fetch(self, url: str, *, accept: frozenset[str] | None = None) -> FetchResult:
-        """GET ``url`` under every guard; ``accept`` limits content types (checked by magic bytes)."""
+    def fetch(self, url: str, *, accept: frozenset[str] | None = None, truncate_at: int | None = None) -> FetchResult:
+        """GET ``url`` under every guard; ``accept`` limits content types (checked by magic bytes).
+
+        ``truncate_at``: keep only the first bytes of a longer body instead of refusing it (robots.txt).
+        """
         started = time.monotonic()
         deadline = started + self.policy.total_seconds
         redirects: list[str] = []
         current = url
         while True:
             target = self._validate(current)
-            status, headers, body = self._request(target, deadline, accept)
+            status, headers, body = self._request(target, deadline, accept, truncate_at)
             if status in REDIRECTS and "location" in headers:
                 if len(redirects) >= self.policy.max_redirects:
                     raise TooManyRedirects(f"more than {self.policy.max_redirects} redirects from {url}")
@@ -181,7 +184,7 @@ class SafeClient:
                     raise AddressRefused(f"{host} resolves to {address}: {problem}")
         return _Target(url=url, scheme=parts.scheme, host=host, port=port, address=addresses[0])
 
-    def _request(self, target: _Target, deadline: float, accept):
+    def _request(self, target: _Target, deadline: float, accept, truncate_at):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise FetchTimeout(f"deadline of {self.policy.total_seconds:g} s passed before {target.url}")
@@ -199,7 +202,7 @@ class SafeClient:
                 response = client.send(request, stream=True)
                 try:
                     self._check_headers(response)
-                    body = self._read_body(response, deadline, target.url)
+                    body = self._read_body(response, deadline, target.url, truncate_at)
                     status, response_headers = response.status_code, response.headers
                 finally:
                     response.close()
@@ -218,13 +221,13 @@ class SafeClient:
         if size > self.policy.max_header_bytes:
             raise ResponseRefused(f"headers of {size} bytes exceed the limit of {self.policy.max_header_bytes}")
 
-    def _read_body(self, response: httpx.Response, deadline: float, url: str) -> bytes:
+    def _read_body(self, response: httpx.Response, deadline: float, url: str, truncate_at: int | None) -> bytes:
         """Read and decode the body ourselves, never inflating more than the limit allows.
 
         httpx's own decoder inflates each received chunk whole: one 50 KiB chunk of a gzip bomb
         became 130 MB in memory in a test. Here zlib may produce at most what is left of the limit.
         """
-        limit = self.policy.max_body_bytes
+        limit = truncate_at or self.policy.max_body_bytes
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("", "identity"):
             decoder = None
@@ -244,6 +247,9 @@ class SafeClient:
                         pending = decoder.unconsumed_tail
                     size += len(data)
                     if size > limit:
+                        if truncate_at:
+                            chunks.append(data[:len(data) - (size - limit)])
+                            return b"".join(chunks)
                         raise ResponseRefused(f"body of {url} exceeds {limit} bytes (decoded)")
                     chunks.append(data)
                 if time.monotonic() > deadline:

@@ -43,3 +43,17 @@ class WorkerProcess(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid} ({self.pool})"
+
+
+class RobotsFile(models.Model):
+    """A site's robots.txt as last fetched, shared by every worker on every host (RFC 9309)."""
+
+    origin = models.CharField(max_length=300, unique=True, help_text="scheme://host:port")
+    status = models.PositiveSmallIntegerField(null=True, blank=True, help_text="HTTP status; empty: unreachable")
+    body = models.TextField(blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    fetched_at = models.DateTimeField(db_default=LeitstandNow())
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"robots.txt of {self.origin} ({self.status or self.error})"

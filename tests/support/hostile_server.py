@@ -14,6 +14,8 @@ GZIP_BOMB = gzip.compress(b"\x00" * (50 * 2**20), compresslevel=9)  # 50 MiB inf
 class HostileServer:
     def __init__(self) -> None:
         self.requests: list[str] = []
+        # What /robots.txt answers: (status, body, seconds to wait before answering).
+        self.robots: tuple[int, bytes, float] = (404, b"", 0.0)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -25,7 +27,8 @@ class HostileServer:
             def do_GET(self):
                 server.requests.append(self.path)
                 route = self.path.split("?")[0]
-                getattr(self, "route_" + route.strip("/").split("/")[0].replace("-", "_"), self.route_missing)()
+                name = route.strip("/").split("/")[0].replace("-", "_").replace(".", "_")
+                getattr(self, "route_" + name, self.route_missing)()
 
             def send(self, status, body=b"", content_type="text/plain", extra=()):
                 self.send_response(status)
@@ -38,6 +41,14 @@ class HostileServer:
 
             def route_missing(self):
                 self.send(404, b"not here")
+
+            def route_robots_txt(self):
+                status, body, wait = server.robots
+                time.sleep(wait)
+                try:
+                    self.send(status, body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def route_ok(self):
                 self.send(200, b"hello")

@@ -150,6 +150,7 @@ def test_content_type_and_magic_bytes_must_agree(server):
         allowing(server).fetch(server.url("/ok"), accept=IMAGES)
 
 
+@pytest.mark.django_db
 def test_the_fetch_command_says_what_happened(server, settings):
     import io
 
@@ -158,9 +159,14 @@ def test_the_fetch_command_says_what_happened(server, settings):
     settings.LEITSTAND_HTTP_ALLOWED_TARGETS = [server.target]
     out = io.StringIO()
     call_command("fetch", server.url("/png"), "--image", stdout=out)
-    assert out.getvalue().startswith(f"fetched {server.url('/png')}  status 200  72 bytes")
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("robots: robots.txt of http://127.0.0.1:") and "unavailable (404)" in lines[0]
+    assert lines[1].startswith(f"fetched {server.url('/png')}  status 200  72 bytes")
     with pytest.raises(CommandError, match="refused: ResponseRefused: .* bytes do not match"):
         call_command("fetch", server.url("/fake-png"), "--image")
-    settings.LEITSTAND_HTTP_ALLOWED_TARGETS = []
-    with pytest.raises(CommandError, match="refused: FetchRefused: port"):
-        call_command("fetch", server.url("/ok"))
+    server.robots = (200, b"User-agent: *\nDisallow: /ok\n", 0)
+    from workers.models import RobotsFile
+
+    RobotsFile.objects.all().delete()
+    with pytest.raises(CommandError, match="refused: robots.txt: disallowed"):
+        call_command("fetch", server.url("/ok"), stdout=io.StringIO())

@@ -1,13 +1,15 @@
 """``manage.py fetch URL``: one request through the safe client, and its decision.
 
-The operator's tool for "why can't we crawl this source?": prints either what was fetched (status,
-size, time, address, redirects) or why the client refused (URL rules, SSRF guard, limits, deadline).
+The operator's tool for "why can't we crawl this source?": prints the robots.txt decision, then
+either what was fetched (status, size, time, address, redirects) or why the client refused (URL rules,
+SSRF guard, limits, deadline).
 """
 
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.errors import JobError
 from workers.http import IMAGE_TYPES, SafeClient
+from workers.robots import robots_check
 
 
 class Command(BaseCommand):
@@ -18,8 +20,14 @@ class Command(BaseCommand):
         parser.add_argument("--image", action="store_true", help="require an image (content type and magic bytes)")
 
     def handle(self, *args, url, image, **options):
+        client = SafeClient()
+        robots = robots_check(url, client=client)
+        self.stdout.write(f"robots: {robots.reason}"
+                          + (f" (crawl-delay {robots.crawl_delay:g} s)" if robots.crawl_delay else ""))
+        if not robots.is_allowed:
+            raise CommandError(f"refused: robots.txt: {robots.reason}")
         try:
-            result = SafeClient().fetch(url, accept=IMAGE_TYPES if image else None)
+            result = client.fetch(url, accept=IMAGE_TYPES if image else None)
         except JobError as refused:
             raise CommandError(f"refused: {type(refused).__name__}: {refused}") from None
         self.stdout.write(f"fetched {result.final_url}  status {result.status}  {len(result.body)} bytes  "
