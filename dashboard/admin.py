@@ -13,7 +13,7 @@ from django_fsm import TransitionNotAllowed
 from jobs import services
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Effect, Job, StaleWrite, StepEvent, Transition
-from workers.models import Pool, RobotsFile, WorkerProcess
+from workers.models import HostState, Pool, RobotsFile, WorkerProcess
 from workers.selectors import pool_consumers
 from workers.services import pool_pause, pool_resume
 
@@ -194,4 +194,12 @@ class WorkerProcessAdmin(ReadOnlyAdmin):
 class RobotsFileAdmin(ReadOnlyAdmin):
     list_display = ("origin", "status", "error", "fetched_at", "expires_at")
     search_fields = ("origin",)
+    show_full_result_count = False
+
+
+@admin.register(HostState)
+class HostStateAdmin(ReadOnlyAdmin):
+    list_display = ("host", "next_allowed_at", "in_flight_until", "consecutive_failures", "breaker_open_until",
+                    "last_outcome")
+    search_fields = ("host",)
     show_full_result_count = False

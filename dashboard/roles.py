@@ -8,7 +8,7 @@ OPERATORS = "Operators"
 REVIEWERS = "Reviewers"
 
 _VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent")] + [
-    f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile")]
+    f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate")]
 ROLE_PERMISSIONS = {
     OPERATORS: [*_VIEW, "jobs.operate_job"],
     REVIEWERS: [*_VIEW, "jobs.review_job"],

@@ -57,3 +57,22 @@ class RobotsFile(models.Model):
 
     def __str__(self) -> str:
         return f"robots.txt of {self.origin} ({self.status or self.error})"
+
+
+class HostState(models.Model):
+    """Politeness towards one host (``host:port``), shared by every worker on every host.
+
+    Guarded single-statement updates in ``workers.politeness`` keep at most one request in flight
+    per host, space requests by the host's delay, honour Retry-After, and open a circuit breaker
+    after repeated failures, so retries never become a storm against a fragile site.
+    """
+
+    host = models.CharField(max_length=300, primary_key=True)
+    next_allowed_at = models.DateTimeField(db_default=LeitstandNow())
+    in_flight_until = models.DateTimeField(null=True, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    breaker_open_until = models.DateTimeField(null=True, blank=True)
+    last_outcome = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return self.host

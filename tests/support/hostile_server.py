@@ -16,6 +16,11 @@ class HostileServer:
         self.requests: list[str] = []
         # What /robots.txt answers: (status, body, seconds to wait before answering).
         self.robots: tuple[int, bytes, float] = (404, b"", 0.0)
+        # /slow: how many requests were in flight at once, at most, and when each began.
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.slow_started: list[float] = []
+        lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -49,6 +54,16 @@ class HostileServer:
                     self.send(status, body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+
+            def route_slow(self):
+                with lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.slow_started.append(time.monotonic())
+                time.sleep(0.1)
+                with lock:
+                    server.in_flight -= 1
+                self.send(200, b"slow")
 
             def route_ok(self):
                 self.send(200, b"hello")

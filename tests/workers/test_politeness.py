@@ -1,0 +1,90 @@
+"""Per-host politeness in PostgreSQL: one request in flight per host across threads, delays and
+Retry-After honoured, and the circuit breaker opening and closing."""
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from tests.support.hostile_server import HostileServer
+from workers.http import FetchPolicy, SafeClient
+from workers.politeness import HostBusy, PolitenessPolicy, host_acquire, host_release, polite
+
+POLICY = PolitenessPolicy(min_delay_seconds=0.2, retry_after_cap_seconds=30, hold_seconds=10,
+                          failures_to_open=3, open_for_seconds=60)
+
+
+@pytest.mark.django_db
+def test_one_slot_per_host_then_the_delay(db_clock):
+    assert host_acquire("a.example:443", POLICY) == 0.0
+    assert host_acquire("a.example:443", POLICY) > 0, "one request in flight per host"
+    assert host_acquire("b.example:443", POLICY) == 0.0, "other hosts are independent"
+    host_release("a.example:443", POLICY, ok=True, outcome="200", crawl_delay=5)
+    wait = host_acquire("a.example:443", POLICY)
+    assert 4.5 < wait <= 5, "Crawl-delay spaces the requests"
+    db_clock.advance(5)
+    assert host_acquire("a.example:443", POLICY) == 0.0
+
+
+@pytest.mark.django_db
+def test_retry_after_is_honoured_up_to_the_cap(db_clock):
+    host_acquire("c.example:443", POLICY)
+    host_release("c.example:443", POLICY, ok=False, outcome="429", retry_after=3600)
+    assert 29 < host_acquire("c.example:443", POLICY) <= 30
+
+
+@pytest.mark.django_db
+def test_the_breaker_opens_after_repeated_failures_and_closes_after_its_cool_off(db_clock):
+    for _ in range(3):
+        db_clock.advance(1)
+        assert host_acquire("d.example:443", POLICY) == 0.0
+        host_release("d.example:443", POLICY, ok=False, outcome="503")
+    db_clock.advance(1)
+    with pytest.raises(HostBusy, match="circuit breaker open") as busy:
+        with polite("d.example:443", POLICY):
+            pass
+    assert 55 < busy.value.retry_after <= 60
+    db_clock.advance(60)
+    with polite("d.example:443", POLICY) as outcome:
+        outcome.update(ok=True, status=200)
+    db_clock.advance(1)
+    assert host_acquire("d.example:443", POLICY) == 0.0, "a success closed the breaker"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_never_overlap_requests_to_one_host():
+    """Four threads (four database sessions) fetch from one real server; it never sees two at once."""
+    with HostileServer() as server:
+        client = SafeClient(FetchPolicy(), allowed_targets=frozenset({server.target}))
+        policy = PolitenessPolicy(min_delay_seconds=0.05, hold_seconds=10)
+        sent, errors = [], []
+
+        def worker():
+            try:
+                deadline = time.monotonic() + 20
+                done = 0
+                while done < 5 and time.monotonic() < deadline:
+                    try:
+                        with polite(server.target, policy) as outcome:
+                            result = client.fetch(server.url("/slow"))
+                            outcome.update(ok=True, status=result.status)
+                            done += 1
+                            sent.append(1)
+                    except HostBusy as busy:
+                        time.sleep(min(busy.retry_after, 0.05))
+            except Exception as exc:  # surfaced below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(sent) == 20
+        assert server.max_in_flight == 1
+        starts = sorted(server.slow_started)
+        assert all(later - earlier >= 0.05 + 0.1 - 0.01 for earlier, later in zip(starts, starts[1:])), \
+            "each request began only after the previous one ended plus the delay"

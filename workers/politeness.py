@@ -1,0 +1,125 @@
+"""Per-host politeness shared by all workers on all hosts, with its state in PostgreSQL.
+
+``host_acquire`` takes the host's single in-flight slot in one guarded statement, only when the
+host's delay has passed and its circuit breaker is closed; otherwise it answers how long to wait.
+``host_release`` frees the slot and sets when the next request may go: after the host's delay, or
+after the Retry-After the host asked for (capped). Repeated failures (5xx, timeouts) open the
+breaker for a cool-off period. A worker never sleeps on a busy host: ``polite`` raises a transient
+error carrying the wait as ``retry_after``, so the job comes back when the host is ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.db import connection
+
+from jobs.errors import TransientError
+
+
+@dataclass(frozen=True)
+class PolitenessPolicy:
+    min_delay_seconds: float = 1.0
+    retry_after_cap_seconds: float = 600.0
+    # The slot is held at most this long, so a worker that dies mid-request cannot block the host.
+    hold_seconds: float = 60.0
+    failures_to_open: int = 5
+    open_for_seconds: float = 300.0
+
+
+class HostBusy(TransientError):
+    """The host is busy, resting between requests, or its breaker is open: try again later."""
+
+    def __init__(self, host: str, wait_seconds: float, reason: str) -> None:
+        super().__init__(f"{host}: {reason}; next request in {wait_seconds:.1f} s")
+        self.retry_after = wait_seconds
+
+
+_ACQUIRE_SQL = """
+-- One statement: a new host gets its row with the slot taken; an existing host's slot is taken only
+-- when it is free, its delay has passed and its breaker is closed. ON CONFLICT locks the row, so
+-- concurrent workers on any host serialise here and exactly one of them gets the slot.
+INSERT INTO workers_hoststate AS h (host, next_allowed_at, in_flight_until, consecutive_failures, last_outcome)
+VALUES (%(host)s, leitstand_now(), leitstand_now() + %(hold)s * interval '1 second', 0, '')
+ON CONFLICT (host) DO UPDATE SET in_flight_until = EXCLUDED.in_flight_until
+WHERE coalesce(h.in_flight_until, '-infinity') <= leitstand_now()
+  AND h.next_allowed_at <= leitstand_now()
+  AND coalesce(h.breaker_open_until, '-infinity') <= leitstand_now()
+RETURNING 1
+"""
+
+_WAIT_SQL = """
+SELECT greatest(coalesce(in_flight_until, '-infinity'), next_allowed_at, coalesce(breaker_open_until, '-infinity'))
+       - leitstand_now(),
+       coalesce(breaker_open_until, '-infinity') > leitstand_now(),
+       coalesce(in_flight_until, '-infinity') > leitstand_now()
+FROM workers_hoststate WHERE host = %(host)s
+"""
+
+_RELEASE_SQL = """
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now)
+UPDATE workers_hoststate AS h
+SET in_flight_until = NULL,
+    next_allowed_at = clock.now + %(wait)s * interval '1 second',
+    consecutive_failures = CASE WHEN %(ok)s THEN 0 ELSE h.consecutive_failures + 1 END,
+    breaker_open_until = CASE
+        WHEN %(ok)s THEN NULL
+        WHEN h.consecutive_failures + 1 >= %(failures_to_open)s THEN clock.now + %(open_for)s * interval '1 second'
+        ELSE h.breaker_open_until END,
+    last_outcome = %(outcome)s
+FROM clock
+WHERE h.host = %(host)s
+"""
+
+
+def host_acquire(host: str, policy: PolitenessPolicy) -> float:
+    """Take the host's in-flight slot: 0.0 when taken, else the seconds to wait (never sleeps)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ACQUIRE_SQL, {"host": host, "hold": policy.hold_seconds})
+        if cursor.fetchone():
+            return 0.0
+        cursor.execute(_WAIT_SQL, {"host": host})
+        row = cursor.fetchone()
+    return max(row[0].total_seconds(), 0.01) if row else 0.01
+
+
+def host_release(host: str, policy: PolitenessPolicy, *, ok: bool, outcome: str,
+                 crawl_delay: float | None = None, retry_after: float | None = None) -> None:
+    """Free the slot; the next request waits the larger of the host's delay and its Retry-After (capped)."""
+    wait = max(policy.min_delay_seconds, crawl_delay or 0.0,
+               min(retry_after or 0.0, policy.retry_after_cap_seconds))
+    with connection.cursor() as cursor:
+        cursor.execute(_RELEASE_SQL, {"host": host, "wait": wait, "ok": ok, "outcome": outcome[:200],
+                                      "failures_to_open": policy.failures_to_open,
+                                      "open_for": policy.open_for_seconds})
+
+
+@contextmanager
+def polite(host: str, policy: PolitenessPolicy, *, crawl_delay: float | None = None) -> Iterator[dict]:
+    """Run one request to ``host`` politely. The block sets ``outcome["ok"]`` (and optionally
+    ``outcome["retry_after"]``, ``outcome["status"]``); an exception counts as a failure."""
+    wait = host_acquire(host, policy)
+    if wait:
+        raise HostBusy(host, wait, _busy_reason(host))
+    outcome: dict = {"ok": False, "status": "no answer"}
+    try:
+        yield outcome
+    except BaseException as exc:
+        outcome.update(ok=False, status=type(exc).__name__)
+        raise
+    finally:
+        host_release(host, policy, ok=bool(outcome["ok"]), outcome=str(outcome["status"]),
+                     crawl_delay=crawl_delay, retry_after=outcome.get("retry_after"))
+
+
+def _busy_reason(host: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(_WAIT_SQL, {"host": host})
+        row = cursor.fetchone()
+    if row and row[1]:
+        return "circuit breaker open after repeated failures"
+    if row and row[2]:
+        return "a request to this host is in flight"
+    return "resting between requests"
