@@ -14,11 +14,14 @@ from jobs import services
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Effect, Job, StaleWrite, StepEvent, Transition
 from workers.models import HostState, Pool, RobotsFile, WorkerProcess
-from workers.selectors import pool_consumers
+from workers.selectors import pools_with_consumers
 from workers.services import pool_pause, pool_resume
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    # No exact COUNT(*) over big tables on page load.
+    show_full_result_count = False
+
     def has_add_permission(self, request):
         return False
 
@@ -95,7 +98,6 @@ class JobAdmin(ReadOnlyAdmin):
     list_filter = ("state", "type", "priority")
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
-    show_full_result_count = False
     actions = [cancel_jobs, retry_jobs_now]
     inlines = [AttemptInline, StepEventInline, TransitionInline]
 
@@ -115,35 +117,29 @@ class JobAdmin(ReadOnlyAdmin):
 class AttemptAdmin(ReadOnlyAdmin):
     list_display = ("job", "lease_version", "lease_owner", "claimed_at", "finished_at", "outcome", "refused_writes")
     list_filter = ("outcome", "pool")
-    show_full_result_count = False
 
 
 @admin.register(Transition)
 class TransitionAdmin(ReadOnlyAdmin):
     list_display = ("at", "job", "from_state", "to_state", "lease_version", "cause", "actor")
     list_filter = ("to_state",)
-    show_full_result_count = False
 
 
 @admin.register(StaleWrite)
 class StaleWriteAdmin(ReadOnlyAdmin):
     list_display = ("at", "job", "operation", "lease_version", "current_lease_version", "current_state")
-    show_full_result_count = False
 
 
 @admin.register(Effect)
 class EffectAdmin(ReadOnlyAdmin):
     list_display = ("applied_at", "key", "kind", "job", "lease_version")
     search_fields = ("=key",)
-    show_full_result_count = False
-
 
 
 @admin.register(StepEvent)
 class StepEventAdmin(ReadOnlyAdmin):
     list_display = ("job", "lease_version", "step", "outcome", "started_at", "duration_ms")
     list_filter = ("outcome", "step")
-    show_full_result_count = False
 
 
 @admin.action(description="Pause selected pools (no new work is claimed)", permissions=["operate"])
@@ -169,9 +165,12 @@ class PoolAdmin(ReadOnlyAdmin):
     list_display = ("name", "is_paused", "live_consumers", "changed_at", "changed_by", "reason")
     actions = [pause_pools, resume_pools]
 
-    @admin.display(description="live consumers")
+    def get_queryset(self, request):
+        return pools_with_consumers()
+
+    @admin.display(description="live consumers", ordering="live_consumers")
     def live_consumers(self, pool):
-        return pool_consumers().get(pool.name, 0)
+        return pool.live_consumers
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
@@ -183,7 +182,6 @@ class WorkerProcessAdmin(ReadOnlyAdmin):
                     "wakeups", "duplicate_wakeups")
     list_filter = ("pool",)
     ordering = ("-last_seen_at",)
-    show_full_result_count = False
 
     @admin.display(description="RSS (MB)", ordering="rss_bytes")
     def rss_mb(self, worker):
@@ -194,7 +192,6 @@ class WorkerProcessAdmin(ReadOnlyAdmin):
 class RobotsFileAdmin(ReadOnlyAdmin):
     list_display = ("origin", "status", "error", "fetched_at", "expires_at")
     search_fields = ("origin",)
-    show_full_result_count = False
 
 
 @admin.register(HostState)
@@ -202,4 +199,3 @@ class HostStateAdmin(ReadOnlyAdmin):
     list_display = ("host", "next_allowed_at", "in_flight_until", "consecutive_failures", "breaker_open_until",
                     "last_outcome")
     search_fields = ("host",)
-    show_full_result_count = False

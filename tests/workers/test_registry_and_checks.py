@@ -105,3 +105,17 @@ def test_consumers_are_counted_from_the_age_of_their_last_refresh(db_clock):
     WorkerProcess.objects.filter(pk=stale.pk).update(last_seen_at=db_clock.now() - timedelta(seconds=100))
     WorkerProcess.objects.exclude(pk=stale.pk).update(last_seen_at=db_clock.now())
     assert pool_consumers() == {"crawl": 1, "analysis": 1, "recheck": 0}
+
+
+@pytest.mark.django_db
+def test_pools_are_annotated_with_their_live_consumers_in_one_query(db_clock, django_assert_num_queries):
+    from workers.models import Pool, WorkerProcess
+    from workers.selectors import pools_with_consumers
+
+    for name in ("crawl", "analysis", "recheck"):
+        Pool.objects.get_or_create(name=name)
+    WorkerProcess.objects.create(host="a", pid=1, pool="crawl")
+    WorkerProcess.objects.create(host="a", pid=2, pool="crawl")
+    with django_assert_num_queries(1):
+        counted = {p.name: p.live_consumers for p in pools_with_consumers()}
+    assert counted == {"crawl": 2, "analysis": 0, "recheck": 0}
