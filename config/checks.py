@@ -1,4 +1,5 @@
-"""System checks of the timing invariants between leases, heartbeats, timeouts and django-q2.
+"""System checks of the timing invariants between leases, heartbeats, timeouts and django-q2, and
+of the analysis score bands.
 
 ``manage.py check`` (and every command's start-up) reports each violated invariant with the job
 type and the numbers, so a bad configuration never reaches a running pool.
@@ -37,6 +38,11 @@ def timing_invariants(app_configs=None, **kwargs):
         if t.pool not in settings.LEITSTAND_POOLS:
             error(5, f"job type {t.name}: pool {t.pool!r} is not configured",
                   f"configured pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    bands = settings.LEITSTAND_ANALYSIS
+    if not 0 < bands["no_match_below"] <= bands["match_at"] <= 1:
+        error(7, f"analysis score bands: no_match_below {bands['no_match_below']:g} and match_at "
+                 f"{bands['match_at']:g} must satisfy 0 < no_match_below <= match_at <= 1",
+              "set LEITSTAND_ANALYSIS_NO_MATCH_BELOW and LEITSTAND_ANALYSIS_MATCH_AT")
     for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items():
         # A wake-up may wait behind the prefetched ones (queue_limit) before it runs.
         queue_wait = cluster["timeout"] * cluster["queue_limit"] / cluster["workers"]

@@ -223,3 +223,33 @@ LEITSTAND_SYNTHETIC = {
 # The safe HTTP client (workers/http.py) refuses every address that is not public. Exact host:port
 # pairs listed here are exempt (the demo web, tests); never address ranges. Empty in production.
 LEITSTAND_HTTP_ALLOWED_TARGETS = env_list("LEITSTAND_HTTP_ALLOWED_TARGETS", [])
+
+# --- The pipeline: crawl and analysis (see docs/crawler.md) -------------------------------------
+# Every fetch: inactivity timeouts, a total wall-clock deadline, and size limits.
+LEITSTAND_FETCH = {
+    "connect_timeout": env_float("LEITSTAND_FETCH_CONNECT_TIMEOUT_SECONDS", 5, minimum=0.1),
+    "read_timeout": env_float("LEITSTAND_FETCH_READ_TIMEOUT_SECONDS", 10, minimum=0.1),
+    "total_seconds": env_float("LEITSTAND_FETCH_TOTAL_SECONDS", 20, minimum=0.1),
+    "max_body_bytes": env_int("LEITSTAND_FETCH_MAX_BODY_BYTES", 10 * 2**20, minimum=1024),
+    "max_redirects": env_int("LEITSTAND_FETCH_MAX_REDIRECTS", 5, minimum=0),
+}
+# Per-host politeness shared by every worker: spacing between requests, Retry-After cap, breaker.
+LEITSTAND_POLITENESS = {
+    "min_delay_seconds": env_float("LEITSTAND_HOST_MIN_DELAY_SECONDS", 1.0, minimum=0.0),
+    "retry_after_cap_seconds": env_float("LEITSTAND_HOST_RETRY_AFTER_CAP_SECONDS", 600, minimum=0.0),
+    "failures_to_open": env_int("LEITSTAND_HOST_BREAKER_FAILURES", 5, minimum=1),
+    "open_for_seconds": env_float("LEITSTAND_HOST_BREAKER_OPEN_SECONDS", 300, minimum=1.0),
+}
+# Analysis score bands: similarity ≥ match_at is a match, below no_match_below no match, in
+# between a person decides. Similarity is 1 − (differing bits of the 64-bit dHash) / 64.
+LEITSTAND_ANALYSIS = {
+    "match_at": env_float("LEITSTAND_ANALYSIS_MATCH_AT", 0.90, minimum=0.0),
+    "no_match_below": env_float("LEITSTAND_ANALYSIS_NO_MATCH_BELOW", 0.75, minimum=0.0),
+}
+# Timing of the crawl and analysis job types: two fetches (robots.txt and the page) fit in the timeout.
+LEITSTAND_PIPELINE = {
+    "timeout_seconds": env_float("LEITSTAND_PIPELINE_TIMEOUT_SECONDS", 50, minimum=0.1),
+    "lease_seconds": env_float("LEITSTAND_PIPELINE_LEASE_SECONDS", 60, minimum=0.1),
+    "heartbeat_seconds": env_float("LEITSTAND_PIPELINE_HEARTBEAT_SECONDS", 10, minimum=0.05),
+    "max_attempts": env_int("LEITSTAND_PIPELINE_MAX_ATTEMPTS", 5, minimum=1),
+}

@@ -199,3 +199,5 @@ class HostStateAdmin(ReadOnlyAdmin):
     list_display = ("host", "next_allowed_at", "in_flight_until", "consecutive_failures", "breaker_open_until",
                     "last_outcome")
     search_fields = ("host",)
+
+from . import admin_pipeline  # noqa: E402,F401  (the pipeline's pages)

@@ -8,9 +8,12 @@ OPERATORS = "Operators"
 REVIEWERS = "Reviewers"
 
 _VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent")] + [
-    f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate")]
+    f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate", "source",
+                                          "protectedasset", "candidate", "finding")]
 ROLE_PERMISSIONS = {
-    OPERATORS: [*_VIEW, "jobs.operate_job"],
+    # Operators also maintain the sources and register protected assets.
+    OPERATORS: [*_VIEW, "jobs.operate_job", "workers.add_source", "workers.change_source",
+                "workers.add_protectedasset"],
     REVIEWERS: [*_VIEW, "jobs.review_job"],
 }
 

@@ -40,6 +40,15 @@ class UnclearError(JobError):
     kind = ErrorKind.UNCLEAR
 
 
+class Deferred(Exception):
+    """Not now, and not the job's fault (e.g. the host it must contact is busy or resting): the job
+    is handed back, due again after ``retry_after`` seconds, without using its retry budget."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 # Exceptions that are certainly not worth a retry, whoever raises them: the input itself is wrong.
 _PERMANENT_BUILTINS = (ValueError, TypeError, KeyError, LookupError, UnicodeError)
 

@@ -138,9 +138,25 @@ def _server_bound_cursor() -> Iterator[psycopg.Cursor]:
         yield cursor
 
 
+def _text(value: str, limit: int) -> str:
+    """Text from handlers may come from hostile pages: PostgreSQL refuses NUL, so it is replaced."""
+    return value.replace("\x00", "\ufffd")[:limit]
+
+
+def _without_nul(value):
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(str(k)): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 def _dumps(value) -> str:
-    # Handler data may hold values JSON cannot (datetimes, UUIDs, Decimals): recorded as their text.
-    return json.dumps(value, default=str)
+    # Handler data may hold values JSON cannot (datetimes, UUIDs, Decimals): recorded as their text;
+    # jsonb refuses the NUL character, which hostile pages put anywhere.
+    return json.dumps(_without_nul(value), default=lambda v: _without_nul(str(v)))
 
 
 def _as_uuid(job_id) -> UUID:
@@ -374,7 +390,7 @@ def _fenced_write(
             "lease_version": lease_version,
             "sources": list(sources),
             "operation": operation,
-            "cause": cause[:500],
+            "cause": _text(cause, 500),
             "actor": actor[:255],
             "synchronous_commit": "on" if is_durable else "off",
             **(params or {}),
@@ -430,7 +446,7 @@ def heartbeat(job_id, lease_version: int, *, lease_seconds: float, progress: dic
         attempt_set="heartbeat_at = clock.now",
         cause="heartbeat",
         actor="",
-        params={"lease": lease_seconds, "progress": Jsonb(progress) if progress is not None else None},
+        params={"lease": lease_seconds, "progress": Jsonb(progress, dumps=_dumps) if progress is not None else None},
         # A heartbeat lost in a database crash costs nothing (the next one comes within seconds), so
         # it does not wait for its WAL flush: half the cost of the most frequent write.
         is_durable=False,
@@ -464,7 +480,7 @@ def complete(
         actor=actor,
         params={
             "target": target_of(name),
-            "result_ref": result_ref[:500],
+            "result_ref": _text(result_ref, 500),
             "result_checksum": result_checksum[:128],
             "outcome": Attempt.Outcome.RECHECK_PLANNED if recheck else Attempt.Outcome.COMPLETED,
         },
@@ -490,6 +506,8 @@ class Completion:
     result_ref: str = ""
     result_checksum: str = ""
     recheck: bool = False
+    # Non-empty: the handler's business rule decided the outcome; the job goes on to done (settle).
+    settled: str = ""
     steps: tuple[Step, ...] = ()
 
 
@@ -499,10 +517,10 @@ input AS MATERIALIZED (
     -- The batch travels as one JSON document: far cheaper to send than a set of parallel arrays.
     SELECT * FROM jsonb_to_recordset(%(completions)s)
         AS i(id uuid, lease_version bigint, result_ref text, result_checksum text, target text, outcome text,
-             cause text)
+             cause text, settled text)
 ),
 target AS MATERIALIZED (
-    SELECT j.id, j.state, i.result_ref, i.result_checksum, i.target, i.outcome, i.cause
+    SELECT j.id, j.state, i.result_ref, i.result_checksum, i.target, i.outcome, i.cause, i.settled
     FROM jobs_job AS j JOIN input AS i ON i.id = j.id AND i.lease_version = j.lease_version
     WHERE j.state = ANY(%(sources)s)
     ORDER BY j.id
@@ -510,12 +528,15 @@ target AS MATERIALIZED (
 ),
 changed AS (
     UPDATE jobs_job AS j
-    SET state = target.target, state_changed_at = clock.now, result_ref = target.result_ref,
-        result_checksum = target.result_checksum, lease_owner = '', lease_expires_at = NULL
+    SET state = CASE WHEN target.settled IS NULL THEN target.target ELSE %(settled_state)s END,
+        state_changed_at = clock.now, result_ref = target.result_ref,
+        result_checksum = target.result_checksum, lease_owner = '', lease_expires_at = NULL,
+        finished_at = CASE WHEN target.settled IS NULL THEN j.finished_at ELSE clock.now END,
+        completion_reason = coalesce(target.settled, j.completion_reason)
     FROM target, clock
     WHERE j.id = target.id
     RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, j.correlation_id,
-              target.outcome, target.cause
+              target.outcome, target.cause, target.target AS stored_state, target.settled
 ),
 steps AS (
     -- Step events travel with the result, and are written only for the jobs whose write was entitled.
@@ -534,10 +555,16 @@ attempt AS (
     WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
 ),
 logged AS (
+    -- A settled job logs both steps: the result was stored, then the handler's rule decided it.
     INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
-    SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, changed.cause,
-           %(actor)s
-    FROM changed, clock
+    SELECT t.id, t.from_state, t.to_state, clock.now, t.lease_version, t.cause, %(actor)s
+    FROM (SELECT changed.id, changed.from_state, changed.stored_state AS to_state, changed.lease_version,
+                 changed.cause, 1 AS n
+          FROM changed
+          UNION ALL
+          SELECT changed.id, changed.stored_state, changed.to_state, changed.lease_version, changed.settled, 2
+          FROM changed WHERE changed.settled IS NOT NULL
+          ORDER BY id, n) AS t, clock
 ),
 refused AS (
     INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
@@ -570,21 +597,26 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
     if not completions:
         return []
     assert sources_of("complete") == sources_of("plan_recheck"), "batch completion assumes one source set"
+    assert sources_of("settle") == (target_of("complete"),), "settling follows storing the result"
+    if any(c.settled and c.recheck for c in completions):
+        raise ValueError("a completion cannot both plan a recheck and settle the outcome")
     rows = _fetch_all(_COMPLETE_MANY_SQL, {
         "completions": Jsonb([{
             "id": str(_as_uuid(c.job_id)),
             "lease_version": c.lease_version,
-            "result_ref": c.result_ref[:500],
+            "result_ref": _text(c.result_ref, 500),
             "result_checksum": c.result_checksum[:128],
             "target": target_of("plan_recheck" if c.recheck else "complete"),
             "outcome": Attempt.Outcome.RECHECK_PLANNED if c.recheck else Attempt.Outcome.COMPLETED,
             "cause": "result stored; recheck planned" if c.recheck else "result stored",
+            "settled": _text(c.settled, 500) or None,
         } for c in completions], dumps=_dumps),
         "steps": Jsonb([{
-            "job_id": str(c.job_id), "step": step.step[:100], "outcome": step.outcome,
+            "job_id": str(c.job_id), "step": _text(step.step, 100), "outcome": step.outcome,
             "started_at": step.started_at.isoformat(), "duration_ms": step.duration_ms, "data": step.data,
         } for c in completions for step in c.steps], dumps=_dumps),
         "sources": list(sources_of("complete")),
+        "settled_state": target_of("settle"),
         "actor": actor[:255],
     })
     by_id = {}
@@ -633,7 +665,7 @@ def fail(
         raise ValueError("retry_delay_seconds must not be negative")
     params = {
         "error_class": error_class[:200],
-        "message": message[:10_000],
+        "message": _text(message, 10_000),
         "delay": retry_delay_seconds,
         "failed": target_of("fail_for_retry"),
         "dead": target_of("dead_letter"),
@@ -672,19 +704,20 @@ def fail(
     return result
 
 
-def release(job_id, lease_version: int, *, actor: str, reason: str) -> WriteResult:
-    """Hand the job back cleanly (e.g. on SIGTERM): → planned and due now; the attempt is not counted."""
+def release(job_id, lease_version: int, *, actor: str, reason: str, delay_seconds: float = 0.0) -> WriteResult:
+    """Hand the job back cleanly (on SIGTERM; or deferred while a host is busy): → planned, due now or
+    after ``delay_seconds``; the attempt is not counted against the retry budget."""
     result, _ = _fenced_write(
         "release",
         job_id=job_id,
         lease_version=lease_version,
         sources=sources_of("release"),
-        job_set=f"state = %(target)s, state_changed_at = clock.now, due_at = clock.now, "
-        f"attempts = greatest(j.attempts - 1, 0), {_END_LEASE}",
+        job_set=f"state = %(target)s, state_changed_at = clock.now, "
+        f"due_at = clock.now + %(delay)s * interval '1 second', attempts = greatest(j.attempts - 1, 0), {_END_LEASE}",
         attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.RELEASED}', error_message = %(reason)s",
         cause=f"released: {reason}",
         actor=actor,
-        params={"target": target_of("release"), "reason": reason[:10_000]},
+        params={"target": target_of("release"), "reason": _text(reason, 10_000), "delay": max(delay_seconds, 0.0)},
     )
     return result
 
@@ -842,7 +875,7 @@ def transition_apply(job_id, name: str, *, actor: str, cause: str, user=None, **
         job.save()
         if from_state in LEASED_STATES:
             Attempt.objects.filter(job=job, lease_version=job.lease_version, finished_at__isnull=True).update(
-                finished_at=LeitstandNow(), outcome=Attempt.Outcome.CANCELLED, error_message=cause[:10_000]
+                finished_at=LeitstandNow(), outcome=Attempt.Outcome.CANCELLED, error_message=_text(cause, 10_000)
             )
         TransitionRecord.objects.create(
             job=job, from_state=from_state, to_state=job.state, lease_version=job.lease_version,
@@ -878,9 +911,9 @@ def steps_record(job_id, lease_version: int, steps: list[Step]) -> None:
         return
     (is_holder,) = _fetch_one(_STEPS_SQL, {
         "job_id": _as_uuid(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES),
-        "steps": [s.step[:100] for s in steps], "outcomes": [s.outcome for s in steps],
+        "steps": [_text(s.step, 100) for s in steps], "outcomes": [s.outcome for s in steps],
         "starts": [s.started_at for s in steps], "durations": [s.duration_ms for s in steps],
-        "data": [Jsonb(s.data) for s in steps],
+        "data": [Jsonb(s.data, dumps=_dumps) for s in steps],
     })
     if not is_holder:
         raise refusal_record(job_id, lease_version, "step")

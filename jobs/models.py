@@ -155,6 +155,12 @@ class Job(ConcurrentTransitionMixin, models.Model):
     def complete(self):
         """Executed and result written; the business outcome still waits for confirmation."""
 
+    @transition(field=state, source=State.RESULT_STORED, target=State.DONE, custom=ENGINE)
+    def settle(self):
+        """The handler's own business rule decided the outcome in the same run, so nothing is left to
+        confirm: analysis found no match, a crawl handed its candidates on, robots.txt forbade the page.
+        Written together with ``complete``; the log shows both steps."""
+
     @transition(field=state, source=State.RUNNING, target=State.RECHECK_DUE, custom=ENGINE)
     def plan_recheck(self):
         """Executed; a planned follow-up will decide the business outcome."""

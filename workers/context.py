@@ -38,6 +38,16 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class Done:
+    """Executed, and the handler's own business rule decided the outcome: the job ends ``done``
+    with ``reason`` (analysis: clear no-match; crawl: candidates recorded and handed on)."""
+
+    reason: str
+    result_ref: str = ""
+    result_checksum: str = ""
+
+
+@dataclass(frozen=True)
 class NeedsReview:
     """The handler ran but cannot decide the business question: a person must."""
 
@@ -46,12 +56,12 @@ class NeedsReview:
 
 @dataclass(frozen=True)
 class Skipped:
-    """There was nothing to do (e.g. robots.txt forbids the page); stored with the reason."""
+    """There was nothing to do (e.g. robots.txt forbids the page): the job ends ``done`` with the reason."""
 
     reason: str
 
 
-Outcome = Stored | NeedsReview | Skipped
+Outcome = Stored | Done | NeedsReview | Skipped
 
 
 class Interrupted(Exception):
@@ -139,9 +149,9 @@ class JobContext:
         return effect_apply_once(key=key, kind=kind, apply=apply, job_id=self.job_id,
                                  lease_version=self.lease_version).value
 
-    def spawn(self, job_type: str, payload: dict, *, key: str, priority: int | None = None) -> UUID:
+    def spawn(self, job_type: str, payload: dict, *, key: str, priority: int | None = None, source: str = "") -> UUID:
         """Create a child job (idempotent per ``key``) that carries this job as parent and its correlation ID."""
         if self._spawn is None:
             raise RuntimeError("this context cannot spawn jobs")
         return self._spawn(job_type=job_type, payload=payload, idempotency_key=key, priority=priority,
-                           parent_id=self.job_id, correlation_id=self.correlation_id)
+                           parent_id=self.job_id, correlation_id=self.correlation_id, source=source)

@@ -158,6 +158,11 @@ class SafeClient:
                                elapsed_seconds=time.monotonic() - started, redirects=redirects,
                                address=target.address)
 
+    def check(self, url: str) -> None:
+        """Raise the refusal ``fetch`` would raise for ``url`` before sending anything (URL rules and
+        the SSRF guard), so a caller can refuse early, e.g. before asking the site's robots.txt."""
+        self._validate(url)
+
     def _validate(self, url: str) -> _Target:
         try:
             parts = urlsplit(url)

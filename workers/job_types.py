@@ -3,7 +3,7 @@
 from django.conf import settings
 
 from jobs.retry import RetryPolicy
-from workers import synthetic
+from workers import analysis, crawl, synthetic
 from workers.registry import JobType, register
 
 register(JobType(
@@ -19,4 +19,37 @@ register(JobType(
     processing_version="synthetic@1",
     expected_paths=(("work",),),
     default_priority=5,
+))
+
+_PIPELINE = settings.LEITSTAND_PIPELINE
+# Retries of a failing site back off up to ten minutes (a Retry-After may ask for longer: capped here).
+_PIPELINE_RETRY = RetryPolicy(base_seconds=2, cap_seconds=600, max_attempts=_PIPELINE["max_attempts"])
+_PIPELINE_TIMING = {
+    "timeout_seconds": _PIPELINE["timeout_seconds"],
+    "lease_seconds": _PIPELINE["lease_seconds"],
+    "heartbeat_seconds": _PIPELINE["heartbeat_seconds"],
+    "retry": _PIPELINE_RETRY,
+    "external_call_timeout_seconds": settings.LEITSTAND_FETCH["total_seconds"],
+}
+
+register(JobType(
+    name="crawl",
+    description="Fetch one page of a source: candidates for its images, crawl jobs for its in-scope links.",
+    handler=crawl.handle,
+    pool="crawl",
+    processing_version="crawl@1",
+    expected_paths=(("robots", "fetch", "extract", "candidates", "spawn"), ("robots",)),
+    default_priority=5,
+    **_PIPELINE_TIMING,
+))
+
+register(JobType(
+    name="analysis",
+    description="Download a candidate image and compare it with the protected assets.",
+    handler=analysis.handle,
+    pool="analysis",
+    processing_version=analysis.PROCESSING_VERSION,
+    expected_paths=(("robots", "fetch", "decode", "compare", "record"), ("robots",), ("robots", "fetch", "decode", "compare")),
+    default_priority=5,
+    **_PIPELINE_TIMING,
 ))

@@ -4,8 +4,12 @@
 host's delay has passed and its circuit breaker is closed; otherwise it answers how long to wait.
 ``host_release`` frees the slot and sets when the next request may go: after the host's delay, or
 after the Retry-After the host asked for (capped). Repeated failures (5xx, timeouts) open the
-breaker for a cool-off period. A worker never sleeps on a busy host: ``polite`` raises a transient
-error carrying the wait as ``retry_after``, so the job comes back when the host is ready.
+breaker for a cool-off period.
+
+A worker never sleeps on a busy host: ``polite`` raises ``HostBusy`` (a ``Deferred``: the job is
+handed back without using its retry budget) carrying the wait as ``retry_after``. The wait is a
+reserved turn: each refused caller books the next free time slot of the host, one delay apart, so
+fifty analysis jobs for one site come back one after another instead of all at once.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from jobs.errors import TransientError
+from jobs.errors import Deferred
 
 
 @dataclass(frozen=True)
@@ -29,12 +33,11 @@ class PolitenessPolicy:
     open_for_seconds: float = 300.0
 
 
-class HostBusy(TransientError):
-    """The host is busy, resting between requests, or its breaker is open: try again later."""
+class HostBusy(Deferred):
+    """The host is busy, resting between requests, or its breaker is open: come back at the booked turn."""
 
     def __init__(self, host: str, wait_seconds: float, reason: str) -> None:
-        super().__init__(f"{host}: {reason}; next request in {wait_seconds:.1f} s")
-        self.retry_after = wait_seconds
+        super().__init__(f"{host}: {reason}; turn booked in {wait_seconds:.1f} s", retry_after=wait_seconds)
 
 
 _ACQUIRE_SQL = """
@@ -50,12 +53,25 @@ WHERE coalesce(h.in_flight_until, '-infinity') <= leitstand_now()
 RETURNING 1
 """
 
-_WAIT_SQL = """
-SELECT greatest(coalesce(in_flight_until, '-infinity'), next_allowed_at, coalesce(breaker_open_until, '-infinity'))
-       - leitstand_now(),
-       coalesce(breaker_open_until, '-infinity') > leitstand_now(),
-       coalesce(in_flight_until, '-infinity') > leitstand_now()
-FROM workers_hoststate WHERE host = %(host)s
+_BOOK_SQL = """
+-- The host is not free: book the caller's turn. A request in flight is expected to end within one
+-- spacing (its hold limit is only the bound for a dead worker); the next turn is after the latest
+-- of the booked turns, the host's delay and its breaker, and moves the booking one spacing on.
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+turn AS (
+    SELECT h.host, greatest(
+        coalesce(h.next_turn_at, '-infinity'), h.next_allowed_at, coalesce(h.breaker_open_until, '-infinity'),
+        CASE WHEN coalesce(h.in_flight_until, '-infinity') > clock.now
+             THEN clock.now + %(spacing)s * interval '1 second' ELSE clock.now END) AS at
+    FROM workers_hoststate AS h, clock WHERE h.host = %(host)s
+    FOR UPDATE OF h
+)
+UPDATE workers_hoststate AS h SET next_turn_at = turn.at + %(spacing)s * interval '1 second'
+FROM turn, clock
+WHERE h.host = turn.host
+RETURNING turn.at - clock.now,
+          coalesce(h.breaker_open_until, '-infinity') > clock.now,
+          coalesce(h.in_flight_until, '-infinity') > clock.now
 """
 
 _RELEASE_SQL = """
@@ -74,15 +90,26 @@ WHERE h.host = %(host)s
 """
 
 
-def host_acquire(host: str, policy: PolitenessPolicy) -> float:
-    """Take the host's in-flight slot: 0.0 when taken, else the seconds to wait (never sleeps)."""
+@dataclass(frozen=True)
+class Turn:
+    wait_seconds: float  # 0.0: the slot is yours now
+    reason: str = ""
+
+
+def host_acquire(host: str, policy: PolitenessPolicy, *, crawl_delay: float | None = None) -> Turn:
+    """Take the host's in-flight slot now, or book the next turn and say how long to wait (never sleeps)."""
     with connection.cursor() as cursor:
         cursor.execute(_ACQUIRE_SQL, {"host": host, "hold": policy.hold_seconds})
         if cursor.fetchone():
-            return 0.0
-        cursor.execute(_WAIT_SQL, {"host": host})
+            return Turn(0.0)
+        cursor.execute(_BOOK_SQL, {"host": host, "spacing": max(policy.min_delay_seconds, crawl_delay or 0.0)})
         row = cursor.fetchone()
-    return max(row[0].total_seconds(), 0.01) if row else 0.01
+    if row is None:  # the row vanished between the two statements: try again soon
+        return Turn(0.01, "host state was reset")
+    wait, is_breaker_open, is_in_flight = row
+    reason = ("circuit breaker open after repeated failures" if is_breaker_open
+              else "a request to this host is in flight" if is_in_flight else "resting between requests")
+    return Turn(max(wait.total_seconds(), 0.01), reason)
 
 
 def host_release(host: str, policy: PolitenessPolicy, *, ok: bool, outcome: str,
@@ -100,9 +127,9 @@ def host_release(host: str, policy: PolitenessPolicy, *, ok: bool, outcome: str,
 def polite(host: str, policy: PolitenessPolicy, *, crawl_delay: float | None = None) -> Iterator[dict]:
     """Run one request to ``host`` politely. The block sets ``outcome["ok"]`` (and optionally
     ``outcome["retry_after"]``, ``outcome["status"]``); an exception counts as a failure."""
-    wait = host_acquire(host, policy)
-    if wait:
-        raise HostBusy(host, wait, _busy_reason(host))
+    turn = host_acquire(host, policy, crawl_delay=crawl_delay)
+    if turn.wait_seconds:
+        raise HostBusy(host, turn.wait_seconds, turn.reason)
     outcome: dict = {"ok": False, "status": "no answer"}
     try:
         yield outcome
@@ -113,13 +140,3 @@ def polite(host: str, policy: PolitenessPolicy, *, crawl_delay: float | None = N
         host_release(host, policy, ok=bool(outcome["ok"]), outcome=str(outcome["status"]),
                      crawl_delay=crawl_delay, retry_after=outcome.get("retry_after"))
 
-
-def _busy_reason(host: str) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(_WAIT_SQL, {"host": host})
-        row = cursor.fetchone()
-    if row and row[1]:
-        return "circuit breaker open after repeated failures"
-    if row and row[2]:
-        return "a request to this host is in flight"
-    return "resting between requests"

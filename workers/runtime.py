@@ -29,10 +29,10 @@ from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
 from jobs import leases
-from jobs.errors import ErrorKind, TransientError, classify, error_class_name
+from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import LeitstandNow
 from workers import lifecycle
-from workers.context import Interrupted, JobContext, NeedsReview, Skipped, Stored
+from workers.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Stored
 from workers.models import Pool, WorkerProcess
 from workers.registry import JobType, registry
 
@@ -206,6 +206,10 @@ class PoolRuntime:
                 outcome = job_type.handler(context)
         except Interrupted:
             return self._interrupted(job, context, report)
+        except Deferred as deferred:
+            self._flush_steps(job, context, report)
+            self._release(job, f"deferred: {deferred}", report, delay=deferred.retry_after)
+            return None
         except Exception as exc:  # the handler's failure, classified; the engine decides what follows
             kind = classify(exc)
             delay = job_type.retry.delay(job.attempt)
@@ -223,14 +227,17 @@ class PoolRuntime:
         if isinstance(outcome, Stored):
             return leases.Completion(job.id, job.lease_version, outcome.result_ref, outcome.result_checksum,
                                      recheck=outcome.recheck, steps=tuple(context.take_steps()))
+        if isinstance(outcome, Done):
+            return leases.Completion(job.id, job.lease_version, outcome.result_ref, outcome.result_checksum,
+                                     settled=outcome.reason or "done", steps=tuple(context.take_steps()))
         if isinstance(outcome, Skipped):
-            return leases.Completion(job.id, job.lease_version, result_ref=f"skipped: {outcome.reason}"[:500],
+            return leases.Completion(job.id, job.lease_version, settled=f"skipped: {outcome.reason}"[:500],
                                      steps=tuple(context.take_steps()))
         if isinstance(outcome, NeedsReview):
             self._fail(job, context, ErrorKind.UNCLEAR, "NeedsReview", outcome.reason, 0, report)
             return None
         self._fail(job, context, ErrorKind.PERMANENT, "InvalidOutcome",
-                   f"handler returned {outcome!r}; expected Stored, Skipped or NeedsReview", 0, report)
+                   f"handler returned {outcome!r}; expected Stored, Done, Skipped or NeedsReview", 0, report)
         return None
 
     def _interrupted(self, job, context, report) -> None:
@@ -246,9 +253,9 @@ class PoolRuntime:
                 message=message, retry_delay_seconds=delay)):
             report.failed += 1
 
-    def _release(self, job, reason, report) -> None:
+    def _release(self, job, reason, report, delay: float = 0.0) -> None:
         if self._write_or_count_refusal(report, "release", lambda: leases.release(
-                job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason)):
+                job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason, delay_seconds=delay)):
             report.released += 1
 
     @staticmethod

@@ -153,6 +153,8 @@ def _all_write_paths(worker):
     paths["claim"] = lambda job: leases.claim(pool="crawl", worker=worker, lease_seconds=30)
     paths["claim_and_start"] = lambda job: leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
     paths["complete_many"] = lambda job: leases.complete_many([leases.Completion(job.id, 1)], actor="t")
+    paths["complete_many_settled"] = lambda job: leases.complete_many(
+        [leases.Completion(job.id, 1, settled="no match")], actor="t")
     paths["reap"] = lambda job: leases.reap_expired(grace_seconds=0, policy=POLICY)
     paths["retries_promote_due"] = lambda job: leases.retries_promote_due()
     paths["unclear_queue_for_review"] = lambda job: leases.unclear_queue_for_review()

@@ -340,6 +340,22 @@ def test_complete_many_completes_the_holders_and_records_each_stale_one(make_job
         leases.complete_many([leases.Completion(a.id, 1), leases.Completion(a.id, 1)], actor="w")
 
 
+def test_a_settled_completion_logs_the_stored_result_and_the_decision(make_job, worker):
+    make_job()
+    (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True)
+    (result,) = leases.complete_many([leases.Completion(claimed.id, claimed.lease_version, result_ref="finding:9",
+                                                        settled="no match: best score 0.41")], actor="w")
+    assert (result.from_state, result.to_state) == (State.RUNNING, State.DONE)
+    job = Job.objects.get(pk=claimed.id)
+    assert (job.result_ref, job.completion_reason, job.lease_owner) == ("finding:9", "no match: best score 0.41", "")
+    assert job.finished_at is not None
+    assert states(claimed.id)[-2:] == [("running", "result_stored"), ("result_stored", "done")]
+    assert list(Transition.objects.filter(job_id=claimed.id).order_by("id").values_list("cause", flat=True))[-1] == \
+        "no match: best score 0.41"
+    with pytest.raises(ValueError, match="both plan a recheck and settle"):
+        leases.complete_many([leases.Completion(claimed.id, 1, recheck=True, settled="x")], actor="w")
+
+
 def test_a_repeated_effect_returns_what_the_first_run_recorded(db):
     first = effect_apply_once(key="finding:7", kind="finding", apply=lambda: {"finding_id": 7, "score": 0.93})
     again = effect_apply_once(key="finding:7", kind="finding", apply=lambda: {"finding_id": 8})

@@ -22,6 +22,10 @@ FAST_TIMING = {
     "LEITSTAND_CONTROL_INTERVAL_SECONDS": "0.2",
     "LEITSTAND_QUEUE_POLL_SECONDS": "0.05",
     "LEITSTAND_WAKEUP_TIMEOUT_SECONDS": "30",
+    "LEITSTAND_PIPELINE_TIMEOUT_SECONDS": "10",
+    "LEITSTAND_PIPELINE_LEASE_SECONDS": "12",
+    "LEITSTAND_PIPELINE_HEARTBEAT_SECONDS": "1",
+    "LEITSTAND_FETCH_TOTAL_SECONDS": "4",
     "LEITSTAND_CRAWL_WORKERS": "2",
     "LEITSTAND_ANALYSIS_WORKERS": "1",
     "LEITSTAND_RECHECK_WORKERS": "1",
@@ -42,7 +46,7 @@ def wait_for(condition: Callable[[], object], *, timeout: float, interval: float
 
 class PoolProcesses:
     def __init__(self, run_dir: str, **extra_env: str) -> None:
-        self.env = child_env(**FAST_TIMING, LEITSTAND_RUN_DIR=run_dir, **extra_env)
+        self.env = child_env(**{**FAST_TIMING, "LEITSTAND_RUN_DIR": run_dir, **extra_env})
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, str] = {}
 
@@ -55,6 +59,13 @@ class PoolProcesses:
         self.processes[name] = process
         self.logs[name] = log_path
         return process
+
+    def check_running(self) -> bool:
+        """Fail at once, with its log, when a pool process has exited (e.g. a failed system check)."""
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                raise AssertionError(f"pool {name} exited with {process.returncode}: {self.log(name)[-2000:]}")
+        return True
 
     def terminate(self, name: str, *, timeout: float = 30) -> int:
         """SIGTERM to the pool's main process only (the graceful path), then wait for it to exit."""

@@ -105,3 +105,22 @@ def test_dlq_remove_cancels_with_a_reason_and_never_deletes():
         run("dlq", "retry", str(job.id))
     with pytest.raises(CommandError, match="name one job ID, or --all"):
         run("dlq", "retry")
+
+
+@pytest.mark.django_db
+def test_crawl_starts_one_job_per_active_source_idempotently_per_run():
+    from workers.services import source_upsert
+
+    a = source_upsert(name="A", base_url="https://a.example/")
+    source_upsert(name="B", base_url="https://b.example/", is_active=False)
+    out, _ = run("crawl", "--run", "nightly")
+    assert out.count("started") == 1 and "A https://a.example/" in out
+    job = Job.objects.get(type="crawl")
+    assert job.payload == {"source_id": a.id, "url": "https://a.example/", "depth": 0, "run": "nightly"}
+    assert (job.correlation_id, job.source, job.pool) == (f"crawl:nightly:source-{a.id}", "A", "crawl")
+    out, _ = run("crawl", "--run", "nightly", "--source", "A")
+    assert "already started in this run" in out
+    with pytest.raises(CommandError, match="no such source: C; sources: A, B"):
+        run("crawl", "--source", "C")
+    with pytest.raises(CommandError, match="source 'B' is inactive"):
+        run("crawl", "--source", "B")

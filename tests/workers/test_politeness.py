@@ -17,28 +17,40 @@ POLICY = PolitenessPolicy(min_delay_seconds=0.2, retry_after_cap_seconds=30, hol
 
 @pytest.mark.django_db
 def test_one_slot_per_host_then_the_delay(db_clock):
-    assert host_acquire("a.example:443", POLICY) == 0.0
-    assert host_acquire("a.example:443", POLICY) > 0, "one request in flight per host"
-    assert host_acquire("b.example:443", POLICY) == 0.0, "other hosts are independent"
+    assert host_acquire("a.example:443", POLICY).wait_seconds == 0.0
+    assert host_acquire("a.example:443", POLICY).wait_seconds > 0, "one request in flight per host"
+    assert host_acquire("b.example:443", POLICY).wait_seconds == 0.0, "other hosts are independent"
     host_release("a.example:443", POLICY, ok=True, outcome="200", crawl_delay=5)
-    wait = host_acquire("a.example:443", POLICY)
+    wait = host_acquire("a.example:443", POLICY).wait_seconds
     assert 4.5 < wait <= 5, "Crawl-delay spaces the requests"
-    db_clock.advance(5)
-    assert host_acquire("a.example:443", POLICY) == 0.0
+    db_clock.advance(6)
+    assert host_acquire("a.example:443", POLICY).wait_seconds == 0.0
+
+
+@pytest.mark.django_db
+def test_refused_callers_book_turns_one_spacing_apart(db_clock):
+    assert host_acquire("t.example:443", POLICY).wait_seconds == 0.0
+    turns = [host_acquire("t.example:443", POLICY, crawl_delay=1.0) for _ in range(3)]
+    assert [t.reason for t in turns] == ["a request to this host is in flight"] * 3
+    waits = [t.wait_seconds for t in turns]
+    assert [round(w) for w in waits] == [1, 2, 3], "each waiting job comes back at its own turn"
+    host_release("t.example:443", POLICY, ok=True, outcome="200", crawl_delay=1.0)
+    db_clock.advance(1.01)
+    assert host_acquire("t.example:443", POLICY).wait_seconds == 0.0, "the first booked turn gets the slot"
 
 
 @pytest.mark.django_db
 def test_retry_after_is_honoured_up_to_the_cap(db_clock):
-    host_acquire("c.example:443", POLICY)
+    host_acquire("c.example:443", POLICY).wait_seconds
     host_release("c.example:443", POLICY, ok=False, outcome="429", retry_after=3600)
-    assert 29 < host_acquire("c.example:443", POLICY) <= 30
+    assert 29 < host_acquire("c.example:443", POLICY).wait_seconds <= 30
 
 
 @pytest.mark.django_db
 def test_the_breaker_opens_after_repeated_failures_and_closes_after_its_cool_off(db_clock):
     for _ in range(3):
         db_clock.advance(1)
-        assert host_acquire("d.example:443", POLICY) == 0.0
+        assert host_acquire("d.example:443", POLICY).wait_seconds == 0.0
         host_release("d.example:443", POLICY, ok=False, outcome="503")
     db_clock.advance(1)
     with pytest.raises(HostBusy, match="circuit breaker open") as busy:
@@ -49,7 +61,7 @@ def test_the_breaker_opens_after_repeated_failures_and_closes_after_its_cool_off
     with polite("d.example:443", POLICY) as outcome:
         outcome.update(ok=True, status=200)
     db_clock.advance(1)
-    assert host_acquire("d.example:443", POLICY) == 0.0, "a success closed the breaker"
+    assert host_acquire("d.example:443", POLICY).wait_seconds == 0.0, "a success closed the breaker"
 
 
 @pytest.mark.django_db(transaction=True)

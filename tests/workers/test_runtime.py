@@ -11,7 +11,7 @@ from jobs.errors import PermanentError, TransientError
 from jobs.models import Attempt, Job, State, StepEvent
 from jobs.retry import RetryPolicy
 from workers import lifecycle
-from workers.context import NeedsReview, Skipped, Stored
+from workers.context import Done, NeedsReview, Skipped, Stored
 from workers.models import WorkerProcess
 from workers.services import job_submit, pool_pause, pool_resume
 
@@ -46,16 +46,18 @@ def test_a_stored_outcome_with_steps_becomes_result_stored(job_type_factory, poo
         ("fetch", "ok", {"url": "u", "status": 200}), ("store", "ok", {})]
 
 
-@pytest.mark.parametrize("outcome,state,error_class", [
-    (lambda ctx: Skipped("robots.txt disallows /private"), State.RESULT_STORED, ""),
-    (lambda ctx: NeedsReview("score 0.71 between thresholds"), State.UNCLEAR, "NeedsReview"),
-    (lambda ctx: "not an outcome", State.DEAD, "InvalidOutcome"),
+@pytest.mark.parametrize("outcome,state,error_class,reason", [
+    (lambda ctx: Skipped("robots.txt disallows /private"), State.DONE, "", "skipped: robots.txt disallows /private"),
+    (lambda ctx: Done("no match (best 0.41)", result_ref="finding:1"), State.DONE, "", "no match (best 0.41)"),
+    (lambda ctx: NeedsReview("score 0.71 between thresholds"), State.UNCLEAR, "NeedsReview", ""),
+    (lambda ctx: "not an outcome", State.DEAD, "InvalidOutcome", "permanent error: InvalidOutcome"),
 ])
-def test_every_outcome_maps_to_its_transition(job_type_factory, pool_runtime, outcome, state, error_class):
+def test_every_outcome_maps_to_its_transition(job_type_factory, pool_runtime, outcome, state, error_class, reason):
     job = submit(job_type_factory(outcome))
     pool_runtime().wake()
     job = reload(job)
-    assert (job.state, job.error_class) == (state, error_class)
+    assert (job.state, job.error_class, job.completion_reason) == (state, error_class, reason)
+    assert (job.finished_at is not None) == (state in (State.DONE, State.DEAD))
 
 
 def test_errors_are_routed_by_their_class(job_type_factory, pool_runtime):
@@ -214,3 +216,24 @@ def test_jobs_waiting_their_turn_in_a_batch_keep_their_leases(job_type_factory, 
     waited = Attempt.objects.get(job=second)
     assert (waited.heartbeat_at - waited.claimed_at).total_seconds() > 0.6, "its lease was kept alive meanwhile"
     assert reload(first).state == reload(second).state == State.RESULT_STORED
+
+
+def test_text_from_hostile_pages_never_breaks_a_write(job_type_factory, pool_runtime):
+    """PostgreSQL refuses NUL in text and jsonb; it is replaced wherever handler text is stored."""
+    def stored(ctx):
+        with ctx.step("fetch", url="http://x/\x00a") as info:
+            info["title"] = "a\x00b"
+        return Done("title a\x00b", result_ref="page:\x00")
+
+    def failed(ctx):
+        with ctx.step("fetch\x00"):
+            pass
+        raise PermanentError("bad byte \x00 in page")
+
+    done, dead = submit(job_type_factory(stored)), submit(job_type_factory(failed))
+    pool_runtime().wake()
+    done, dead = reload(done), reload(dead)
+    assert (done.state, done.completion_reason, done.result_ref) == (State.DONE, "title a\ufffdb", "page:\ufffd")
+    assert StepEvent.objects.get(job=done).data == {"url": "http://x/\ufffda", "title": "a\ufffdb"}
+    assert (dead.state, dead.error_message) == (State.DEAD, "bad byte \ufffd in page")
+    assert StepEvent.objects.get(job=dead).step == "fetch\ufffd"

@@ -1,6 +1,9 @@
-"""``manage.py demo_data``: demo users and jobs, driven through the real job engine.
+"""``manage.py demo_data [--web HOST:PORT,HOST:PORT]``: demo users, a few synthetic jobs driven through
+the real job engine to show the engine's states, and the pipeline's demo: the protected assets, the
+two demo web sites as sources, and a crawl run over them for the running pools.
 
-Idempotent: jobs use fixed idempotency keys, and only newly created ones are driven.
+Idempotent: users, assets and sources are created once; synthetic jobs use fixed idempotency keys
+and only newly created ones are driven; each call starts a new crawl run.
 """
 
 import time
@@ -11,18 +14,24 @@ from django.db import transaction
 
 from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
 from jobs import leases, services
-from workers.services import job_submit
 from jobs.errors import ErrorKind
 from jobs.retry import RetryPolicy
+from workers import demoweb
+from workers.services import asset_register, crawl_start, job_submit, source_upsert
 
 DEMO_PASSWORD = "leitstand-demo"
 POLICY = RetryPolicy(base_seconds=30, cap_seconds=600)
 
 
 class Command(BaseCommand):
-    help = "Create demo users (operator, reviewer) and demo jobs driven through the job engine."
+    help = "Create demo users (operator, reviewer), synthetic jobs in every state, and start the pipeline's demo crawl."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--web", default="127.0.0.1:8101,127.0.0.1:8102",
+                            help="host:port of the two demo web sites (manage.py demoweb)")
+        parser.add_argument("--no-crawl", action="store_true", help="register assets and sources, start no crawl")
+
+    def handle(self, *args, web, no_crawl, **options):
         with transaction.atomic():
             groups = roles_ensure()
             for username, group in (("operator", OPERATORS), ("reviewer", REVIEWERS)):
@@ -32,12 +41,24 @@ class Command(BaseCommand):
                     user.save()
                 user.groups.add(groups[group])
         created = self._jobs()
-        self.stdout.write(f"demo data ready: users operator, reviewer; {created} new demo jobs")
+        crawled = self._pipeline(web, start_crawl=not no_crawl)
+        self.stdout.write(f"demo data ready: users operator, reviewer; {created} new synthetic jobs; {crawled}")
+
+    def _pipeline(self, web: str, *, start_crawl: bool) -> str:
+        targets = [t.strip() for t in web.split(",") if t.strip()]
+        if len(targets) != 2:
+            raise CommandError("--web takes the two demo sites as HOST:PORT,HOST:PORT")
+        for name, owner, data in demoweb.protected_assets():
+            asset_register(name=name, owner_ref=owner, data=data)
+        sources = [source_upsert(**spec) for spec in demoweb.DemoWeb.source_specs(targets)]
+        if not start_crawl:
+            return "assets and sources registered"
+        submissions = crawl_start(actor="demo", sources=sources)
+        return f"crawl run {submissions[0].job.payload['run']} started over {len(sources)} demo sites"
 
     def _jobs(self) -> int:
-        # Until the crawl and analysis handlers exist, the demo's jobs are of the synthetic type,
-        # in the crawl and analysis pools; the first ones are driven here through the engine to show
-        # every state, the rest are left for the running pools.
+        # Synthetic jobs driven here through the engine show the states the demo crawl rarely
+        # reaches by itself (a stalled worker's refused late write, a running job, a dead letter).
         steps = ["fetch", "parse", "store"]
         plan = [
             ("crawl", "demo-1", {"steps": steps}, "complete"),
@@ -48,8 +69,6 @@ class Command(BaseCommand):
             ("analysis", "demo-6", {"steps": ["decode"], "fail": "permanent"}, "permanent"),
             ("analysis", "demo-7", {"steps": ["decode", "hash", "compare"]}, "running"),
         ]
-        plan += [(pool, f"demo-run-{pool}-{n}", {"steps": steps, "duration_ms": 300}, "for the pools")
-                 for pool in ("crawl", "analysis") for n in range(1, 11)]
         count = 0
         for pool, key, payload, scenario in plan:
             submission = job_submit(job_type="synthetic", idempotency_key=key, payload={"pool": pool, **payload},
@@ -61,8 +80,6 @@ class Command(BaseCommand):
         return count
 
     def _drive(self, job, scenario: str) -> None:
-        if scenario == "for the pools":
-            return
         worker = leases.WorkerIdentity(host="demo-host", pid=1000 + job.id.int % 1000, pool=job.pool)
         lease = 0.05 if scenario == "zombie" else 60
         (claimed,) = leases.claim(pool=job.pool, worker=worker, lease_seconds=lease)

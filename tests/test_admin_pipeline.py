@@ -1,0 +1,79 @@
+"""The pipeline's admin pages: sources (validated, start a crawl run), protected assets (upload
+validated by the safe decoder), candidates and findings, for an operator and a reviewer."""
+
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
+from jobs.models import Job
+from workers import demoweb
+from workers.models import Candidate, Finding, ProtectedAsset, Source
+from workers.services import asset_register, source_upsert
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(client, django_user_model):
+    user = django_user_model.objects.create_user("op", password="x" * 12, is_staff=True)
+    user.groups.add(roles_ensure()[OPERATORS])
+    client.force_login(user)
+    return user
+
+
+def test_every_pipeline_page_renders_with_records(client, operator):
+    name, owner, data = demoweb.protected_assets()[0]
+    asset, _ = asset_register(name=name, owner_ref=owner, data=data)
+    source = source_upsert(name="Galerie", base_url="https://galerie.example/")
+    candidate = Candidate.objects.create(image_url="https://galerie.example/a.png", page_url="https://galerie.example/",
+                                         source=source)
+    Finding.objects.create(candidate=candidate, asset=asset, score=0.97, verdict="match", analysis_version="analysis@1")
+    for model in ("source", "protectedasset", "candidate", "finding"):
+        assert client.get(reverse(f"admin:workers_{model}_changelist")).status_code == 200, model
+    assert b"data:image/png;base64," in client.get(reverse("admin:workers_protectedasset_changelist")).content
+    assert b"0.970" in client.get(reverse("admin:workers_finding_changelist")).content
+    assert client.get(reverse("admin:workers_candidate_change", args=[candidate.id])).status_code == 200
+    assert client.get(reverse("admin:workers_protectedasset_change", args=[asset.id])).status_code == 200
+
+
+def test_an_uploaded_asset_is_decoded_safely_and_a_bad_one_is_refused_with_the_reason(client, operator):
+    url = reverse("admin:workers_protectedasset_add")
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n"
+    response = client.post(url, {"name": "EPS", "owner_ref": "RH-1",
+                                 "upload": SimpleUploadedFile("x.eps", eps)})
+    assert response.status_code == 200 and b"not one of the accepted formats" in response.content
+    assert not ProtectedAsset.objects.exists()
+    png = demoweb.asset_png(2)
+    response = client.post(url, {"name": "Mohnfeld", "owner_ref": "RH-2", "upload": SimpleUploadedFile("m.png", png)})
+    assert response.status_code == 302
+    asset = ProtectedAsset.objects.get()
+    assert (asset.name, asset.width, asset.height, len(asset.dhash)) == ("Mohnfeld", 480, 320, 16)
+    again = client.post(url, {"name": "Again", "owner_ref": "RH-3", "upload": SimpleUploadedFile("m.png", png)})
+    assert b"already registered" in again.content and ProtectedAsset.objects.count() == 1
+
+
+def test_a_source_is_validated_and_a_crawl_run_started_from_the_list(client, operator):
+    add = reverse("admin:workers_source_add")
+    fields = {"name": "Shop", "base_url": "https://shop.example/bilder/", "scope": "https://other.example/",
+              "priority": 5, "max_depth": 1, "max_links_per_page": 50, "max_images_per_page": 100, "is_active": "on"}
+    response = client.post(add, fields)
+    assert response.status_code == 200 and b"must be a prefix of the base URL" in response.content
+    assert client.post(add, {**fields, "scope": ""}).status_code == 302
+    source = Source.objects.get()
+    response = client.post(reverse("admin:workers_source_changelist"),
+                           {"action": "start_crawl", "_selected_action": [source.id]}, follow=True)
+    assert b"started for 1 source" in response.content
+    job = Job.objects.get(type="crawl")
+    assert job.payload["url"] == "https://shop.example/bilder/" and job.source == "Shop"
+
+
+def test_a_reviewer_sees_findings_but_cannot_start_crawls_or_add_assets(client, django_user_model):
+    reviewer = django_user_model.objects.create_user("rev", password="x" * 12, is_staff=True)
+    reviewer.groups.add(roles_ensure()[REVIEWERS])
+    client.force_login(reviewer)
+    assert client.get(reverse("admin:workers_finding_changelist")).status_code == 200
+    assert client.get(reverse("admin:workers_protectedasset_add")).status_code == 403
+    page = client.get(reverse("admin:workers_source_changelist"))
+    assert page.status_code == 200 and b"start_crawl" not in page.content
