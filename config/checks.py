@@ -1,5 +1,5 @@
-"""System checks of the timing invariants between leases, heartbeats, timeouts and django-q2, and
-of the analysis score bands.
+"""System checks of the timing invariants between leases, heartbeats, timeouts and django-q2, of
+the analysis score bands and of the recheck policy.
 
 ``manage.py check`` (and every command's start-up) reports each violated invariant with the job
 type and the numbers, so a bad configuration never reaches a running pool.
@@ -43,6 +43,16 @@ def timing_invariants(app_configs=None, **kwargs):
         error(7, f"analysis score bands: no_match_below {bands['no_match_below']:g} and match_at "
                  f"{bands['match_at']:g} must satisfy 0 < no_match_below <= match_at <= 1",
               "set LEITSTAND_ANALYSIS_NO_MATCH_BELOW and LEITSTAND_ANALYSIS_MATCH_AT")
+    from rechecks.policy import RecheckPolicy, Target
+
+    recheck = dict(settings.LEITSTAND_RECHECK)
+    if recheck.pop("target") not in {t.value for t in Target}:
+        error(8, f"LEITSTAND_RECHECK_TARGET must be one of: {', '.join(t.value for t in Target)}",
+              "gone: 404/410 only; gone_or_changed: also when the content no longer matches")
+    try:
+        RecheckPolicy(**recheck)
+    except ValueError as exc:
+        error(8, str(exc), "see the LEITSTAND_RECHECK_* settings in docs/operations.md")
     for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items():
         # A wake-up may wait behind the prefetched ones (queue_limit) before it runs.
         queue_wait = cluster["timeout"] * cluster["queue_limit"] / cluster["workers"]

@@ -253,3 +253,16 @@ LEITSTAND_PIPELINE = {
     "heartbeat_seconds": env_float("LEITSTAND_PIPELINE_HEARTBEAT_SECONDS", 10, minimum=0.05),
     "max_attempts": env_int("LEITSTAND_PIPELINE_MAX_ATTEMPTS", 5, minimum=1),
 }
+
+# Recheck plans (see docs/rechecks.md): copied into each plan when it is made.
+LEITSTAND_RECHECK = {
+    "target": env_str("LEITSTAND_RECHECK_TARGET", "gone_or_changed"),
+    "first_delay_seconds": env_float("LEITSTAND_RECHECK_FIRST_DELAY_SECONDS", 3_600, minimum=1),
+    "min_interval_seconds": env_float("LEITSTAND_RECHECK_MIN_INTERVAL_SECONDS", 6 * 3_600, minimum=1),
+    "max_interval_seconds": env_float("LEITSTAND_RECHECK_MAX_INTERVAL_SECONDS", 7 * 86_400, minimum=1),
+    "widen_factor": env_float("LEITSTAND_RECHECK_WIDEN_FACTOR", 2.0, minimum=1.0),
+    "early_seconds": env_float("LEITSTAND_RECHECK_EARLY_SECONDS", 3_600, minimum=1),
+    "jitter": env_float("LEITSTAND_RECHECK_JITTER", 0.1, minimum=0.0),
+    "confirmations_required": env_int("LEITSTAND_RECHECK_CONFIRMATIONS", 2, minimum=1),
+    "deadline_seconds": env_float("LEITSTAND_RECHECK_DEADLINE_SECONDS", 14 * 86_400, minimum=1),
+}

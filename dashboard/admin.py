@@ -13,6 +13,7 @@ from django_fsm import TransitionNotAllowed
 from jobs import services
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Effect, Job, StaleWrite, StepEvent, Transition
+from rechecks.models import RecheckPlan
 from workers.models import HostState, Pool, RobotsFile, WorkerProcess
 from workers.selectors import pools_with_consumers
 from workers.services import pool_pause, pool_resume
@@ -59,6 +60,19 @@ class StepEventInline(TransitionInline):
     ordering = ("lease_version", "id")
 
 
+class RecheckPlanInline(admin.StackedInline):
+    model = RecheckPlan
+    fk_name = "job"
+    fields = ("state", "end_reason", "end_note", "sequence", "next_check_at", "next_check_reason", "deadline_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 def _run_action(modeladmin, request, queryset, service, verb: str, reason: str):
     done, refused = 0, []
     for job_id in queryset.values_list("pk", flat=True):
@@ -99,7 +113,7 @@ class JobAdmin(ReadOnlyAdmin):
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
     actions = [cancel_jobs, retry_jobs_now]
-    inlines = [AttemptInline, StepEventInline, TransitionInline]
+    inlines = [AttemptInline, StepEventInline, TransitionInline, RecheckPlanInline]
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
@@ -201,3 +215,4 @@ class HostStateAdmin(ReadOnlyAdmin):
     search_fields = ("host",)
 
 from . import admin_pipeline  # noqa: E402,F401  (the pipeline's pages)
+from . import admin_rechecks  # noqa: E402,F401  (recheck plans)

@@ -9,12 +9,13 @@ REVIEWERS = "Reviewers"
 
 _VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent")] + [
     f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate", "source",
-                                          "protectedasset", "candidate", "finding")]
+                                          "protectedasset", "candidate", "finding")] + [
+    f"rechecks.view_{model}" for model in ("recheckplan", "observation")]
 ROLE_PERMISSIONS = {
     # Operators also maintain the sources and register protected assets.
     OPERATORS: [*_VIEW, "jobs.operate_job", "workers.add_source", "workers.change_source",
-                "workers.add_protectedasset"],
-    REVIEWERS: [*_VIEW, "jobs.review_job"],
+                "workers.add_protectedasset", "rechecks.decide_plan", "rechecks.abort_plan"],
+    REVIEWERS: [*_VIEW, "jobs.review_job", "rechecks.decide_plan"],
 }
 
 

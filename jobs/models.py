@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -27,6 +27,13 @@ class LeitstandNow(models.Func):
     function = "leitstand_now"
     template = "%(function)s()"
     output_field = models.DateTimeField()
+
+
+def database_now():
+    """The database's time (``leitstand_now()``), for decisions that must not read a worker's clock."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT leitstand_now()")
+        return cursor.fetchone()[0]
 
 
 class State(models.TextChoices):

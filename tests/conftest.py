@@ -5,6 +5,7 @@ import pytest
 from jobs import leases, services
 from jobs.models import Attempt, Job
 from tests.support.db import DatabaseClock
+from workers.runtime import PoolRuntime
 
 
 @pytest.fixture
@@ -39,3 +40,18 @@ def job_in_state(job: Job, state: str, *, lease_version: int = 1, attempts: int 
     )
     job.refresh_from_db()
     return job
+
+
+@pytest.fixture
+def pool_runtime():
+    """A PoolRuntime in this process; its heartbeat thread is stopped after the test."""
+    made = []
+
+    def make(pool: str = "analysis") -> PoolRuntime:
+        runtime = PoolRuntime(pool)
+        made.append(runtime)
+        return runtime
+
+    yield make
+    for runtime in made:
+        runtime.close()

@@ -77,3 +77,35 @@ def test_a_reviewer_sees_findings_but_cannot_start_crawls_or_add_assets(client, 
     assert client.get(reverse("admin:workers_protectedasset_add")).status_code == 403
     page = client.get(reverse("admin:workers_source_changelist"))
     assert page.status_code == 200 and b"start_crawl" not in page.content
+
+
+def test_recheck_plans_are_shown_and_ended_with_a_required_reason(client, operator):
+    from jobs.models import Job
+    from rechecks.models import RecheckPlan
+    from rechecks.services import plan_request
+    from workers.services import job_submit
+
+    name, owner, data = demoweb.protected_assets()[0]
+    asset, _ = asset_register(name=name, owner_ref=owner, data=data)
+    source = source_upsert(name="Galerie", base_url="https://galerie.example/")
+    candidate = Candidate.objects.create(image_url="https://galerie.example/a.png", page_url="https://galerie.example/",
+                                         source=source)
+    finding = Finding.objects.create(candidate=candidate, asset=asset, score=1.0, verdict="match",
+                                     analysis_version="analysis@1")
+    job = job_submit(job_type="analysis", payload={"candidate_id": candidate.id}, idempotency_key="k", actor="t").job
+    plan = plan_request(job=job, finding=finding, content_hash="h")
+    assert client.get(reverse("admin:rechecks_recheckplan_changelist")).status_code == 200
+    assert b"first check 1 h after the match" in client.get(
+        reverse("admin:rechecks_recheckplan_change", args=[plan.id])).content
+    assert b"Recheck plan" in client.get(reverse("admin:jobs_job_change", args=[job.id])).content
+    changelist = reverse("admin:rechecks_recheckplan_changelist")
+    form = client.post(changelist, {"action": "abort_plans", "_selected_action": [plan.id]})
+    assert form.status_code == 200 and b"Document the reason" in form.content
+    empty = client.post(changelist, {"action": "abort_plans", "_selected_action": [plan.id], "apply": "1", "reason": ""})
+    assert b"This field is required" in empty.content
+    done = client.post(changelist, {"action": "abort_plans", "_selected_action": [plan.id], "apply": "1",
+                                    "reason": "claim withdrawn"}, follow=True)
+    assert b"Abort recheck plans: 1 plan(s)." in done.content
+    plan.refresh_from_db()
+    assert (plan.end_reason, plan.ended_by, plan.end_note) == ("aborted", "user:op", "aborted by user:op: claim withdrawn")
+    assert Job.objects.get(pk=job.pk).state == "cancelled"

@@ -4,8 +4,8 @@ The image is downloaded through the safe client (robots.txt and politeness apply
 (``workers.images``), hashed, and compared with every protected asset. The best score falls into
 one of three bands (``LEITSTAND_ANALYSIS``):
 
-- ``score ≥ match_at`` — a match: a finding is recorded and the job ends ``recheck_due`` (executed;
-  a planned recheck decides the business outcome);
+- ``score ≥ match_at`` — a match: a finding and a recheck plan are recorded and the job ends
+  ``recheck_due`` (executed; the plan's rechecks decide the business outcome);
 - ``score < no_match_below`` — no match: the finding is recorded and the job ends ``done``;
 - in between — unclear: the finding (with both hashes and the score as evidence) is recorded and the
   job goes to review.
@@ -24,7 +24,8 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs.errors import PermanentError
-from jobs.models import LeitstandNow
+from jobs.models import Job, LeitstandNow
+from rechecks.services import plan_request
 from workers import images
 from workers.context import Done, JobContext, NeedsReview, Skipped, Stored
 from workers.fetching import fetch_politely
@@ -104,4 +105,7 @@ def _finding_record(context: JobContext, candidate: Candidate, asset_id: int, sc
         )
         Candidate.objects.filter(pk=candidate.pk).update(content_hash=content_hash, dhash=dhash,
                                                          analysed_at=LeitstandNow())
-    return {"finding_id": finding.pk, "verdict": verdict, "score": score}
+        plan_id = None
+        if verdict == Finding.Verdict.MATCH:  # the match is followed up: a recheck plan, in this transaction
+            plan_id = plan_request(job=Job.objects.get(pk=context.job_id), finding=finding, content_hash=content_hash).pk
+    return {"finding_id": finding.pk, "verdict": verdict, "score": score, "recheck_plan_id": plan_id}

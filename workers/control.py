@@ -1,4 +1,4 @@
-"""The control process: dispatcher, reaper and sweeps as named, supervised loops.
+"""The control process: dispatcher, reaper, sweeps and the recheck planner as named, supervised loops.
 
 Several control processes may run (on several hosts); one leads, holding a PostgreSQL advisory
 lock on a connection of its own, and the others wait to take over. A failing sweep is logged and
@@ -18,6 +18,7 @@ from django.db import close_old_connections, connection
 
 from jobs import leases
 from jobs.retry import RetryPolicy
+from rechecks.services import planner_sweep
 from workers import dispatch
 from workers.registry import registry
 
@@ -39,6 +40,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "reaper": reap,
     "retries": lambda: len(leases.retries_promote_due()),
     "review-queue": lambda: len(leases.unclear_queue_for_review()),
+    "recheck-planner": lambda: planner_sweep().__dict__,
     "dispatcher": dispatch.dispatch_sweep,
 }
 

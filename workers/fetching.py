@@ -53,8 +53,9 @@ def politeness_policy() -> PolitenessPolicy:
     return PolitenessPolicy(**settings.LEITSTAND_POLITENESS)
 
 
-def fetch_politely(context: JobContext, url: str, *, accept: frozenset[str],
-                   client: SafeClient | None = None) -> Fetched:
+def fetch_politely(context: JobContext, url: str, *, accept: frozenset[str] | None,
+                   client: SafeClient | None = None, raise_for_status: bool = True) -> Fetched:
+    """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s)."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
     with context.step("robots", url=url) as info:
@@ -73,7 +74,8 @@ def fetch_politely(context: JobContext, url: str, *, accept: frozenset[str],
                            retry_after=retry_after)
         info.update(status=result.status, bytes=len(result.body), elapsed_ms=round(result.elapsed_seconds * 1000),
                     final_url=result.final_url, redirects=len(result.redirects))
-        _raise_for_status(result, retry_after)
+        if raise_for_status:
+            _raise_for_status(result, retry_after)
     return Fetched(decision, result)
 
 

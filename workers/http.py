@@ -218,7 +218,7 @@ class SafeClient:
         except httpx.TransportError as exc:
             raise FetchFailed(f"{type(exc).__name__} fetching {target.url}: {exc}") from None
         if accept is not None and status not in REDIRECTS and 200 <= status < 300:
-            _check_content(response_headers, body, accept, target.url)
+            check_content(response_headers, body, accept, target.url)
         return status, response_headers, body
 
     def _check_headers(self, response: httpx.Response) -> None:
@@ -269,7 +269,8 @@ class SafeClient:
         return b"".join(chunks)
 
 
-def _check_content(headers: httpx.Headers, body: bytes, accept: frozenset[str], url: str) -> None:
+def check_content(headers: httpx.Headers, body: bytes, accept: frozenset[str], url: str) -> None:
+    """Refuse (``ResponseRefused``) a body whose declared type is not accepted or whose bytes lie."""
     declared = headers.get("content-type", "").split(";")[0].strip().lower()
     if declared not in accept:
         raise ResponseRefused(f"{url} is {declared or 'without content type'}, expected one of {sorted(accept)}")

@@ -3,6 +3,7 @@
 from django.conf import settings
 
 from jobs.retry import RetryPolicy
+from rechecks import handler as recheck
 from workers import analysis, crawl, synthetic
 from workers.registry import JobType, register
 
@@ -50,6 +51,18 @@ register(JobType(
     pool="analysis",
     processing_version=analysis.PROCESSING_VERSION,
     expected_paths=(("robots", "fetch", "decode", "compare", "record"), ("robots",), ("robots", "fetch", "decode", "compare")),
+    default_priority=5,
+    **_PIPELINE_TIMING,
+))
+
+register(JobType(
+    name="recheck",
+    description="Check a reported copy again and let its recheck plan's policy decide what follows.",
+    handler=recheck.handle,
+    pool="recheck",
+    processing_version=recheck.PROCESSING_VERSION,
+    expected_paths=(("plan",), ("plan", "robots", "decide"), ("plan", "robots", "fetch", "decide"),
+                    ("plan", "robots", "fetch", "compare", "decide")),
     default_priority=5,
     **_PIPELINE_TIMING,
 ))

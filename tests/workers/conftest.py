@@ -5,7 +5,6 @@ import pytest
 from jobs.retry import RetryPolicy
 
 from workers.registry import JobType, registry
-from workers.runtime import PoolRuntime
 
 
 @pytest.fixture
@@ -28,18 +27,3 @@ def job_type_factory():
     yield declare
     for name in registered:
         registry.unregister(name)
-
-
-@pytest.fixture
-def pool_runtime():
-    """A PoolRuntime in this process; its heartbeat thread is stopped after the test."""
-    made = []
-
-    def make(pool: str = "analysis") -> PoolRuntime:
-        runtime = PoolRuntime(pool)
-        made.append(runtime)
-        return runtime
-
-    yield make
-    for runtime in made:
-        runtime.close()
