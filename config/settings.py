@@ -34,7 +34,7 @@ ALLOWED_HOSTS = env_list("LEITSTAND_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "
 CSRF_TRUSTED_ORIGINS = env_list("LEITSTAND_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "dashboard.apps.ConsoleAdminConfig",  # django.contrib.admin with the console as its default site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_fsm",
     "django_q",
+    "axes",
     "config.apps.ConfigApp",
     "jobs",
     "workers",
@@ -57,7 +58,35 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into a 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login protection (django-axes): after LEITSTAND_LOGIN_FAILURE_LIMIT failures the (user name, IP
+# address) pair is locked for LEITSTAND_LOGIN_LOCKOUT_MINUTES; other users and addresses are not.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("LEITSTAND_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("LEITSTAND_LOGIN_LOCKOUT_MINUTES", 15, minimum=0.1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Behind a reverse proxy, name the header that carries the client's address (e.g. X-Forwarded-For).
+AXES_IPWARE_META_PRECEDENCE_ORDER = env_list("LEITSTAND_CLIENT_IP_HEADERS", ["REMOTE_ADDR"])
+
+# Content Security Policy on every page (django-csp 4): the console loads nothing from elsewhere,
+# runs no inline script or style, and shows images only from itself or as data: (thumbnails).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -148,6 +177,7 @@ LOGGING = {
         "django-q": {"level": env_str("LEITSTAND_QUEUE_LOG_LEVEL", "WARNING")},
         # httpx logs every request at INFO; the crawler records its own structured steps.
         "httpx": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
     },
 }
 
@@ -265,4 +295,18 @@ LEITSTAND_RECHECK = {
     "jitter": env_float("LEITSTAND_RECHECK_JITTER", 0.1, minimum=0.0),
     "confirmations_required": env_int("LEITSTAND_RECHECK_CONFIRMATIONS", 2, minimum=1),
     "deadline_seconds": env_float("LEITSTAND_RECHECK_DEADLINE_SECONDS", 14 * 86_400, minimum=1),
+}
+
+# The console (see docs/console.md).
+LEITSTAND_CONSOLE = {
+    # How often the control process refreshes the home page's counts snapshot.
+    "snapshot_seconds": env_float("LEITSTAND_CONSOLE_SNAPSHOT_SECONDS", 5, minimum=0.5),
+    # An active source without a new candidate for this long is shown as unusually quiet.
+    "quiet_source_hours": env_float("LEITSTAND_QUIET_SOURCE_HOURS", 24, minimum=0.01),
+    # A recheck plan whose next check is this late is overdue.
+    "recheck_overdue_seconds": env_float("LEITSTAND_RECHECK_OVERDUE_SECONDS", 600, minimum=1),
+    # A running job whose heartbeat is older than this many of its type's intervals is stuck.
+    "stuck_heartbeat_intervals": env_float("LEITSTAND_STUCK_HEARTBEAT_INTERVALS", 3, minimum=1),
+    # How long a reviewer holds a case they opened (renewed while they work on it).
+    "review_lease_seconds": env_float("LEITSTAND_REVIEW_LEASE_SECONDS", 300, minimum=10),
 }

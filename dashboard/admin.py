@@ -6,15 +6,29 @@ acting user's permission and logs the transition.
 
 from __future__ import annotations
 
+import uuid
+
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db import connection
+from django.db.models import Q
+from django.http import HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.functional import cached_property
+from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
-from jobs import services
+from dashboard.audit import audit_record
+from dashboard.explain import ago, job_explain
+from dashboard.models import AuditEntry
+from jobs import leases, services
 from jobs.leases import JobNotFound
-from jobs.models import Attempt, Effect, Job, StaleWrite, StepEvent, Transition
+from jobs.models import Attempt, Effect, Job, StaleWrite, State, StepEvent, Transition, database_now
+from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
-from workers.models import HostState, Pool, RobotsFile, WorkerProcess
+from workers.models import HostState, Pool, RobotsFile, Source, WorkerProcess
 from workers.selectors import pools_with_consumers
 from workers.services import pool_pause, pool_resume
 
@@ -99,21 +113,127 @@ def retry_jobs_now(modeladmin, request, queryset):
     _run_action(modeladmin, request, queryset, services.job_retry_now, "Retried", "retried from the console")
 
 
-admin.site.site_header = "Leitstand"
-admin.site.site_title = "Leitstand"
-admin.site.index_title = "Operations console"
+class CappedCountPaginator(Paginator):
+    """Never an exact COUNT(*) over millions of rows: the unfiltered list uses PostgreSQL's row
+    estimate, a filtered one counts at most ``CAP`` + 1 rows (shown as "10000+")."""
+
+    CAP = 10_000
+
+    @cached_property
+    def count(self) -> int:
+        query = self.object_list
+        if not query.query.where:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                               [query.model._meta.db_table])
+                row = cursor.fetchone()
+            if row and row[0] > self.CAP:
+                return int(row[0])
+        return query.order_by()[: self.CAP + 1].count()
+
+
+class PoolFilter(admin.SimpleListFilter):
+    title, parameter_name = "pool", "pool"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in settings.LEITSTAND_POOLS]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(pool=self.value()) if self.value() else queryset
+
+
+class SourceFilter(admin.SimpleListFilter):
+    title, parameter_name = "source", "source"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in Source.objects.order_by("name").values_list("name", flat=True)]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(source=self.value()) if self.value() else queryset
+
+
+# Console actions on one job: (label, permission, service).
+JOB_ACTIONS = {
+    "retry_now": ("Retry now", "jobs.operate_job"),
+    "cancel": ("Cancel", "jobs.operate_job"),
+    "confirm": ("Confirm the outcome", "jobs.operate_job"),
+    "release": ("Release the lease", "jobs.operate_job"),
+    "review": ("Send to review", "jobs.operate_job"),
+}
 
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ("short_id", "type", "state", "priority", "attempt", "lease_owner", "due_at", "state_changed_at",
-                    "error_class")
+    list_display = ("short_id", "type", "state_badge", "priority", "attempt", "age", "in_state_for", "lease_owner",
+                    "heartbeat_age", "next_attempt_at", "error_class")
     list_display_links = ("short_id",)
-    list_filter = ("state", "type", "priority")
+    list_filter = ("state", "type", PoolFilter, "priority", SourceFilter)
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
+    paginator = CappedCountPaginator
     actions = [cancel_jobs, retry_jobs_now]
     inlines = [AttemptInline, StepEventInline, TransitionInline, RecheckPlanInline]
+    change_form_template = "admin/jobs/job/console_change_form.html"
+
+    def get_search_results(self, request, queryset, search_term):
+        # IDs, correlation IDs and keys are matched exactly; a malformed UUID is not an error.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        query = Q(correlation_id=term) | Q(idempotency_key=term)
+        try:
+            query |= Q(id=uuid.UUID(term))
+        except ValueError:
+            pass
+        return queryset.filter(query), False
+
+    def get_urls(self):
+        return [path("<uuid:job_id>/act/", self.admin_site.admin_view(self.act), name="jobs_job_act"),
+                *super().get_urls()]
+
+    def changelist_view(self, request, extra_context=None):
+        self._now = database_now()
+        return super().changelist_view(request, extra_context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = Job.objects.filter(pk=object_id).first()
+        context = dict(extra_context or {})
+        if job is not None:
+            context.update(why=job_explain(job, now=database_now()), actions_now=self.actions_now(request, job))
+        return super().change_view(request, object_id, form_url, context)
+
+    def actions_now(self, request, job) -> list[dict]:
+        """The actions this person may take on this job now, from the FSM and their permissions."""
+        allowed = {t.name for t in job.get_available_state_transitions()}
+        possible = {
+            "retry_now": "retry_now" in allowed, "cancel": "cancel" in allowed, "confirm": "confirm" in allowed,
+            "release": job.state in (State.RESERVED, State.RUNNING),
+            "review": job.state in leases.sources_of("queue_for_review"),
+        }
+        actions = [{"name": name, "label": label} for name, (label, permission) in JOB_ACTIONS.items()
+                   if possible[name] and request.user.has_perm(permission)]
+        if job.state == State.READY_FOR_REVIEW and request.user.has_perm("jobs.review_job"):
+            actions.append({"name": "decide", "label": "Decide in the review workspace",
+                            "url": reverse("admin:review_case", args=[job.id])})
+        return actions
+
+    def act(self, request, job_id):
+        if request.method != "POST":
+            return HttpResponseRedirect(reverse("admin:jobs_job_change", args=[job_id]))
+        name, reason = request.POST.get("action", ""), request.POST.get("reason", "").strip()
+        actor = f"user:{request.user.get_username()}"
+        try:
+            if name not in JOB_ACTIONS:
+                raise JobInputError("action", f"unknown action {name!r}")
+            if not request.user.has_perm(JOB_ACTIONS[name][1]):
+                raise PermissionDenied(f"{request.user} may not {JOB_ACTIONS[name][0].lower()}")
+            result = _job_act(name, job_id, actor=actor, reason=reason, user=request.user)
+            messages.success(request, result)
+        except (JobInputError, TransitionNotAllowed, PermissionDenied, JobNotFound, leases.StaleAttempt) as refused:
+            result = f"refused: {refused}"
+            messages.error(request, result)
+        audit_record(actor=actor, action=f"job.{name}", target=f"job {job_id}", reason=reason, result=result)
+        return HttpResponseRedirect(reverse("admin:jobs_job_change", args=[job_id]))
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
@@ -122,9 +242,49 @@ class JobAdmin(ReadOnlyAdmin):
     def short_id(self, job):
         return str(job.id)[:8]
 
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, job):
+        return format_html('<span class="badge state-{}">{}</span>', job.state, job.state.replace("_", " "))
+
     @admin.display(description="attempt")
     def attempt(self, job):
         return f"{job.attempts}/{job.max_attempts}"
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, job):
+        return ago((self._now - job.created_at).total_seconds())
+
+    @admin.display(description="in state for", ordering="state_changed_at")
+    def in_state_for(self, job):
+        return ago((self._now - job.state_changed_at).total_seconds())
+
+    @admin.display(description="heartbeat")
+    def heartbeat_age(self, job):
+        return f"{ago((self._now - job.heartbeat_at).total_seconds())} ago" if job.heartbeat_at else "—"
+
+    class Media:
+        css = {"all": ["dashboard/console.css"]}
+
+
+def _job_act(name: str, job_id, *, actor: str, reason: str, user) -> str:
+    if name == "retry_now":
+        return f"retried: {services.job_retry_now(job_id=job_id, actor=actor, reason=reason, user=user).state}"
+    if name == "cancel":
+        return f"cancelled: {services.job_cancel(job_id=job_id, actor=actor, reason=reason, user=user).state}"
+    if name == "confirm":
+        return f"confirmed: {services.job_confirm(job_id=job_id, actor=actor, reason=reason or 'confirmed', user=user).state}"
+    if not reason:
+        raise JobInputError("reason", "is required: say why, it goes into the job's audit log")
+    job = Job.objects.get(pk=job_id)
+    if name == "release":
+        if job.state not in (State.RESERVED, State.RUNNING):
+            raise JobInputError("job", f"the job is {job.state}: no lease to release")
+        leases.release(job.id, job.lease_version, actor=actor, reason=f"released from the console: {reason}")
+        return "released: planned again, due now"
+    result = leases.review_queue_job(job.id, actor=actor, cause=f"sent to review: {reason}")
+    if result is None:
+        raise JobInputError("job", f"the job is {job.state}: it cannot go to review")
+    return "sent to review"
 
 
 @admin.register(Attempt)
@@ -213,6 +373,14 @@ class HostStateAdmin(ReadOnlyAdmin):
     list_display = ("host", "next_allowed_at", "in_flight_until", "consecutive_failures", "breaker_open_until",
                     "last_outcome")
     search_fields = ("host",)
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("at", "actor", "action", "target", "reason", "result")
+    list_filter = ("action",)
+    search_fields = ("actor", "target")
+    ordering = ("-at",)
+
 
 from . import admin_pipeline  # noqa: E402,F401  (the pipeline's pages)
 from . import admin_rechecks  # noqa: E402,F401  (recheck plans)

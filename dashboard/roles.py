@@ -1,33 +1,48 @@
-"""The console's two roles as Django groups: operators act on jobs, reviewers decide cases."""
+"""The console's three roles as Django groups, created by a data migration and kept exact by
+``roles_ensure`` (run again by ``manage.py demo_data``):
+
+| role | sees | may |
+| --- | --- | --- |
+| ``viewer`` | every console page, read-only | nothing |
+| ``reviewer`` | everything | decide, escalate and skip review cases; end a recheck plan with a manual decision |
+| ``operator`` | everything | retry, cancel, confirm, release, send to review, bulk actions, pause/resume pools; maintain sources and assets; end or abort recheck plans |
+
+The matrix is enforced by the services each action calls (the person's permission) and by the
+console views; ``tests/dashboard/test_permissions.py`` checks every console URL and action × role.
+"""
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, Permission
-
-OPERATORS = "Operators"
-REVIEWERS = "Reviewers"
+OPERATORS = "operator"
+REVIEWERS = "reviewer"
+VIEWERS = "viewer"
 
 _VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent")] + [
     f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate", "source",
                                           "protectedasset", "candidate", "finding")] + [
-    f"rechecks.view_{model}" for model in ("recheckplan", "observation")]
+    f"rechecks.view_{model}" for model in ("recheckplan", "observation")] + [
+    "dashboard.view_auditentry"]
 ROLE_PERMISSIONS = {
-    # Operators also maintain the sources and register protected assets.
+    VIEWERS: _VIEW,
+    REVIEWERS: [*_VIEW, "jobs.review_job", "rechecks.decide_plan"],
     OPERATORS: [*_VIEW, "jobs.operate_job", "workers.add_source", "workers.change_source",
                 "workers.add_protectedasset", "rechecks.decide_plan", "rechecks.abort_plan"],
-    REVIEWERS: [*_VIEW, "jobs.review_job", "rechecks.decide_plan"],
 }
 
 
-def roles_ensure() -> dict[str, Group]:
-    """Create or update the groups with exactly their permissions (idempotent)."""
+def roles_ensure(apps=None) -> dict:
+    """Create or update the groups with exactly their permissions (idempotent). ``apps``: a
+    migration's app registry (the data migration passes it)."""
+    if apps is None:
+        from django.apps import apps
+    group_model, permission_model = apps.get_model("auth", "Group"), apps.get_model("auth", "Permission")
     groups = {}
     for name, codenames in ROLE_PERMISSIONS.items():
-        group, _ = Group.objects.get_or_create(name=name)
+        group, _ = group_model.objects.get_or_create(name=name)
         permissions = []
         for dotted in codenames:
             app_label, codename = dotted.split(".")
-            permissions.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            permissions.append(permission_model.objects.get(content_type__app_label=app_label, codename=codename))
         group.permissions.set(permissions)
         groups[name] = group
     return groups

@@ -138,6 +138,8 @@ class Job(ConcurrentTransitionMixin, models.Model):
                 condition=Q(state="ready_for_review"),
             ),
             models.Index(fields=["correlation_id"], name="job_correlation_idx"),
+            # Throughput (done/h per type) for the console snapshot: only finished jobs are indexed.
+            models.Index(fields=["finished_at", "type"], name="job_finished_idx", condition=Q(finished_at__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -215,6 +217,11 @@ class Job(ConcurrentTransitionMixin, models.Model):
         self.completion_reason = reason
         self.finished_at = LeitstandNow()
 
+    @transition(field=state, source=State.READY_FOR_REVIEW, target=State.RECHECK_DUE, permission=REVIEW_PERMISSION)
+    def decide_match(self, *, reason: str):
+        """A reviewer found the case a match: it is followed up by rechecks like an automatic match."""
+        self.completion_reason = ""
+
     @transition(field=state, source=(State.FAILED, State.DEAD), target=State.PLANNED, permission=OPERATE_PERMISSION)
     def retry_now(self, *, reason: str = "retried by an operator"):
         """Give the job a fresh retry budget and make it due now (e.g. from the dead-letter queue)."""
@@ -232,6 +239,32 @@ class Job(ConcurrentTransitionMixin, models.Model):
         self.lease_owner = ""
         self.lease_expires_at = None
         self.next_attempt_at = None
+
+
+class ReviewLease(models.Model):
+    """A reviewer's short hold on a review case, so two reviewers never decide the same case. It
+    expires by itself (and is renewed while the reviewer works), so an abandoned case returns to the
+    queue instead of making it look empty."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="review_lease", primary_key=True)
+    reviewer = models.CharField(max_length=255)
+    taken_at = models.DateTimeField(db_default=LeitstandNow())
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} holds {self.job_id} until {self.expires_at}"
+
+
+class ReviewEscalation(models.Model):
+    """A review case a reviewer handed to the escalated queue (senior reviewers), with the reason."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="review_escalation", primary_key=True)
+    escalated_by = models.CharField(max_length=255)
+    reason = models.CharField(max_length=500)
+    at = models.DateTimeField(db_default=LeitstandNow())
+
+    def __str__(self) -> str:
+        return f"{self.job_id} escalated by {self.escalated_by}"
 
 
 class Attempt(models.Model):

@@ -12,10 +12,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
+from django.core.exceptions import PermissionDenied
+from django.db import connection, transaction
 
 from jobs import leases
-from jobs.models import Job
+from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease
 
 _TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_PAYLOAD_BYTES = 1_000_000
@@ -139,10 +140,82 @@ def job_retry_now(*, job_id, actor: str, reason: str, user=None) -> Job:
     return leases.transition_apply(job_id, "retry_now", actor=actor, cause=f"retry now: {reason}", user=user, reason=reason)
 
 
-def review_decide(*, job_id, actor: str, reason: str, user=None) -> Job:
-    """A reviewer's decision on a review case: ready_for_review → done, with the reason."""
+def review_decide(*, job_id, actor: str, reason: str, user=None, is_match: bool = False) -> Job:
+    """A reviewer's decision on a review case: ready_for_review → done, or → recheck_due for a match
+    (followed up like an automatic match). A case another reviewer holds is refused."""
     _require_reason(reason)
-    return leases.transition_apply(job_id, "decide", actor=actor, cause=f"decided: {reason}", user=user, reason=reason)
+    with transaction.atomic():
+        held = ReviewLease.objects.select_for_update().filter(job_id=job_id, expires_at__gt=LeitstandNow()).first()
+        if held and held.reviewer != actor:
+            raise ReviewHeld(held)
+        name = "decide_match" if is_match else "decide"
+        job = leases.transition_apply(job_id, name, actor=actor, cause=f"decided: {reason}", user=user, reason=reason)
+        ReviewLease.objects.filter(job_id=job_id).delete()
+        ReviewEscalation.objects.filter(job_id=job_id).delete()
+    return job
+
+
+def review_escalate(*, job_id, actor: str, reason: str, user=None) -> ReviewEscalation:
+    """Hand a review case to the escalated queue; it stays ready for review."""
+    _require_reason(reason)
+    if user is not None and not user.has_perm("jobs.review_job"):
+        raise PermissionDenied(f"{user} lacks the permission to review jobs")
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if job.state != "ready_for_review":
+            raise JobInputError("job", f"job {job.id} is {job.state}, not ready for review")
+        held = ReviewLease.objects.filter(job_id=job_id, expires_at__gt=LeitstandNow()).first()
+        if held and held.reviewer != actor:
+            raise ReviewHeld(held)
+        escalation, _ = ReviewEscalation.objects.update_or_create(
+            job=job, defaults={"escalated_by": actor[:255], "reason": reason[:500], "at": LeitstandNow()})
+        ReviewLease.objects.filter(job_id=job_id).delete()
+    return escalation
+
+
+class ReviewHeld(Exception):
+    def __init__(self, lease: ReviewLease) -> None:
+        super().__init__(f"review case {lease.job_id} is held by {lease.reviewer} until {lease.expires_at:%H:%M:%S}")
+        self.lease = lease
+
+
+_REVIEW_NEXT_SQL = """
+-- The oldest open case that nobody else holds (or that this reviewer already holds), taken in one
+-- statement: SKIP LOCKED keeps two reviewers from ever taking the same case at the same moment.
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+candidate AS (
+    SELECT j.id FROM jobs_job AS j
+    LEFT JOIN jobs_reviewlease AS l ON l.job_id = j.id
+    CROSS JOIN clock
+    WHERE j.state = 'ready_for_review' AND (l.job_id IS NULL OR l.expires_at <= clock.now OR l.reviewer = %(me)s)
+      AND (%(job_id)s::uuid IS NULL OR j.id = %(job_id)s::uuid)
+      AND %(escalated)s = EXISTS (SELECT 1 FROM jobs_reviewescalation AS e WHERE e.job_id = j.id)
+    ORDER BY (l.reviewer IS NOT DISTINCT FROM %(me)s) DESC, j.state_changed_at, j.id
+    LIMIT 1
+    FOR UPDATE OF j SKIP LOCKED
+)
+INSERT INTO jobs_reviewlease AS l (job_id, reviewer, taken_at, expires_at)
+SELECT candidate.id, %(me)s, clock.now, clock.now + %(seconds)s * interval '1 second' FROM candidate, clock
+ON CONFLICT (job_id) DO UPDATE SET reviewer = EXCLUDED.reviewer, taken_at = EXCLUDED.taken_at,
+                                   expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= EXCLUDED.taken_at OR l.reviewer = EXCLUDED.reviewer
+RETURNING job_id
+"""
+
+
+def review_take(*, reviewer: str, seconds: float, job_id=None, escalated: bool = False) -> Job | None:
+    """Hold the next open review case (or the given one) of the normal or the escalated queue for
+    ``seconds``; None when none is free."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_REVIEW_NEXT_SQL, {"me": reviewer[:255], "seconds": seconds, "escalated": escalated,
+                                          "job_id": str(job_id) if job_id else None})
+        row = cursor.fetchone()
+    return Job.objects.get(pk=row[0]) if row else None
+
+
+def review_release(*, job_id, reviewer: str) -> None:
+    """Give a held case back to the queue (skip)."""
+    ReviewLease.objects.filter(job_id=job_id, reviewer=reviewer).delete()
 
 
 def _require_reason(reason: str) -> None:

@@ -168,8 +168,9 @@ def case_settle(plan_id: int) -> bool:
 
 def _end(plan: RecheckPlan, reason: EndReason, *, by: str, note: str) -> None:
     plan.state, plan.end_reason, plan.ended_by = RecheckPlan.State.ENDED, reason, by[:255]
-    plan.end_note, plan.ended_at, plan.next_check_at = note[:500], LeitstandNow(), None
-    plan.save(update_fields=["state", "end_reason", "ended_by", "end_note", "ended_at", "next_check_at"])
+    plan.end_note, plan.ended_at, plan.next_check_at, plan.next_check_reason = note[:500], LeitstandNow(), None, ""
+    plan.save(update_fields=["state", "end_reason", "ended_by", "end_note", "ended_at", "next_check_at",
+                             "next_check_reason"])
     plan.refresh_from_db(fields=["ended_at"])
 
 

@@ -82,7 +82,8 @@ def handle(context: JobContext):
     content_hash = hashlib.sha256(body).hexdigest()
     with context.step("record") as info:
         recorded = context.effect(f"finding:{context.job_id}", kind="finding", apply=lambda: _finding_record(
-            context, candidate, asset_id, score, verdict, evidence, content_hash, f"{decoded.dhash:016x}"))
+            context, candidate, asset_id, score, verdict, evidence, content_hash, f"{decoded.dhash:016x}",
+            decoded.thumbnail))
         info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"])
     finding_ref = f"finding:{recorded['finding_id']}"
     score, verdict = recorded["score"], recorded["verdict"]
@@ -97,11 +98,12 @@ def handle(context: JobContext):
 
 
 def _finding_record(context: JobContext, candidate: Candidate, asset_id: int, score: float, verdict: str,
-                    evidence: dict, content_hash: str, dhash: str) -> dict:
+                    evidence: dict, content_hash: str, dhash: str, thumbnail: bytes) -> dict:
     with transaction.atomic():
         finding, _ = Finding.objects.update_or_create(
             candidate=candidate, asset_id=asset_id, analysis_version=PROCESSING_VERSION,
-            defaults={"score": score, "verdict": verdict, "job_id": context.job_id, "evidence": evidence},
+            defaults={"score": score, "verdict": verdict, "job_id": context.job_id, "evidence": evidence,
+                      "thumbnail": thumbnail},
         )
         Candidate.objects.filter(pk=candidate.pk).update(content_hash=content_hash, dhash=dhash,
                                                          analysed_at=LeitstandNow())

@@ -18,6 +18,7 @@ from django.db import close_old_connections, connection
 
 from jobs import leases
 from jobs.retry import RetryPolicy
+from dashboard.snapshot import Throttled, snapshot_refresh
 from rechecks.services import planner_sweep
 from workers import dispatch
 from workers.registry import registry
@@ -42,6 +43,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "review-queue": lambda: len(leases.unclear_queue_for_review()),
     "recheck-planner": lambda: planner_sweep().__dict__,
     "dispatcher": dispatch.dispatch_sweep,
+    "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
 }
 
 

@@ -35,6 +35,10 @@ class DecodedImage:
     width: int
     height: int
     dhash: int
+    thumbnail: bytes = b""  # a PNG of at most THUMBNAIL_SIZE, re-encoded from the decoded pixels
+
+
+THUMBNAIL_SIZE = (320, 320)
 
 
 def decode(data: bytes) -> DecodedImage:
@@ -48,13 +52,22 @@ def decode(data: bytes) -> DecodedImage:
             with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as image:
                 image.load()  # decodes every pixel: truncated data fails here
                 return DecodedImage(format=image.format, width=image.width, height=image.height,
-                                    dhash=dhash(image))
+                                    dhash=dhash(image), thumbnail=_thumbnail(image))
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageRefused(f"decompression bomb: {exc}") from None
     except UnidentifiedImageError:
         raise ImageRefused(f"not one of the accepted formats ({', '.join(ALLOWED_FORMATS)})") from None
     except (OSError, SyntaxError, ValueError) as exc:  # Pillow's errors for truncated and corrupt files
         raise ImageRefused(f"corrupt or truncated image: {exc}") from None
+
+
+def _thumbnail(image: Image.Image) -> bytes:
+    """Only pixels survive: a reviewer's browser never sees the original bytes (metadata, exploits)."""
+    small = image.convert("RGB")
+    small.thumbnail(THUMBNAIL_SIZE)
+    buffer = io.BytesIO()
+    small.save(buffer, "PNG", optimize=True)
+    return buffer.getvalue()
 
 
 def dhash(image: Image.Image) -> int:

@@ -35,6 +35,8 @@ class WorkerProcess(models.Model):
     stop_reason = models.CharField(max_length=255, blank=True)
     current_job_id = models.UUIDField(null=True, blank=True)
     rss_bytes = models.PositiveBigIntegerField(default=0)
+    cpu_percent = models.FloatField(default=0.0, help_text="CPU use of the process since its previous refresh.")
+    disk_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, help_text="Free space on the host's data disk.")
     jobs_done = models.PositiveBigIntegerField(default=0)
     wakeups = models.PositiveBigIntegerField(default=0)
     duplicate_wakeups = models.PositiveBigIntegerField(
@@ -169,6 +171,8 @@ class Finding(models.Model):
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="findings",
                             help_text="The analysis job that produced it.")
     evidence = models.JSONField(default=dict, blank=True)
+    thumbnail = models.BinaryField(null=True, blank=True,
+                                   help_text="The candidate re-encoded as a small PNG by Pillow: safe to show reviewers.")
     created_at = models.DateTimeField(db_default=LeitstandNow())
 
     class Meta:

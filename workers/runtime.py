@@ -334,8 +334,11 @@ class PoolRuntime:
                 held.context.request_stop(f"lease lost: {refused}")
 
     def _registry_update(self) -> None:
-        rss = psutil.Process().memory_info().rss
+        process = self._process = getattr(self, "_process", None) or psutil.Process()
+        rss = process.memory_info().rss
         values = {"last_seen_at": LeitstandNow(), "current_job_id": self.current_job_id, "rss_bytes": rss,
+                  "cpu_percent": process.cpu_percent(interval=None),
+                  "disk_free_bytes": psutil.disk_usage(str(settings.BASE_DIR)).free,
                   "jobs_done": self.jobs_done, "wakeups": self.wakeups,
                   "duplicate_wakeups": self.duplicate_wakeups}
         mine = WorkerProcess.objects.filter(host=self.worker.host, pid=self.worker.pid, pool=self.pool,

@@ -136,3 +136,16 @@ def crawl_start(*, actor: str, sources: list[Source] | None = None, run: str | N
             correlation_id=f"crawl:{run}:source-{source.id}", source=source.name,
         ))
     return submissions
+
+
+def finding_review_record(*, job_id, verdict: str, reviewer: str, reason: str):
+    """A reviewer's verdict on the finding of a review case (kept with the automatic score)."""
+    from workers.models import Finding
+
+    finding = Finding.objects.select_related("candidate").filter(job_id=job_id).order_by("-created_at").first()
+    if finding is None:
+        return None
+    finding.verdict = verdict
+    finding.evidence = {**finding.evidence, "review": {"verdict": verdict, "by": reviewer, "reason": reason}}
+    finding.save(update_fields=["verdict", "evidence"])
+    return finding

@@ -9,6 +9,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
+        ('jobs', '0001_initial'),  # leitstand_now(), the database clock its defaults use
     ]
 
     operations = [

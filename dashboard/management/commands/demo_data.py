@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
+from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from jobs import leases, services
 from jobs.errors import ErrorKind
 from jobs.retry import RetryPolicy
@@ -34,7 +34,7 @@ class Command(BaseCommand):
     def handle(self, *args, web, no_crawl, **options):
         with transaction.atomic():
             groups = roles_ensure()
-            for username, group in (("operator", OPERATORS), ("reviewer", REVIEWERS)):
+            for username, group in (("operator", OPERATORS), ("reviewer", REVIEWERS), ("viewer", VIEWERS)):
                 user, created = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": True})
                 if created:
                     user.set_password(DEMO_PASSWORD)
@@ -42,7 +42,7 @@ class Command(BaseCommand):
                 user.groups.add(groups[group])
         created = self._jobs()
         crawled = self._pipeline(web, start_crawl=not no_crawl)
-        self.stdout.write(f"demo data ready: users operator, reviewer; {created} new synthetic jobs; {crawled}")
+        self.stdout.write(f"demo data ready: users operator, reviewer, viewer; {created} new synthetic jobs; {crawled}")
 
     def _pipeline(self, web: str, *, start_crawl: bool) -> str:
         targets = [t.strip() for t in web.split(",") if t.strip()]

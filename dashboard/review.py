@@ -1,0 +1,72 @@
+"""The reviewer workspace's service: the queue, holding a case, the evidence, and the decision.
+
+A decision is one FSM transition with the reviewer's permission (``jobs.services.review_decide``):
+*match* sends the case to rechecks (``decide_match`` → ``recheck_due``, with a recheck plan),
+*no match* ends it (``decide`` → ``done``), *escalate* hands it to the escalated queue, *skip* gives
+it back. The finding records the reviewer's verdict.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from jobs import services as job_services
+from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease, State
+from jobs.services import JobInputError
+from rechecks.services import plan_request
+from workers.services import finding_review_record
+
+VERDICTS = ("match", "no_match", "escalate", "skip")
+
+
+def queue(*, escalated: bool, limit: int) -> list[dict]:
+    jobs = (Job.objects.filter(state=State.READY_FOR_REVIEW, review_escalation__isnull=not escalated)
+            .select_related("review_lease").order_by("state_changed_at", "id")[:limit])
+    now_leases = {lease.job_id: lease for lease in ReviewLease.objects.filter(
+        job__in=[j.id for j in jobs], expires_at__gt=LeitstandNow())}
+    return [{"job": job, "lease": now_leases.get(job.id)} for job in jobs]
+
+
+def take(*, reviewer: str, escalated: bool = False, job_id=None) -> Job | None:
+    return job_services.review_take(reviewer=reviewer, seconds=settings.LEITSTAND_CONSOLE["review_lease_seconds"],
+                                    job_id=job_id, escalated=escalated)
+
+
+def holder(job: Job) -> ReviewLease | None:
+    return ReviewLease.objects.filter(job=job, expires_at__gt=LeitstandNow()).first()
+
+
+def is_escalated(job: Job) -> bool:
+    return ReviewEscalation.objects.filter(job=job).exists()
+
+
+def case(job: Job) -> dict:
+    """The evidence of a case: the finding (scores, hashes, URLs), both images, the job's history."""
+    finding = job.findings.select_related("candidate__source", "asset").order_by("-created_at").first()
+    return {
+        "finding": finding,
+        "candidate_thumbnail": finding.thumbnail if finding else None,
+        "asset_image": finding.asset.image if finding else None,
+        "escalation": ReviewEscalation.objects.filter(job=job).first(),
+        "transitions": list(job.transitions.order_by("id")),
+    }
+
+
+def decide(*, job_id, verdict: str, reason: str, actor: str, user) -> str:
+    if verdict not in VERDICTS:
+        raise JobInputError("verdict", f"must be one of {', '.join(VERDICTS)}")
+    if verdict == "skip":
+        job_services.review_release(job_id=job_id, reviewer=actor)
+        return f"case {str(job_id)[:8]} skipped: back in the queue"
+    if verdict == "escalate":
+        job_services.review_escalate(job_id=job_id, actor=actor, reason=reason, user=user)
+        return f"case {str(job_id)[:8]} escalated"
+    with transaction.atomic():
+        is_match = verdict == "match"
+        job = job_services.review_decide(job_id=job_id, actor=actor, reason=f"{verdict}: {reason}" if reason else "",
+                                         user=user, is_match=is_match)
+        finding = finding_review_record(job_id=job.id, verdict=verdict, reviewer=actor, reason=reason)
+        if is_match and finding is not None:
+            plan_request(job=job, finding=finding, content_hash=finding.candidate.content_hash)
+    return f"case {str(job_id)[:8]} decided: {verdict.replace('_', ' ')}"

@@ -1,0 +1,213 @@
+"""The console: Django's admin site with a home in three views, the reviewer workspace and the
+stuck-leases page. Every page needs a staff login; every action checks the person's permission in
+the service it calls and is written to the audit log."""
+
+from __future__ import annotations
+
+import base64
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import F
+from django.http import Http404, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django_fsm import TransitionNotAllowed
+
+from dashboard import review
+from dashboard.audit import audit_record
+from dashboard.explain import ago, heartbeat_limit_seconds
+from dashboard.models import AuditEntry, ConsoleSnapshot
+from jobs import leases
+from jobs.models import Job, State, database_now
+from jobs.services import JobInputError, ReviewHeld
+from workers.models import WorkerProcess
+from workers.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
+
+
+class ConsoleSite(admin.AdminSite):
+    site_header = "Leitstand"
+    site_title = "Leitstand"
+    index_title = "Operations console"
+    index_template = "admin/console_home.html"
+
+    def get_urls(self):
+        views = [
+            path("review/", self.admin_view(self.review_queue), name="review_queue"),
+            path("review/next/", self.admin_view(self.review_next), name="review_next"),
+            path("review/<uuid:job_id>/", self.admin_view(self.review_case), name="review_case"),
+            path("stuck/", self.admin_view(self.stuck_leases), name="stuck_leases"),
+        ]
+        return views + super().get_urls()
+
+    # --- home ------------------------------------------------------------------------------------
+
+    def index(self, request, extra_context=None):
+        return super().index(request, {**home_context(), **(extra_context or {})})
+
+    # --- reviewer workspace ---------------------------------------------------------------------
+
+    def review_queue(self, request):
+        _require(request, "jobs.view_job")
+        escalated = request.GET.get("queue") == "escalated"
+        return TemplateResponse(request, "admin/console/review_queue.html", {
+            **self.each_context(request), "title": "Review queue", "escalated": escalated,
+            "cases": review.queue(escalated=escalated, limit=100), "can_review": request.user.has_perm("jobs.review_job"),
+        })
+
+    def review_next(self, request):
+        _require(request, "jobs.review_job")
+        escalated = request.GET.get("queue") == "escalated"
+        job = review.take(reviewer=_actor(request), escalated=escalated)
+        if job is None:
+            messages.info(request, "No open case is free: the queue is empty, or every case is held by a reviewer.")
+            return HttpResponseRedirect(reverse("admin:review_queue") + ("?queue=escalated" if escalated else ""))
+        return HttpResponseRedirect(reverse("admin:review_case", args=[job.id]) + ("?queue=escalated" if escalated else ""))
+
+    def review_case(self, request, job_id):
+        _require(request, "jobs.view_job")
+        job = get_object_or_404(Job, pk=job_id)
+        escalated = request.GET.get("queue") == "escalated"
+        actor = _actor(request)
+        if request.method == "POST":
+            _require(request, "jobs.review_job")
+            verdict, reason = request.POST.get("verdict", ""), request.POST.get("reason", "").strip()
+            try:
+                message = review.decide(job_id=job.id, verdict=verdict, reason=reason, actor=actor, user=request.user)
+            except (JobInputError, ReviewHeld, TransitionNotAllowed, PermissionDenied) as refused:
+                audit_record(actor=actor, action=f"review.{verdict or 'unknown'}", target=f"job {job.id}",
+                             reason=reason, result=f"refused: {refused}")
+                messages.error(request, str(refused))
+                return HttpResponseRedirect(request.get_full_path())
+            audit_record(actor=actor, action=f"review.{verdict}", target=f"job {job.id}", reason=reason, result=message)
+            messages.success(request, message)
+            if request.POST.get("next") == "stop":
+                return HttpResponseRedirect(reverse("admin:review_queue"))
+            return HttpResponseRedirect(reverse("admin:review_next") + ("?queue=escalated" if escalated else ""))
+        held = None
+        if request.user.has_perm("jobs.review_job") and job.state == State.READY_FOR_REVIEW:
+            held = review.take(reviewer=actor, job_id=job.id, escalated=review.is_escalated(job))
+        case = review.case(job)
+        return TemplateResponse(request, "admin/console/review_case.html", {
+            **self.each_context(request), "title": f"Review case {str(job.id)[:8]}", "job": job, "case": case,
+            "held_by_me": held is not None, "holder": review.holder(job), "escalated": escalated,
+            "candidate_src": _data_uri(case["candidate_thumbnail"]), "asset_src": _data_uri(case["asset_image"]),
+            "can_review": request.user.has_perm("jobs.review_job"),
+        })
+
+    # --- stuck leases ---------------------------------------------------------------------------
+
+    def stuck_leases(self, request):
+        _require(request, "jobs.view_job")
+        if request.method == "POST":
+            _require(request, "jobs.operate_job")
+            reason = request.POST.get("reason", "").strip()
+            job_ids = request.POST.getlist("job")
+            if not reason:
+                messages.error(request, "A reason is required to release leases.")
+            else:
+                for job_id in job_ids:
+                    result = _release(job_id, actor=_actor(request), reason=reason)
+                    audit_record(actor=_actor(request), action="lease.release", target=f"job {job_id}",
+                                 reason=reason, result=result)
+                    messages.info(request, f"{job_id[:8]}: {result}")
+            return HttpResponseRedirect(reverse("admin:stuck_leases"))
+        return TemplateResponse(request, "admin/console/stuck.html", {
+            **self.each_context(request), "title": "Stuck leases", "stuck": stuck_leases(),
+            "can_operate": request.user.has_perm("jobs.operate_job"),
+        })
+
+
+def _require(request, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied(f"this page needs the permission {permission}")
+
+
+def _actor(request) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+def _data_uri(data: bytes | None) -> str:
+    if not data:
+        return ""
+    data = bytes(data)
+    mime = "image/png" if data.startswith(b"\x89PNG") else "image/jpeg" if data.startswith(b"\xff\xd8") else "image/webp"
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def _release(job_id: str, *, actor: str, reason: str) -> str:
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise Http404(job_id)
+    if job.state not in (State.RESERVED, State.RUNNING):
+        return f"not released: the job is {job.state} now"
+    try:
+        leases.release(job.id, job.lease_version, actor=actor, reason=f"released from the console: {reason}")
+    except (leases.StaleAttempt, TransitionNotAllowed) as refused:
+        return f"not released: {refused}"
+    return "released: planned again, due now"
+
+
+def stuck_leases(limit: int = 200) -> list[dict]:
+    """Leased jobs whose lease expired, or whose heartbeat is older than k of their type's intervals."""
+    now = database_now()
+    leased = (Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
+              .only("id", "type", "state", "lease_owner", "lease_expires_at", "heartbeat_at", "attempts",
+                    "max_attempts", "lease_version", "pool", "state_changed_at")
+              .order_by(F("heartbeat_at").asc(nulls_first=True))[:5000])
+    alive = {(w.host, w.pid) for w in WorkerProcess.objects.filter(
+        stopped_at__isnull=True, last_seen_at__gte=now - timedelta(seconds=LIVE_WITHIN_SECONDS))}
+    rows = []
+    for job in leased:
+        limit_s = heartbeat_limit_seconds(job.type)
+        beat = job.heartbeat_at or job.state_changed_at
+        beat_age = (now - beat).total_seconds()
+        expired = job.lease_expires_at is not None and job.lease_expires_at < now
+        if not expired and beat_age <= limit_s:
+            continue
+        host, _, pid = job.lease_owner.split("/")[0].rpartition(":")  # host:pid/pool
+        rows.append({
+            "job": job, "heartbeat_age": ago(beat_age), "limit": ago(limit_s), "expired": expired,
+            "expiry": ago((now - job.lease_expires_at).total_seconds()) if job.lease_expires_at else "—",
+            "worker_alive": (host, int(pid)) in alive if pid.isdigit() else False,
+            "last_step": job.steps.order_by("-id").values_list("step", flat=True).first() or "—",
+            "rescued": job.attempt_log.filter(outcome="lease_expired").count(),
+        })
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def home_context() -> dict:
+    now = database_now()
+    snapshot = ConsoleSnapshot.objects.filter(name="home").first()
+    age = (now - snapshot.refreshed_at).total_seconds() if snapshot else None
+    stale_after = max(settings.LEITSTAND_CONSOLE["snapshot_seconds"] * 6, 30)
+    data = snapshot.data if snapshot else {"pipeline": {"types": {}, "stale_writes_1h": 0},
+                                           "business": {"sources": [], "review": {}, "rechecks": {}}}
+    pools = list(pools_with_consumers().order_by("name"))
+    hosts: dict[str, list] = {}
+    recent = WorkerProcess.objects.filter(last_seen_at__gte=now - timedelta(minutes=10)).order_by("host", "pool", "pid")
+    for worker in recent:
+        worker.seen_ago = ago((now - worker.last_seen_at).total_seconds())
+        worker.is_live = worker.stopped_at is None and (now - worker.last_seen_at).total_seconds() <= LIVE_WITHIN_SECONDS
+        hosts.setdefault(worker.host, []).append(worker)
+    types = data["pipeline"]["types"]
+    for name, figures in types.items():
+        figures["oldest_due"] = ago(figures["oldest_due_seconds"]) if figures.get("oldest_due_seconds") is not None else "—"
+        figures["waiting"] = sum(figures["states"].get(s, 0) for s in ("planned", "failed"))
+    review_figures = data["business"].get("review", {})
+    if review_figures.get("oldest_seconds") is not None:
+        review_figures["oldest"] = ago(review_figures["oldest_seconds"])
+    for source in data["business"]["sources"]:
+        age_s = source.get("last_candidate_age_seconds")
+        source["last_candidate"] = "never" if age_s is None else f"{ago(age_s)} ago"
+    return {
+        "snapshot": data, "snapshot_age": None if age is None else ago(age),
+        "snapshot_stale": age is None or age > stale_after, "snapshot_took_ms": snapshot.took_ms if snapshot else None,
+        "pools": pools, "hosts": hosts, "states": [s.value for s in State],
+        "recent_audit": AuditEntry.objects.order_by("-at")[:8],
+    }

@@ -1,0 +1,57 @@
+"""Template helpers of the console: server-rendered SVG sparklines and job-list links."""
+
+from django import template
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+register = template.Library()
+
+
+@register.simple_tag
+def sparkline(values, width=120, height=24):
+    """A polyline of ``values`` (oldest first), scaled to its maximum; no script, no inline style."""
+    values = list(values or [])
+    if not values:
+        return ""
+    top = max(values) or 1
+    step = width / max(len(values) - 1, 1)
+    points = " ".join(f"{i * step:.1f},{height - 2 - (v / top) * (height - 4):.1f}" for i, v in enumerate(values))
+    return format_html(
+        '<svg class="spark" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">'
+        '<polyline points="{}" fill="none" stroke="currentColor" stroke-width="1.5"/></svg>',
+        width, height, width, height, f"done per 5 minutes, last 2 hours: {', '.join(map(str, values))}", points)
+
+
+@register.simple_tag
+def jobs_url(**filters):
+    """The jobs list, already filtered: every number on the console links to the list it counts."""
+    query = {f"{key}__exact": value for key, value in filters.items() if value not in (None, "")}
+    return reverse("admin:jobs_job_changelist") + ("?" + urlencode(query) if query else "")
+
+
+@register.filter
+def get(mapping, key):
+    return (mapping or {}).get(key, 0)
+
+
+@register.simple_tag
+def state_badge(state):
+    return format_html('<span class="badge state-{}">{}</span>', state, state.replace("_", " "))
+
+
+@register.simple_tag
+def mib(value):
+    return "—" if value in (None, "") else f"{int(value) / 2**20:,.0f} MiB"
+
+
+@register.simple_tag
+def gib(value):
+    return "—" if value in (None, "") else f"{int(value) / 2**30:,.1f} GiB"
+
+
+
+
+@register.filter
+def human(name: str) -> str:
+    return str(name).replace("_", " ")

@@ -1,0 +1,183 @@
+"""The console pages with real records: the home's snapshot, the job page's sentence and actions,
+the reviewer workspace, stuck leases, the capped jobs list, and the audit log."""
+
+
+import pytest
+from django.urls import reverse
+
+from dashboard.models import AuditEntry
+from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
+from dashboard.snapshot import snapshot_refresh
+from jobs import leases
+from jobs.models import Job, ReviewEscalation, ReviewLease, State
+from jobs.services import review_take
+from rechecks.models import RecheckPlan
+from tests.conftest import job_in_state
+from workers import demoweb
+from workers.models import Candidate, Finding, Source
+from workers.services import asset_register, job_submit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def login(client, django_user_model):
+    def as_role(role: str, name: str | None = None):
+        user = django_user_model.objects.create_user(name or role, password="x" * 12, is_staff=True)
+        user.groups.add(roles_ensure()[role])
+        client.force_login(user)
+        return user
+    return as_role
+
+
+def review_case(key="c1", score=0.8):
+    """An analysis job in review with its finding and thumbnail, as the analysis handler leaves it."""
+    name, owner, data = demoweb.protected_assets()[0]
+    asset, _ = asset_register(name=name, owner_ref=owner, data=data)
+    source, _ = Source.objects.get_or_create(name="Galerie", base_url="https://galerie.example/")
+    candidate = Candidate.objects.create(image_url=f"https://galerie.example/{key}.png",
+                                         page_url="https://galerie.example/", source=source, content_hash="h" * 64)
+    job = job_submit(job_type="analysis", payload={"candidate_id": candidate.id}, idempotency_key=key, actor="t").job
+    job = job_in_state(job, State.READY_FOR_REVIEW)
+    Finding.objects.create(candidate=candidate, asset=asset, score=score, verdict="unclear", job=job,
+                           analysis_version="analysis@1", thumbnail=demoweb.asset_png(2)[:0] or data,
+                           evidence={"differing_bits": 13, "bands": {"match_at": 0.9, "no_match_below": 0.75},
+                                     "candidate_dhash": "00ff", "asset_dhash": asset.dhash, "page_url": "p",
+                                     "format": "PNG", "size": [480, 320]})
+    return job
+
+
+def test_the_home_shows_the_three_views_from_the_snapshot(client, login, make_job, db_clock):
+    login(VIEWERS)
+    page = client.get(reverse("admin:index"))
+    assert page.status_code == 200 and b"is <code>manage.py runpool control</code> running?" in page.content
+    job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    for _ in range(3):
+        make_job("crawl", pool="crawl")
+    review_case()
+    done = job_in_state(make_job("analysis", pool="analysis"), State.DONE)
+    Job.objects.filter(pk=done.pk).update(finished_at=db_clock.now())
+    figures = snapshot_refresh()
+    crawl = figures["pipeline"]["types"]["crawl"]
+    assert crawl["states"] == {"planned": 3, "dead": 1} and crawl["oldest_due_seconds"] >= 0
+    assert figures["pipeline"]["types"]["analysis"]["done_1h"] == 1
+    assert figures["pipeline"]["types"]["analysis"]["done_buckets"][-1] == 1, "done/h counts each job as it ends"
+    assert figures["business"]["review"]["backlog"] == 1
+    assert figures["business"]["sources"][0]["is_quiet"] is False
+    page = client.get(reverse("admin:index"))
+    html = page.content.decode()
+    assert "runpool control</code> running?" not in html
+    for part in ("Pipeline", "Business", "Hosts", "Review backlog", "<svg class=\"spark\"", "?type__exact=crawl&amp;state__exact=dead"):
+        assert part in html or part.replace("&amp;", "&") in html, part
+
+
+def test_the_job_page_says_why_and_offers_the_allowed_actions(client, login, make_job):
+    login(OPERATORS)
+    dead = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    page = client.get(reverse("admin:jobs_job_change", args=[dead.id])).content.decode()
+    assert 'id="why"' in page and "in the dead-letter queue since" in page
+    assert 'id="act-retry_now"' in page and 'id="act-cancel"' in page and 'id="act-confirm"' not in page
+    url = reverse("admin:jobs_job_act", args=[dead.id])
+    refused = client.post(url, {"action": "retry_now", "reason": ""}, follow=True)
+    assert b"reason: is required" in refused.content
+    client.post(url, {"action": "retry_now", "reason": "fixed the parser"})
+    assert Job.objects.get(pk=dead.pk).state == State.PLANNED
+    entries = list(AuditEntry.objects.order_by("id").values_list("actor", "action", "reason", "result"))
+    assert entries[0][3].startswith("refused: reason: is required")
+    assert entries[1] == ("user:operator", "job.retry_now", "fixed the parser", "retried: planned")
+
+
+def test_a_viewer_sees_the_sentence_but_no_actions_and_cannot_act(client, login, make_job):
+    login(VIEWERS)
+    dead = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    page = client.get(reverse("admin:jobs_job_change", args=[dead.id])).content.decode()
+    assert "in the dead-letter queue" in page and "act-retry_now" not in page
+    client.post(reverse("admin:jobs_job_act", args=[dead.id]), {"action": "retry_now", "reason": "x"})
+    assert Job.objects.get(pk=dead.pk).state == State.DEAD
+    assert AuditEntry.objects.get().result.startswith("refused: ")
+
+
+def test_two_reviewers_never_hold_the_same_case(db):
+    first, second = review_case("a"), review_case("b")
+    assert review_take(reviewer="user:r1", seconds=60).id == first.id
+    assert review_take(reviewer="user:r2", seconds=60).id == second.id
+    assert review_take(reviewer="user:r3", seconds=60) is None, "both cases are held"
+    assert review_take(reviewer="user:r1", seconds=60).id == first.id, "a reviewer gets their own case back"
+
+
+def test_a_reviewer_decides_cases_with_a_reason(client, login):
+    reviewer = login(REVIEWERS)
+    no_match, match, escalate = review_case("n"), review_case("m"), review_case("e")
+    assert client.get(reverse("admin:review_next")).url == reverse("admin:review_case", args=[no_match.id])
+    page = client.get(reverse("admin:review_case", args=[no_match.id])).content.decode()
+    assert 'id="candidate-image"' in page and 'id="asset-image"' in page and "13 of 64 bits differ" in page
+    assert ReviewLease.objects.get(job=no_match).reviewer == "user:reviewer"
+    case_url = reverse("admin:review_case", args=[no_match.id])
+    client.post(case_url, {"verdict": "no_match", "reason": ""})
+    assert Job.objects.get(pk=no_match.pk).state == State.READY_FOR_REVIEW, "a decision needs a reason"
+    client.post(case_url, {"verdict": "no_match", "reason": "different picture"})
+    job = Job.objects.get(pk=no_match.pk)
+    assert (job.state, job.completion_reason) == (State.DONE, "no_match: different picture")
+    assert Finding.objects.get(job=job).evidence["review"] == {"verdict": "no_match", "by": "user:reviewer",
+                                                               "reason": "different picture"}
+    client.get(reverse("admin:review_case", args=[match.id]))
+    client.post(reverse("admin:review_case", args=[match.id]), {"verdict": "match", "reason": "same motif"})
+    assert Job.objects.get(pk=match.pk).state == State.RECHECK_DUE
+    assert RecheckPlan.objects.get(job=match).state == "active", "a reviewer's match is rechecked too"
+    client.get(reverse("admin:review_case", args=[escalate.id]))
+    client.post(reverse("admin:review_case", args=[escalate.id]), {"verdict": "escalate", "reason": "unsure: crop"})
+    assert ReviewEscalation.objects.get(job=escalate).reason == "unsure: crop"
+    assert client.get(reverse("admin:review_next")).url == reverse("admin:review_queue"), "only escalated cases left"
+    assert b"No open case is free" in client.get(reverse("admin:review_queue")).content
+    escalated = client.get(reverse("admin:review_queue") + "?queue=escalated").content.decode()
+    assert str(escalate.id)[:8] in escalated
+    assert [a for a, in AuditEntry.objects.order_by("id").values_list("action")] == [
+        "review.no_match", "review.no_match", "review.match", "review.escalate"]
+    assert reviewer
+
+
+def test_a_case_held_by_another_reviewer_cannot_be_decided(client, login):
+    case = review_case("h")
+    review_take(reviewer="user:someone", seconds=300)
+    login(REVIEWERS)
+    page = client.get(reverse("admin:review_case", args=[case.id])).content.decode()
+    assert "Another reviewer holds this case" in page
+    client.post(reverse("admin:review_case", args=[case.id]), {"verdict": "no_match", "reason": "x"})
+    assert Job.objects.get(pk=case.pk).state == State.READY_FOR_REVIEW
+    assert "held by user:someone" in AuditEntry.objects.get().result
+
+
+def test_stuck_leases_are_listed_and_released_with_a_reason(client, login, make_job, worker, db_clock):
+    login(OPERATORS)
+    make_job("crawl", pool="crawl")
+    (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=600, start=True)
+    healthy_page = client.get(reverse("admin:stuck_leases")).content.decode()
+    assert "No stuck leases" in healthy_page
+    db_clock.advance(120)  # the heartbeat is older than 3 × the synthetic type's interval
+    page = client.get(reverse("admin:stuck_leases")).content.decode()
+    assert str(claimed.id)[:8] in page and "gone" in page
+    client.post(reverse("admin:stuck_leases"), {"job": [str(claimed.id)], "reason": "host-a was decommissioned"})
+    assert Job.objects.get(pk=claimed.id).state == State.PLANNED
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.reason, entry.result) == ("lease.release", "host-a was decommissioned",
+                                                          "released: planned again, due now")
+
+
+def test_the_jobs_list_searches_exact_ids_and_never_counts_everything(client, login, make_job, settings):
+    login(VIEWERS)
+    job = make_job("crawl", pool="crawl", correlation_id="order-77")
+    for _ in range(3):
+        make_job("crawl", pool="crawl")
+    changelist = reverse("admin:jobs_job_changelist")
+    for term in (str(job.id), "order-77", job.idempotency_key):
+        page = client.get(changelist, {"q": term}).content.decode()
+        assert str(job.id)[:8] in page and "1 result" in page, term
+    assert client.get(changelist, {"q": "not-a-uuid"}).status_code == 200
+    from dashboard.admin import CappedCountPaginator
+    CappedCountPaginator.CAP = 2
+    try:
+        paginator = CappedCountPaginator(Job.objects.filter(pool="crawl").order_by("id"), 100)
+        assert paginator.count == 3, "a filtered list counts at most CAP + 1 rows"
+    finally:
+        CappedCountPaginator.CAP = 10_000
+    assert client.get(changelist, {"pool": "crawl", "state__exact": "planned"}).status_code == 200

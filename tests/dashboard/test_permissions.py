@@ -1,0 +1,89 @@
+"""The permission matrix: every console URL and action × each role → the expected answer and effect.
+
+| | anonymous | viewer | reviewer | operator |
+| --- | --- | --- | --- | --- |
+| pages (home, lists, job page, review queue and case, stuck leases, audit log) | login | 200 | 200 | 200 |
+| take a review case / decide it | login | 403 | allowed | 403 |
+| job actions, release stuck leases, pause pools, bulk actions | login | refused | refused | allowed |
+| add sources and assets | login | 403 | 403 | 200 |
+| end a recheck plan: manual decision / abort | login | — / — | allowed / — | allowed / allowed |
+"""
+
+import pytest
+from django.urls import reverse
+
+from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
+from jobs.models import Job, State
+from tests.conftest import job_in_state
+from tests.dashboard.test_console import review_case
+from workers.models import Pool
+
+pytestmark = pytest.mark.django_db
+ROLES = ["anonymous", VIEWERS, REVIEWERS, OPERATORS]
+
+
+@pytest.fixture
+def as_role(client, django_user_model):
+    def login(role):
+        if role != "anonymous":
+            user = django_user_model.objects.create_user(f"u-{role}", password="x" * 12, is_staff=True)
+            user.groups.add(roles_ensure()[role])
+            client.force_login(user)
+        return client
+    return login
+
+
+def pages(job, case):
+    return [reverse("admin:index"), reverse("admin:review_queue"), reverse("admin:review_case", args=[case.id]),
+            reverse("admin:stuck_leases"), reverse("admin:jobs_job_changelist"),
+            reverse("admin:jobs_job_change", args=[job.id]), reverse("admin:dashboard_auditentry_changelist"),
+            reverse("admin:workers_finding_changelist"), reverse("admin:rechecks_recheckplan_changelist"),
+            reverse("admin:workers_pool_changelist"), reverse("admin:workers_workerprocess_changelist")]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_page_needs_a_login_and_every_role_may_look(as_role, role, make_job):
+    client = as_role(role)
+    job, case = make_job("crawl", pool="crawl"), review_case()
+    for url in pages(job, case):
+        response = client.get(url)
+        expected = 302 if role == "anonymous" else 200
+        assert response.status_code == expected, (role, url)
+        if role == "anonymous":
+            assert "/admin/login/" in response.url
+
+
+@pytest.mark.parametrize("role,expected", [("anonymous", 302), (VIEWERS, 403), (REVIEWERS, 302), (OPERATORS, 403)])
+def test_only_reviewers_take_and_decide_cases(as_role, role, expected):
+    client = as_role(role)
+    case = review_case()
+    assert client.get(reverse("admin:review_next")).status_code == expected
+    response = client.post(reverse("admin:review_case", args=[case.id]), {"verdict": "no_match", "reason": "r"})
+    assert response.status_code == (302 if role in ("anonymous", REVIEWERS) else 403)
+    assert Job.objects.get(pk=case.pk).state == (State.DONE if role == REVIEWERS else State.READY_FOR_REVIEW)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_only_operators_act_on_jobs_leases_and_pools(as_role, role, make_job, worker):
+    client = as_role(role)
+    dead = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    client.post(reverse("admin:jobs_job_act", args=[dead.id]), {"action": "retry_now", "reason": "r"})
+    planned = make_job("crawl", pool="crawl")
+    client.post(reverse("admin:jobs_job_changelist"), {"action": "cancel_jobs", "_selected_action": [planned.id]})
+    running = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
+    stuck = client.post(reverse("admin:stuck_leases"), {"job": [str(running.id)], "reason": "r"})
+    Pool.objects.get_or_create(name="crawl")
+    client.post(reverse("admin:workers_pool_changelist"), {"action": "pause_pools", "_selected_action": ["crawl"]})
+    is_operator = role == OPERATORS
+    assert Job.objects.get(pk=dead.pk).state == (State.PLANNED if is_operator else State.DEAD)
+    assert Job.objects.get(pk=running.pk).state == (State.PLANNED if is_operator else State.RUNNING)
+    assert Job.objects.get(pk=planned.pk).state == (State.CANCELLED if is_operator else State.PLANNED)
+    assert Pool.objects.get(name="crawl").is_paused is is_operator
+    assert stuck.status_code == {"anonymous": 302, OPERATORS: 302}.get(role, 403)
+
+
+@pytest.mark.parametrize("role,expected", [("anonymous", 302), (VIEWERS, 403), (REVIEWERS, 403), (OPERATORS, 200)])
+def test_only_operators_add_sources_and_assets(as_role, role, expected):
+    client = as_role(role)
+    for model in ("source", "protectedasset"):
+        assert client.get(reverse(f"admin:workers_{model}_add")).status_code == expected, model

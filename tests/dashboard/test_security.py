@@ -1,0 +1,29 @@
+"""Login protection (django-axes locks the (user name, address) pair) and the Content Security Policy."""
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+def attempt(client, username, password, address):
+    return client.post(reverse("admin:login"), {"username": username, "password": password,
+                                                "next": "/admin/"}, REMOTE_ADDR=address)
+
+
+def test_repeated_failures_lock_only_that_user_from_that_address(client, django_user_model, settings):
+    for name in ("alice", "bob"):
+        django_user_model.objects.create_user(name, password="correct-horse-9", is_staff=True)
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert attempt(client, "alice", "wrong", "10.0.0.1").status_code == 200
+    assert attempt(client, "alice", "wrong", "10.0.0.1").status_code == 429, "the limit-th failure locks"
+    assert attempt(client, "alice", "correct-horse-9", "10.0.0.1").status_code == 429, "locked, even when right"
+    assert attempt(client, "bob", "correct-horse-9", "10.0.0.1").status_code == 302, "another user is not locked"
+    client.logout()
+    assert attempt(client, "alice", "correct-horse-9", "10.0.0.2").status_code == 302, "nor another address"
+
+
+def test_console_pages_carry_a_strict_content_security_policy(admin_client):
+    policy = admin_client.get(reverse("admin:index")).headers["Content-Security-Policy"]
+    assert "default-src 'self'" in policy and "script-src 'self'" in policy and "style-src 'self'" in policy
+    assert "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
