@@ -6,6 +6,7 @@ acting user's permission and logs the transition.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.functional import cached_property
@@ -22,13 +23,14 @@ from django_fsm import TransitionNotAllowed
 
 from dashboard.audit import audit_record
 from dashboard.explain import ago, job_explain
-from dashboard.models import AuditEntry
+from dashboard.models import AuditEntry, BulkOperation
 from jobs import leases, services
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, StepEvent, Transition, database_now
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.models import HostState, Pool, RobotsFile, Source, WorkerProcess
+from workers.registry import registry
 from workers.selectors import pools_with_consumers
 from workers.services import pool_pause, pool_resume
 
@@ -74,6 +76,13 @@ class StepEventInline(TransitionInline):
     ordering = ("lease_version", "id")
 
 
+class EffectInline(TransitionInline):
+    model = Effect
+    fields = ("applied_at", "kind", "key", "lease_version", "result")
+    readonly_fields = fields
+    ordering = ("id",)
+
+
 class RecheckPlanInline(admin.StackedInline):
     model = RecheckPlan
     fk_name = "job"
@@ -113,15 +122,16 @@ def retry_jobs_now(modeladmin, request, queryset):
     _run_action(modeladmin, request, queryset, services.job_retry_now, "Retried", "retried from the console")
 
 
-class CappedCountPaginator(Paginator):
-    """Never an exact COUNT(*) over millions of rows: the unfiltered list uses PostgreSQL's row
-    estimate, a filtered one counts at most ``CAP`` + 1 rows (shown as "10000+")."""
+class EstimatedCountPaginator(Paginator):
+    """Never an exact COUNT(*) over millions of rows: the count is PostgreSQL's estimate (the table's
+    row estimate unfiltered, the planner's row estimate for a filter), and an exact count only when
+    the planner expects few rows, capped at ``CAP`` + 1."""
 
-    CAP = 10_000
+    CAP = 1_000
 
     @cached_property
     def count(self) -> int:
-        query = self.object_list
+        query = self.object_list.order_by()
         if not query.query.where:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
@@ -129,7 +139,58 @@ class CappedCountPaginator(Paginator):
                 row = cursor.fetchone()
             if row and row[0] > self.CAP:
                 return int(row[0])
-        return query.order_by()[: self.CAP + 1].count()
+        else:
+            sql, params = query.query.sql_with_params()
+            with connection.cursor() as cursor:
+                cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+                plan = cursor.fetchone()[0]
+            plan = json.loads(plan) if isinstance(plan, str) else plan
+            estimate = int(plan[0]["Plan"]["Plan Rows"])
+            if estimate > self.CAP:
+                return estimate
+        return query[: self.CAP + 1].count()
+
+
+class TypeFilter(admin.SimpleListFilter):
+    """The registered types (no SELECT DISTINCT over millions of jobs)."""
+
+    title, parameter_name = "type", "type__exact"
+
+    def lookups(self, request, model_admin):
+        return [(t.name, t.name) for t in registry.all()]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(type=self.value()) if self.value() else queryset
+
+
+class PriorityFilter(admin.SimpleListFilter):
+    title, parameter_name = "priority", "priority__exact"
+
+    def lookups(self, request, model_admin):
+        return [(str(p), f"{p}{' (most urgent)' if p == 0 else ' (bulk)' if p == 9 else ''}") for p in range(10)]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(priority=int(self.value())) if self.value() else queryset
+
+
+class ParentFilter(admin.SimpleListFilter):
+    """``?parent=<job id>``: the children of a job (linked from the job page; not shown in the sidebar)."""
+
+    title, parameter_name = "parent", "parent"
+
+    def lookups(self, request, model_admin):
+        return []
+
+    def has_output(self):
+        return False
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        try:
+            return queryset.filter(parent_id=uuid.UUID(self.value()))
+        except ValueError:
+            return queryset.none()
 
 
 class PoolFilter(admin.SimpleListFilter):
@@ -167,13 +228,15 @@ class JobAdmin(ReadOnlyAdmin):
     list_display = ("short_id", "type", "state_badge", "priority", "attempt", "age", "in_state_for", "lease_owner",
                     "heartbeat_age", "next_attempt_at", "error_class")
     list_display_links = ("short_id",)
-    list_filter = ("state", "type", PoolFilter, "priority", SourceFilter)
+    list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter)
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
-    paginator = CappedCountPaginator
+    paginator = EstimatedCountPaginator
     actions = [cancel_jobs, retry_jobs_now]
-    inlines = [AttemptInline, StepEventInline, TransitionInline, RecheckPlanInline]
+    inlines = [AttemptInline, StepEventInline, TransitionInline, EffectInline, RecheckPlanInline]
+    readonly_fields = ("children",)
     change_form_template = "admin/jobs/job/console_change_form.html"
+    change_list_template = "admin/jobs/job/console_change_list.html"
 
     def get_search_results(self, request, queryset, search_term):
         # IDs, correlation IDs and keys are matched exactly; a malformed UUID is not an error.
@@ -237,6 +300,15 @@ class JobAdmin(ReadOnlyAdmin):
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
+
+    @admin.display(description="children")
+    def children(self, job):
+        counts = dict(Job.objects.filter(parent=job).order_by().values_list("state").annotate(n=Count("id")))
+        if not counts:
+            return "none"
+        summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(counts.items()))
+        url = reverse("admin:jobs_job_changelist") + f"?parent={job.id}"
+        return format_html('<a href="{}">{} child jobs</a>: {}', url, sum(counts.values()), summary)
 
     @admin.display(description="job", ordering="id")
     def short_id(self, job):
@@ -373,6 +445,23 @@ class HostStateAdmin(ReadOnlyAdmin):
     list_display = ("host", "next_allowed_at", "in_flight_until", "consecutive_failures", "breaker_open_until",
                     "last_outcome")
     search_fields = ("host",)
+
+@admin.register(BulkOperation)
+class BulkOperationAdmin(ReadOnlyAdmin):
+    list_display = ("id", "created_at", "actor", "action", "filter", "state", "progress", "changed", "skipped",
+                    "eligible", "reason")
+    list_filter = ("state", "action")
+    ordering = ("-created_at",)
+
+    @admin.display(description="progress")
+    def progress(self, operation):
+        return format_html('<progress max="100" value="{}"></progress> {} %', operation.percent, operation.percent)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        operation = BulkOperation.objects.filter(pk=object_id).first()
+        return super().change_view(request, object_id, form_url, {
+            **(extra_context or {}), "refresh": operation is not None and operation.state == "running"})
+
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):

@@ -34,3 +34,37 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target}"
+
+
+class BulkOperation(models.Model):
+    """An action on every job a filter matches, run by the control process in throttled batches.
+
+    Pinned to its filter and a high-water mark: jobs created after the operator looked at the
+    filter are never touched. Progress is visible while it runs."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    action = models.CharField(max_length=32)
+    filter = models.JSONField(help_text="The jobs list's filter it acts on.")
+    high_water = models.DateTimeField(help_text="Only jobs created up to this moment are touched.")
+    actor = models.CharField(max_length=255)
+    reason = models.CharField(max_length=500)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.RUNNING)
+    eligible = models.PositiveIntegerField(help_text="Eligible when it started (the dry run's figure).")
+    changed = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0, help_text="Matched but no longer eligible when their batch ran.")
+    cursor = models.UUIDField(null=True, blank=True, help_text="Keyset position: the last job ID handled.")
+    batches = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.filter} ({self.changed}/{self.eligible}, {self.state})"
+
+    @property
+    def percent(self) -> int:
+        return 100 if self.state == self.State.DONE else min(100, int(100 * (self.changed + self.skipped) / max(self.eligible, 1)))

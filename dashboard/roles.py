@@ -21,7 +21,7 @@ _VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "sta
     f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate", "source",
                                           "protectedasset", "candidate", "finding")] + [
     f"rechecks.view_{model}" for model in ("recheckplan", "observation")] + [
-    "dashboard.view_auditentry"]
+    "dashboard.view_auditentry", "dashboard.view_bulkoperation"]
 ROLE_PERMISSIONS = {
     VIEWERS: _VIEW,
     REVIEWERS: [*_VIEW, "jobs.review_job", "rechecks.decide_plan"],
@@ -30,9 +30,10 @@ ROLE_PERMISSIONS = {
 }
 
 
-def roles_ensure(apps=None) -> dict:
+def roles_ensure(apps=None, *, missing_ok: bool = False) -> dict:
     """Create or update the groups with exactly their permissions (idempotent). ``apps``: a
-    migration's app registry (the data migration passes it)."""
+    migration's app registry; ``missing_ok``: skip permissions of models a later migration creates
+    (that migration runs this again)."""
     if apps is None:
         from django.apps import apps
     group_model, permission_model = apps.get_model("auth", "Group"), apps.get_model("auth", "Permission")
@@ -42,7 +43,23 @@ def roles_ensure(apps=None) -> dict:
         permissions = []
         for dotted in codenames:
             app_label, codename = dotted.split(".")
-            permissions.append(permission_model.objects.get(content_type__app_label=app_label, codename=codename))
+            found = permission_model.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if found is None and not missing_ok:
+                raise LookupError(f"permission {dotted} does not exist")
+            if found is not None:
+                permissions.append(found)
         group.permissions.set(permissions)
         groups[name] = group
     return groups
+
+
+def roles_migrate(apps, schema_editor) -> None:
+    """For data migrations: create the permissions the roles need (normally made only after all
+    migrations ran), then the groups. A migration that adds a model the roles see calls it again."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    roles_ensure(apps, missing_ok=True)

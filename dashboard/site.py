@@ -10,21 +10,23 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import F
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django_fsm import TransitionNotAllowed
 
-from dashboard import review
+from dashboard import bulk, review
 from dashboard.audit import audit_record
 from dashboard.explain import ago, heartbeat_limit_seconds
 from dashboard.models import AuditEntry, ConsoleSnapshot
 from jobs import leases
-from jobs.models import Job, State, database_now
+from jobs.models import Attempt, Job, State, StepEvent, database_now
 from jobs.services import JobInputError, ReviewHeld
 from workers.models import WorkerProcess
+from workers.registry import registry
 from workers.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
 
 
@@ -40,6 +42,7 @@ class ConsoleSite(admin.AdminSite):
             path("review/next/", self.admin_view(self.review_next), name="review_next"),
             path("review/<uuid:job_id>/", self.admin_view(self.review_case), name="review_case"),
             path("stuck/", self.admin_view(self.stuck_leases), name="stuck_leases"),
+            path("bulk/", self.admin_view(self.bulk), name="bulk"),
         ]
         return views + super().get_urls()
 
@@ -98,6 +101,28 @@ class ConsoleSite(admin.AdminSite):
             "can_review": request.user.has_perm("jobs.review_job"),
         })
 
+    # --- bulk actions on a filter --------------------------------------------------------------
+
+    def bulk(self, request):
+        _require(request, "jobs.view_job")
+        params = request.POST if request.method == "POST" else request.GET
+        action = params.get("action_name", "retry_now")
+        context = {**self.each_context(request), "title": "Act on every job the filter matches",
+                   "can_operate": request.user.has_perm("jobs.operate_job"), "query": request.GET.urlencode()}
+        try:
+            job_filter = bulk.filter_from(request.GET)
+            context.update(job_filter=job_filter, preview=bulk.bulk_preview(action, job_filter), actions=bulk.ACTIONS)
+            if request.method == "POST":
+                _require(request, "jobs.operate_job")
+                operation = bulk.bulk_start(action=action, job_filter=job_filter, actor=_actor(request),
+                                            reason=request.POST.get("reason", ""), user=request.user)
+                messages.success(request, f"Bulk operation {operation.pk} started: {operation.eligible} jobs, "
+                                          f"in batches of {bulk.BATCH}, run by the control process.")
+                return HttpResponseRedirect(reverse("admin:dashboard_bulkoperation_change", args=[operation.pk]))
+        except JobInputError as refused:
+            context["error"] = str(refused)
+        return TemplateResponse(request, "admin/console/bulk.html", context)
+
     # --- stuck leases ---------------------------------------------------------------------------
 
     def stuck_leases(self, request):
@@ -152,32 +177,37 @@ def _release(job_id: str, *, actor: str, reason: str) -> str:
 
 
 def stuck_leases(limit: int = 200) -> list[dict]:
-    """Leased jobs whose lease expired, or whose heartbeat is older than k of their type's intervals."""
+    """Leased jobs whose lease expired, or whose heartbeat is older than k of their type's intervals:
+    one query over the leased set (its partial index), with the last step and rescues as subqueries."""
     now = database_now()
-    leased = (Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
-              .only("id", "type", "state", "lease_owner", "lease_expires_at", "heartbeat_at", "attempts",
-                    "max_attempts", "lease_version", "pool", "state_changed_at")
-              .order_by(F("heartbeat_at").asc(nulls_first=True))[:5000])
+    k = settings.LEITSTAND_CONSOLE["stuck_heartbeat_intervals"]
+    silent = Q()
+    for declared in registry.all():
+        silent |= Q(type=declared.name, heartbeat_at__lt=now - timedelta(seconds=declared.heartbeat_seconds * k))
+    silent |= ~Q(type__in=[t.name for t in registry.all()]) & Q(heartbeat_at__lt=now - timedelta(seconds=10 * k))
+    silent |= Q(heartbeat_at__isnull=True, state_changed_at__lt=now - timedelta(seconds=10 * k))
+    last_step = StepEvent.objects.filter(job=OuterRef("pk")).order_by("-id").values("step")[:1]
+    rescued = (Attempt.objects.filter(job=OuterRef("pk"), outcome=Attempt.Outcome.LEASE_EXPIRED).order_by()
+               .values("job").annotate(n=Count("id")).values("n"))
+    jobs = (Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
+            .filter(Q(lease_expires_at__lt=now) | silent)
+            .annotate(last_step=Subquery(last_step), rescued=Coalesce(Subquery(rescued), 0))
+            .only("id", "type", "state", "lease_owner", "lease_expires_at", "heartbeat_at", "attempts",
+                  "max_attempts", "lease_version", "pool", "state_changed_at")
+            .order_by(F("heartbeat_at").asc(nulls_first=True))[:limit])
     alive = {(w.host, w.pid) for w in WorkerProcess.objects.filter(
         stopped_at__isnull=True, last_seen_at__gte=now - timedelta(seconds=LIVE_WITHIN_SECONDS))}
     rows = []
-    for job in leased:
-        limit_s = heartbeat_limit_seconds(job.type)
+    for job in jobs:
         beat = job.heartbeat_at or job.state_changed_at
-        beat_age = (now - beat).total_seconds()
-        expired = job.lease_expires_at is not None and job.lease_expires_at < now
-        if not expired and beat_age <= limit_s:
-            continue
         host, _, pid = job.lease_owner.split("/")[0].rpartition(":")  # host:pid/pool
         rows.append({
-            "job": job, "heartbeat_age": ago(beat_age), "limit": ago(limit_s), "expired": expired,
+            "job": job, "heartbeat_age": ago((now - beat).total_seconds()), "limit": ago(heartbeat_limit_seconds(job.type)),
+            "expired": job.lease_expires_at is not None and job.lease_expires_at < now,
             "expiry": ago((now - job.lease_expires_at).total_seconds()) if job.lease_expires_at else "—",
             "worker_alive": (host, int(pid)) in alive if pid.isdigit() else False,
-            "last_step": job.steps.order_by("-id").values_list("step", flat=True).first() or "—",
-            "rescued": job.attempt_log.filter(outcome="lease_expired").count(),
+            "last_step": job.last_step or "—", "rescued": job.rescued,
         })
-        if len(rows) >= limit:
-            break
     return rows
 
 

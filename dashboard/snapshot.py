@@ -17,36 +17,53 @@ from django.conf import settings
 from django.db import connection
 
 from dashboard.models import ConsoleSnapshot
-from jobs.models import LeitstandNow
+from jobs.models import LeitstandNow, database_now
+from workers.registry import registry
 
 BUCKET_SECONDS = 300  # the sparklines: done per 5 minutes over the last 2 hours
 BUCKETS = 24
 RUNTIME_SAMPLE = 5000  # the latest finished attempts, for run-time percentiles
+TERMINAL_COUNT_SECONDS = 300  # full counts of finished jobs (a scan of millions of rows) at most this often
 
 
-def _rows(sql: str, params=None) -> list[tuple]:
+def _rows(sql: str, now, params=None) -> list[tuple]:
+    # Database time is read once per refresh and passed in: leitstand_now() is volatile, so in a
+    # WHERE clause it would keep PostgreSQL from using an index (728 ms instead of ~5 ms at 2 M jobs).
     with connection.cursor() as cursor:
-        cursor.execute(sql, params or {})
+        cursor.execute(sql, {"now": now, **(params or {})})
         return cursor.fetchall()
 
 
-def pipeline_figures() -> dict:
+def pipeline_figures(now, previous: dict | None = None) -> dict:
     types: dict[str, dict] = defaultdict(lambda: {
         "states": {}, "oldest_due_seconds": None, "done_1h": 0, "dead_1h": 0, "done_buckets": [0] * BUCKETS,
         "p50_ms": None, "p95_ms": None, "sampled": 0, "retried": 0, "pool": "",
     })
-    for job_type, pool, state, count in _rows(
-            "SELECT type, pool, state, count(*) FROM jobs_job GROUP BY type, pool, state"):
+    # Open jobs exactly, every refresh, through the partial index over the open set.
+    for job_type, state, count in _rows(
+            "SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN ('done', 'dead', 'cancelled')) "
+            "GROUP BY type, state", now):
         types[job_type]["states"][state] = count
-        types[job_type]["pool"] = pool
+    # Finished jobs are millions of rows: counted in full only every TERMINAL_COUNT_SECONDS.
+    terminal = terminal_counts(now, previous)
+    for job_type, counts in terminal["counts"].items():
+        types[job_type]["states"].update(counts)
+    for declared in registry.all():
+        if declared.name in types:
+            types[declared.name]["pool"] = declared.pool
+    # One index descent per type with planned jobs (a GROUP BY would read every planned entry).
+    planned_types = [name for name, figures in types.items() if figures["states"].get("planned")]
     for job_type, age in _rows(
-            "SELECT type, extract(epoch FROM leitstand_now() - min(due_at)) FROM jobs_job "
-            "WHERE state = 'planned' AND due_at <= leitstand_now() GROUP BY type"):
+            "SELECT t.type, extract(epoch FROM %(now)s - (SELECT min(j.due_at) FROM jobs_job AS j "
+            "    WHERE j.type = t.type AND j.state = 'planned' AND j.due_at <= %(now)s)) "
+            "FROM unnest(%(types)s::text[]) AS t(type)", now, {"types": planned_types}):
+        if age is None:
+            continue
         types[job_type]["oldest_due_seconds"] = float(age)
     for job_type, state, bucket, count in _rows(
-            "SELECT type, state, floor(extract(epoch FROM leitstand_now() - finished_at) / %(size)s)::int, count(*) "
-            "FROM jobs_job WHERE finished_at > leitstand_now() - %(span)s * interval '1 second' "
-            "GROUP BY 1, 2, 3", {"size": BUCKET_SECONDS, "span": BUCKET_SECONDS * BUCKETS}):
+            "SELECT type, state, floor(extract(epoch FROM %(now)s - finished_at) / %(size)s)::int, count(*) "
+            "FROM jobs_job WHERE finished_at > %(now)s - %(span)s * interval '1 second' "
+            "GROUP BY 1, 2, 3", now, {"size": BUCKET_SECONDS, "span": BUCKET_SECONDS * BUCKETS}):
         figures = types[job_type]
         if state == "done" and 0 <= bucket < BUCKETS:
             figures["done_buckets"][BUCKETS - 1 - bucket] += count
@@ -62,13 +79,26 @@ def pipeline_figures() -> dict:
             "FROM (SELECT job_id, outcome, extract(epoch FROM finished_at - started_at) * 1000 AS ms "
             "      FROM jobs_attempt WHERE finished_at IS NOT NULL AND started_at IS NOT NULL "
             "      ORDER BY id DESC LIMIT %(sample)s) AS a "
-            "JOIN jobs_job AS j ON j.id = a.job_id GROUP BY j.type", {"sample": RUNTIME_SAMPLE}):
+            "JOIN jobs_job AS j ON j.id = a.job_id GROUP BY j.type", now, {"sample": RUNTIME_SAMPLE}):
         types[job_type].update(p50_ms=float(p50), p95_ms=float(p95), sampled=sampled, retried=retried)
-    (stale_1h,) = _rows("SELECT count(*) FROM jobs_stalewrite WHERE at > leitstand_now() - interval '1 hour'")[0]
-    return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h}
+    (stale_1h,) = _rows("SELECT count(*) FROM jobs_stalewrite WHERE at > %(now)s - interval '1 hour'", now)[0]
+    return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h, "terminal": terminal}
 
 
-def business_figures() -> dict:
+def terminal_counts(now, previous: dict | None) -> dict:
+    """Done, dead and cancelled per type: reused from the previous snapshot while it is fresh enough."""
+    last = (previous or {}).get("pipeline", {}).get("terminal")
+    if last and time.time() - last["counted_at"] < TERMINAL_COUNT_SECONDS:
+        return last
+    counts: dict[str, dict] = defaultdict(dict)
+    for job_type, state, count in _rows(
+            "SELECT type, state, count(*) FROM jobs_job WHERE state IN ('done', 'dead', 'cancelled') "
+            "GROUP BY type, state", now):
+        counts[job_type][state] = count
+    return {"counts": dict(counts), "counted_at": time.time()}
+
+
+def business_figures(now) -> dict:
     quiet_hours = settings.LEITSTAND_CONSOLE["quiet_source_hours"]
     sources = [
         {"id": source_id, "name": name, "is_active": is_active,
@@ -76,24 +106,24 @@ def business_figures() -> dict:
          "is_quiet": is_active and (age is None or float(age) > quiet_hours * 3600),
          "findings_24h": {}}
         for source_id, name, is_active, age in _rows(
-            "SELECT s.id, s.name, s.is_active, extract(epoch FROM leitstand_now() - "
+            "SELECT s.id, s.name, s.is_active, extract(epoch FROM %(now)s - "
             "       (SELECT max(c.last_seen_at) FROM workers_candidate AS c WHERE c.source_id = s.id)) "
-            "FROM workers_source AS s ORDER BY s.name")
+            "FROM workers_source AS s ORDER BY s.name", now)
     ]
     by_id = {s["id"]: s for s in sources}
     for source_id, verdict, count in _rows(
             "SELECT c.source_id, f.verdict, count(*) FROM workers_finding AS f "
             "JOIN workers_candidate AS c ON c.id = f.candidate_id "
-            "WHERE f.created_at > leitstand_now() - interval '24 hours' GROUP BY 1, 2"):
+            "WHERE f.created_at > %(now)s - interval '24 hours' GROUP BY 1, 2", now):
         by_id[source_id]["findings_24h"][verdict] = count
     backlog, oldest = _rows(
-        "SELECT count(*), extract(epoch FROM leitstand_now() - min(state_changed_at)) FROM jobs_job "
-        "WHERE state = 'ready_for_review'")[0]
+        "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
+        "WHERE state = 'ready_for_review'", now)[0]
     active, due_now, due_24h, overdue = _rows(
-        "SELECT count(*), count(*) FILTER (WHERE next_check_at <= leitstand_now()), "
-        "count(*) FILTER (WHERE next_check_at <= leitstand_now() + interval '24 hours'), "
-        "count(*) FILTER (WHERE next_check_at < leitstand_now() - %(late)s * interval '1 second') "
-        "FROM rechecks_recheckplan WHERE state = 'active'",
+        "SELECT count(*), count(*) FILTER (WHERE next_check_at <= %(now)s), "
+        "count(*) FILTER (WHERE next_check_at <= %(now)s + interval '24 hours'), "
+        "count(*) FILTER (WHERE next_check_at < %(now)s - %(late)s * interval '1 second') "
+        "FROM rechecks_recheckplan WHERE state = 'active'", now,
         {"late": settings.LEITSTAND_CONSOLE["recheck_overdue_seconds"]})[0]
     return {
         "sources": sources,
@@ -104,8 +134,10 @@ def business_figures() -> dict:
 
 def snapshot_refresh() -> dict:
     """Compute and store the snapshot; returns the figures."""
+    now = database_now()
     started = time.perf_counter()
-    data = {"pipeline": pipeline_figures(), "business": business_figures()}
+    previous = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first()
+    data = {"pipeline": pipeline_figures(now, previous), "business": business_figures(now)}
     took_ms = (time.perf_counter() - started) * 1000
     ConsoleSnapshot.objects.update_or_create(name="home", defaults={
         "data": data, "refreshed_at": LeitstandNow(), "took_ms": took_ms})

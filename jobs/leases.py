@@ -765,6 +765,36 @@ def _sweep(*, sources, where: str, order: str, job_set: str, cause: str, actor: 
     return [WriteResult(*row) for row in rows]
 
 
+# Set-based versions of human transitions for bulk actions: the SET clauses mirror the model
+# methods (Job.retry_now, Job.cancel); the allowed sources come from the same declaration.
+_BULK = {
+    "retry_now": ("state = %(target)s, state_changed_at = clock.now, attempts = 0, due_at = clock.now, "
+                  "next_attempt_at = NULL, finished_at = NULL, completion_reason = ''", None),
+    "cancel": (f"state = %(target)s, state_changed_at = clock.now, completion_reason = %(reason)s, "
+               f"finished_at = clock.now, next_attempt_at = NULL, {_END_LEASE}",
+               f"finished_at = clock.now, outcome = '{Attempt.Outcome.CANCELLED}', error_message = %(reason)s"),
+}
+
+
+def transition_many(name: str, job_ids: list, *, actor: str, cause: str, reason: str, user=None) -> list[WriteResult]:
+    """Apply a human transition to many jobs in one statement (bulk actions); jobs not in an allowed
+    source state, or locked right now, are left alone and not returned. The person's permission is
+    checked once, as ``transition_apply`` does per job."""
+    if name not in _BULK:
+        raise ValueError(f"{name} has no bulk form; bulk forms exist for {', '.join(_BULK)}")
+    field = Job._meta.get_field("state")
+    permission = next(t.permission for t in field.get_all_transitions(Job) if t.name == name)
+    if user is not None and not user.has_perm(permission):
+        raise PermissionDenied(f"{user} lacks the permission to {name} jobs")
+    if not job_ids:
+        return []
+    job_set, attempt_set = _BULK[name]
+    return _sweep(sources=sources_of(name), where="j.id = ANY(%(ids)s)", order="j.id", job_set=job_set,
+                  attempt_set=attempt_set, cause=_text(cause, 500), actor=actor[:255], limit=len(job_ids),
+                  params={"ids": [_as_uuid(i) for i in job_ids], "target": target_of(name),
+                          "reason": _text(reason, 500)})
+
+
 def reap_expired(*, grace_seconds: float, policy: RetryPolicy, job_type: str | None = None, actor: str = "reaper",
                  limit: int = 500) -> list[WriteResult]:
     """Release leases that expired more than ``grace_seconds`` ago (database time).

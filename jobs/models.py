@@ -140,6 +140,11 @@ class Job(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["correlation_id"], name="job_correlation_idx"),
             # Throughput (done/h per type) for the console snapshot: only finished jobs are indexed.
             models.Index(fields=["finished_at", "type"], name="job_finished_idx", condition=Q(finished_at__isnull=False)),
+            # The console's counts of open jobs per type and state: an index-only scan over the open set,
+            # never over millions of finished jobs.
+            models.Index(fields=["type", "state"], name="job_open_idx", condition=~Q(state__in=TERMINAL_STATES)),
+            # The jobs list, newest first (created_at never changes, so this costs inserts only).
+            models.Index(fields=["-created_at"], name="job_created_idx"),
         ]
 
     def __str__(self) -> str:

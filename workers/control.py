@@ -18,6 +18,7 @@ from django.db import close_old_connections, connection
 
 from jobs import leases
 from jobs.retry import RetryPolicy
+from dashboard.bulk import bulk_step
 from dashboard.snapshot import Throttled, snapshot_refresh
 from rechecks.services import planner_sweep
 from workers import dispatch
@@ -44,6 +45,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "recheck-planner": lambda: planner_sweep().__dict__,
     "dispatcher": dispatch.dispatch_sweep,
     "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
+    "bulk-actions": bulk_step,
 }
 
 

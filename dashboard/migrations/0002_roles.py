@@ -4,16 +4,9 @@ from django.db import migrations
 
 
 def roles_create(apps, schema_editor):
-    from django.contrib.auth.management import create_permissions
+    from dashboard.roles import roles_migrate
 
-    # Permissions are normally created after all migrations ran; the groups need them now.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    from dashboard.roles import roles_ensure
-
-    roles_ensure(apps)
+    roles_migrate(apps, schema_editor)
 
 
 class Migration(migrations.Migration):

@@ -161,7 +161,21 @@ def _all_write_paths(worker):
     paths["review_queue_job"] = lambda job: leases.review_queue_job(job.id, actor="t", cause="deadline passed")
     for name in HUMAN:
         paths[name] = lambda job, name=name: leases.transition_apply(job.id, name, actor="t", cause="t", reason="t")
+    for name in ("retry_now", "cancel"):  # the set-based forms bulk actions use
+        paths[f"bulk_{name}"] = lambda job, name=name: leases.transition_many(name, [job.id], actor="t", cause="t",
+                                                                           reason="t")
     return paths
+
+
+@pytest.mark.parametrize("state", ALL_STATES)
+@pytest.mark.parametrize("name", ["retry_now", "cancel"])
+def test_bulk_transitions_take_exactly_the_declared_sources(make_job, state, name):
+    job = job_in_state(make_job(), state)
+    expected = {target for source, target, n in DECLARED if n == name and source == state}
+    done = leases.transition_many(name, [job.id], actor="t", cause="bulk", reason="r")
+    assert {r.to_state for r in done} == expected
+    job.refresh_from_db()
+    assert job.state == (expected.pop() if expected else state)
 
 
 def test_the_write_paths_together_perform_exactly_the_declared_pairs(make_job, worker, db_clock):

@@ -1,0 +1,67 @@
+"""Screenshots of the running demo's console for docs/screenshots/ (run while ./scripts/demo runs):
+
+    .venv/bin/python scripts/screenshots.py [--url http://127.0.0.1:8000]
+
+Logs in as the demo's operator and reviewer in Debian's headless Chromium and saves the home page,
+a job page, the review queue, a review case and a recheck plan.
+"""
+
+import argparse
+import re
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+OUT = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+def login(browser, url: str, user: str):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(f"{url}/admin/login/")
+    page.fill("#id_username", user)
+    page.fill("#id_password", "leitstand-demo")
+    page.click("input[type=submit]")
+    return page
+
+
+def first_link(page, url: str, pattern: str) -> str:
+    page.goto(url)
+    href = page.eval_on_selector_all("a", "links => links.map(a => a.getAttribute('href'))")
+    return next(h for h in href if h and re.search(pattern, h))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    url = parser.parse_args().url
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        operator = login(browser, url, "operator")
+        operator.goto(f"{url}/admin/")
+        operator.screenshot(path=OUT / "home.png", full_page=True)
+        job = first_link(operator, f"{url}/admin/jobs/job/?type__exact=analysis&state__exact=recheck_due",
+                         r"/admin/jobs/job/[0-9a-f-]{36}/change/")
+        operator.goto(url + job)
+        operator.screenshot(path=OUT / "job-page.png", full_page=True)
+        crawl = first_link(operator, f"{url}/admin/jobs/job/?type__exact=crawl&state__exact=dead",
+                           r"/admin/jobs/job/[0-9a-f-]{36}/change/")
+        operator.goto(url + crawl)
+        operator.screenshot(path=OUT / "job-page-dead.png", full_page=True)
+        operator.goto(f"{url}/admin/rechecks/recheckplan/")
+        operator.screenshot(path=OUT / "recheck-plans.png", full_page=True)
+        reviewer = login(browser, url, "reviewer")
+        reviewer.goto(f"{url}/admin/review/")
+        reviewer.screenshot(path=OUT / "review-queue.png", full_page=True)
+        reviewer.click("#start-review")
+        reviewer.wait_for_selector("#candidate-image")
+        reviewer.keyboard.press("?")
+        reviewer.screenshot(path=OUT / "review-case.png", full_page=True)
+        reviewer.keyboard.press("s")  # skip: give the case back, the screenshot decided nothing
+        browser.close()
+    print(f"screenshots in {OUT}")
+
+
+if __name__ == "__main__":
+    main()
