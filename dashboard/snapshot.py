@@ -23,6 +23,7 @@ from workers.registry import registry
 BUCKET_SECONDS = 300  # the sparklines: done per 5 minutes over the last 2 hours
 BUCKETS = 24
 RUNTIME_SAMPLE = 5000  # the latest finished attempts, for run-time percentiles
+SMALL_TABLE_ROWS = 100_000
 TERMINAL_COUNT_SECONDS = 300  # full counts of finished jobs (a scan of millions of rows) at most this often
 
 
@@ -48,9 +49,6 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
     terminal = terminal_counts(now, previous)
     for job_type, counts in terminal["counts"].items():
         types[job_type]["states"].update(counts)
-    for declared in registry.all():
-        if declared.name in types:
-            types[declared.name]["pool"] = declared.pool
     # One index descent per type with planned jobs (a GROUP BY would read every planned entry).
     planned_types = [name for name, figures in types.items() if figures["states"].get("planned")]
     for job_type, age in _rows(
@@ -81,6 +79,9 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
             "      ORDER BY id DESC LIMIT %(sample)s) AS a "
             "JOIN jobs_job AS j ON j.id = a.job_id GROUP BY j.type", now, {"sample": RUNTIME_SAMPLE}):
         types[job_type].update(p50_ms=float(p50), p95_ms=float(p95), sampled=sampled, retried=retried)
+    for declared in registry.all():
+        if declared.name in types:
+            types[declared.name]["pool"] = declared.pool
     (stale_1h,) = _rows("SELECT count(*) FROM jobs_stalewrite WHERE at > %(now)s - interval '1 hour'", now)[0]
     return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h, "terminal": terminal}
 
@@ -88,7 +89,7 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
 def terminal_counts(now, previous: dict | None) -> dict:
     """Done, dead and cancelled per type: reused from the previous snapshot while it is fresh enough."""
     last = (previous or {}).get("pipeline", {}).get("terminal")
-    if last and time.time() - last["counted_at"] < TERMINAL_COUNT_SECONDS:
+    if last and time.time() - last["counted_at"] < TERMINAL_COUNT_SECONDS and not _small_table(now):
         return last
     counts: dict[str, dict] = defaultdict(dict)
     for job_type, state, count in _rows(
@@ -130,6 +131,12 @@ def business_figures(now) -> dict:
         "review": {"backlog": backlog, "oldest_seconds": None if oldest is None else float(oldest)},
         "rechecks": {"active": active, "due_now": due_now, "due_24h": due_24h, "overdue": overdue},
     }
+
+
+def _small_table(now) -> bool:
+    """Below this size a full count costs less than a few milliseconds: count finished jobs every time."""
+    (estimate,) = _rows("SELECT reltuples FROM pg_class WHERE oid = 'jobs_job'::regclass", now)[0]
+    return estimate < SMALL_TABLE_ROWS
 
 
 def snapshot_refresh() -> dict:

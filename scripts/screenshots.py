@@ -54,7 +54,7 @@ def main() -> None:
         reviewer = login(browser, url, "reviewer")
         reviewer.goto(f"{url}/admin/review/")
         reviewer.screenshot(path=OUT / "review-queue.png", full_page=True)
-        reviewer.click("#start-review")
+        reviewer.click("tr:has-text('analysis') a")  # an analysis case: its images and scores
         reviewer.wait_for_selector("#candidate-image")
         reviewer.keyboard.press("?")
         reviewer.screenshot(path=OUT / "review-case.png", full_page=True)

@@ -65,7 +65,6 @@ class Command(BaseCommand):
             ("crawl", "demo-2", {"steps": steps}, "confirm"),
             ("crawl", "demo-3", {"steps": steps, "fail": "transient"}, "transient"),
             ("crawl", "demo-4", {"steps": steps}, "zombie"),
-            ("analysis", "demo-5", {"steps": ["decode", "hash", "compare"], "fail": "unclear"}, "unclear"),
             ("analysis", "demo-6", {"steps": ["decode"], "fail": "permanent"}, "permanent"),
             ("analysis", "demo-7", {"steps": ["decode", "hash", "compare"]}, "running"),
         ]
@@ -96,9 +95,6 @@ class Command(BaseCommand):
             leases.fail(claimed.id, claimed.lease_version, actor=actor, kind=ErrorKind.TRANSIENT,
                         error_class="httpx.ConnectTimeout", message="connect timed out after 5 s",
                         retry_delay_seconds=POLICY.delay(claimed.attempt))
-        elif scenario == "unclear":
-            leases.fail(claimed.id, claimed.lease_version, actor=actor, kind=ErrorKind.UNCLEAR,
-                        error_class="UnclearMatch", message="similarity 0.71 lies between the thresholds")
         elif scenario == "permanent":
             leases.fail(claimed.id, claimed.lease_version, actor=actor, kind=ErrorKind.PERMANENT,
                         error_class="PIL.UnidentifiedImageError", message="cannot identify image file")
