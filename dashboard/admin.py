@@ -49,11 +49,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class TransitionInline(admin.TabularInline):
-    model = Transition
-    fields = ("at", "from_state", "to_state", "lease_version", "cause", "actor")
-    readonly_fields = fields
-    ordering = ("id",)
+class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
 
@@ -61,7 +57,14 @@ class TransitionInline(admin.TabularInline):
         return False
 
 
-class AttemptInline(TransitionInline):
+class TransitionInline(ReadOnlyInline):
+    model = Transition
+    fields = ("at", "from_state", "to_state", "lease_version", "cause", "actor")
+    readonly_fields = fields
+    ordering = ("id",)
+
+
+class AttemptInline(ReadOnlyInline):
     model = Attempt
     fields = ("lease_version", "lease_owner", "claimed_at", "started_at", "heartbeat_at", "finished_at",
               "outcome", "error_class", "refused_writes")
@@ -69,14 +72,14 @@ class AttemptInline(TransitionInline):
     ordering = ("-lease_version",)
 
 
-class StepEventInline(TransitionInline):
+class StepEventInline(ReadOnlyInline):
     model = StepEvent
     fields = ("lease_version", "step", "outcome", "started_at", "duration_ms", "data")
     readonly_fields = fields
     ordering = ("lease_version", "id")
 
 
-class EffectInline(TransitionInline):
+class EffectInline(ReadOnlyInline):
     model = Effect
     fields = ("applied_at", "kind", "key", "lease_version", "result")
     readonly_fields = fields

@@ -6,20 +6,18 @@ named); candidates and findings are written only by the handlers and are read-on
 
 from __future__ import annotations
 
-import base64
-
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
+from dashboard.display import data_uri
 from jobs.services import JobInputError
-from workers.http import MAGIC
 from workers.models import Candidate, Finding, ProtectedAsset, Source
 from workers.services import asset_register, crawl_start, source_validate
 
-from .admin import ReadOnlyAdmin
+from .admin import ReadOnlyAdmin, ReadOnlyInline
 
 
 def _field_error(form: forms.Form, error: JobInputError) -> None:
@@ -112,9 +110,7 @@ class AssetForm(forms.ModelForm):
 
 
 def _thumbnail(data: bytes, width: int = 96):
-    data = bytes(data)
-    mime = next((t for t, signatures in MAGIC.items() if any(data.startswith(s) for s in signatures)), "image/png")
-    return format_html('<img src="data:{};base64,{}" width="{}" alt="">', mime, base64.b64encode(data).decode(), width)
+    return format_html('<img src="{}" width="{}" alt="">', data_uri(data), width)
 
 
 @admin.register(ProtectedAsset)
@@ -151,15 +147,10 @@ class ProtectedAssetAdmin(admin.ModelAdmin):
         return f"{asset.width}×{asset.height}"
 
 
-class FindingInline(admin.TabularInline):
+class FindingInline(ReadOnlyInline):
     model = Finding
     fields = ("created_at", "asset", "score", "verdict", "analysis_version", "job")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Candidate)

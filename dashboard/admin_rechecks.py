@@ -15,20 +15,15 @@ from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import duration
 from rechecks.services import plan_abort, plan_decide
 
-from .admin import ReadOnlyAdmin
+from .admin import ReadOnlyAdmin, ReadOnlyInline
 
 
-class ObservationInline(admin.TabularInline):
+class ObservationInline(ReadOnlyInline):
     model = Observation
     fields = ("sequence", "observed_at", "http_status", "kind", "match_score", "content_hash", "detail", "decision",
               "next_check_at", "job")
     readonly_fields = fields
     ordering = ("sequence",)
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 class ReasonForm(forms.Form):

@@ -4,7 +4,6 @@ the service it calls and is written to the audit log."""
 
 from __future__ import annotations
 
-import base64
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,6 +19,7 @@ from django_fsm import TransitionNotAllowed
 
 from dashboard import bulk, review
 from dashboard.audit import audit_record
+from dashboard.display import data_uri
 from dashboard.explain import ago, heartbeat_limit_seconds
 from dashboard.models import AuditEntry, ConsoleSnapshot
 from jobs import leases
@@ -97,7 +97,7 @@ class ConsoleSite(admin.AdminSite):
         return TemplateResponse(request, "admin/console/review_case.html", {
             **self.each_context(request), "title": f"Review case {str(job.id)[:8]}", "job": job, "case": case,
             "held_by_me": held is not None, "holder": review.holder(job), "escalated": escalated,
-            "candidate_src": _data_uri(case["candidate_thumbnail"]), "asset_src": _data_uri(case["asset_image"]),
+            "candidate_src": data_uri(case["candidate_thumbnail"]), "asset_src": data_uri(case["asset_image"]),
             "can_review": request.user.has_perm("jobs.review_job"),
         })
 
@@ -153,14 +153,6 @@ def _require(request, permission: str) -> None:
 
 def _actor(request) -> str:
     return f"user:{request.user.get_username()}"
-
-
-def _data_uri(data: bytes | None) -> str:
-    if not data:
-        return ""
-    data = bytes(data)
-    mime = "image/png" if data.startswith(b"\x89PNG") else "image/jpeg" if data.startswith(b"\xff\xd8") else "image/webp"
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 def _release(job_id: str, *, actor: str, reason: str) -> str:

@@ -40,7 +40,7 @@ def review_case(key="c1", score=0.8):
     job = job_submit(job_type="analysis", payload={"candidate_id": candidate.id}, idempotency_key=key, actor="t").job
     job = job_in_state(job, State.READY_FOR_REVIEW)
     Finding.objects.create(candidate=candidate, asset=asset, score=score, verdict="unclear", job=job,
-                           analysis_version="analysis@1", thumbnail=demoweb.asset_png(2)[:0] or data,
+                           analysis_version="analysis@1", thumbnail=data,
                            evidence={"differing_bits": 13, "bands": {"match_at": 0.9, "no_match_below": 0.75},
                                      "candidate_dhash": "00ff", "asset_dhash": asset.dhash, "page_url": "p",
                                      "format": "PNG", "size": [480, 320]})
@@ -195,8 +195,7 @@ def test_a_bulk_action_on_a_filter_is_previewed_pinned_and_run_in_batches(client
     other = job_in_state(make_job("analysis", pool="analysis"), State.DEAD)
     url = reverse("admin:bulk") + "?type__exact=crawl"
     preview = client.get(url).content.decode()
-    assert 'id="bulk-eligible">5<' in preview and "not eligible:\n      1 planned" in preview.replace("  ", " ") or \
-        "1 planned" in preview
+    assert 'id="bulk-eligible">5<' in preview and "1 planned" in preview
     assert "is not a filter" in client.get(reverse("admin:bulk") + "?payload=x").content.decode()
     response = client.post(url, {"action_name": "retry_now", "reason": "parser fixed"})
     operation = BulkOperation.objects.get()
