@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -53,3 +54,13 @@ def env_list(name: str, default: list[str]) -> list[str]:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
+
+
+def env_json(name: str, default):
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None

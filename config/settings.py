@@ -14,7 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded_db
-from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django_fsm",
     "django_q",
     "axes",
+    "django_prometheus",
     "config.apps.ConfigApp",
     "jobs",
     "workers",
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -59,6 +61,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into a 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -203,6 +206,8 @@ LEITSTAND_POOLS = {
     "analysis": {"workers": env_int("LEITSTAND_ANALYSIS_WORKERS", os.cpu_count() or 2, minimum=1)},
     # Network-bound and time-driven.
     "recheck": {"workers": env_int("LEITSTAND_RECHECK_WORKERS", 2, minimum=1)},
+    # Alert notifications (webhooks, e-mail): small, and never stuck behind a crawl.
+    "notify": {"workers": env_int("LEITSTAND_NOTIFY_WORKERS", 1, minimum=1)},
 }
 _RECYCLE_AFTER = env_int("LEITSTAND_WORKER_RECYCLE_AFTER", 500, minimum=1)
 _MAX_RSS_MB = env_int("LEITSTAND_WORKER_MAX_RSS_MB", 512, minimum=32)
@@ -310,3 +315,49 @@ LEITSTAND_CONSOLE = {
     # How long a reviewer holds a case they opened (renewed while they work on it).
     "review_lease_seconds": env_float("LEITSTAND_REVIEW_LEASE_SECONDS", 300, minimum=10),
 }
+
+# Alert rules (see docs/operations.md and docs/runbooks/): thresholds, how long a condition must hold
+# before it fires (for_seconds) and stay clear before it resolves (clear_seconds). Any value may be
+# overridden per scope: {"overrides": {"pool:crawl": {"min_due": 10}}}.
+_ALERT_TIMING = {
+    "for_seconds": env_float("LEITSTAND_ALERT_FOR_SECONDS", 60, minimum=0),
+    "clear_seconds": env_float("LEITSTAND_ALERT_CLEAR_SECONDS", 120, minimum=0),
+}
+LEITSTAND_ALERT_INTERVAL_SECONDS = env_float("LEITSTAND_ALERT_INTERVAL_SECONDS", 10, minimum=0.1)
+LEITSTAND_ALERTS = {
+    "pool_no_consumers": {**_ALERT_TIMING, "min_due": 1},
+    "queue_growing": {**_ALERT_TIMING, "for_seconds": 0, "minutes": 15},
+    "oldest_due_age": {**_ALERT_TIMING, "seconds": 3600, "critical_seconds": 600, "critical_priority": 1},
+    "dlq_growth": {**_ALERT_TIMING, "for_seconds": 0, "count": 20, "window_seconds": 3600},
+    "stuck_leases": {**_ALERT_TIMING, "for_seconds": 300},
+    "stale_writes_spike": {**_ALERT_TIMING, "for_seconds": 0, "count": 50, "window_seconds": 600},
+    "review_backlog_age": {**_ALERT_TIMING, "seconds": 24 * 3600},
+    "rechecks_overdue": {**_ALERT_TIMING, "seconds": 3600},
+    "source_quiet": {**_ALERT_TIMING, "hours": 48},
+    "disk_low": {**_ALERT_TIMING, "bytes": 5 * 2**30},
+}
+
+# /metrics (see docs/operations.md): a bearer token, or the addresses allowed to scrape; with
+# neither set the endpoint answers 404. Multi-process mode: set PROMETHEUS_MULTIPROC_DIR.
+LEITSTAND_METRICS_TOKEN = env_str("LEITSTAND_METRICS_TOKEN", "")
+LEITSTAND_METRICS_ALLOWED_IPS = env_list("LEITSTAND_METRICS_ALLOWED_IPS", [])
+
+# Alert routes (see docs/operations.md): JSON, e.g.
+# {"operations": {"webhook": "https://core.example/hooks/leitstand", "secret": "…", "email": ["ops@example.org"]}}
+# A route without an entry notifies nobody (the console still shows its alerts).
+LEITSTAND_ALERT_ROUTES = env_json("LEITSTAND_ALERT_ROUTES", {})
+LEITSTAND_NOTIFY = {
+    "timeout_seconds": env_float("LEITSTAND_NOTIFY_TIMEOUT_SECONDS", 20, minimum=0.1),
+    "lease_seconds": env_float("LEITSTAND_NOTIFY_LEASE_SECONDS", 30, minimum=0.1),
+    "heartbeat_seconds": env_float("LEITSTAND_NOTIFY_HEARTBEAT_SECONDS", 5, minimum=0.05),
+    "max_attempts": env_int("LEITSTAND_NOTIFY_MAX_ATTEMPTS", 8, minimum=1),
+    "http_timeout_seconds": env_float("LEITSTAND_NOTIFY_HTTP_TIMEOUT_SECONDS", 10, minimum=0.05),
+}
+
+# E-mail for alert notifications (Django's SMTP backend).
+EMAIL_HOST = env_str("LEITSTAND_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("LEITSTAND_EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("LEITSTAND_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = env_str("LEITSTAND_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("LEITSTAND_EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("LEITSTAND_EMAIL_FROM", "leitstand@localhost")

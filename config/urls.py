@@ -1,6 +1,9 @@
 from django.contrib import admin
 from django.urls import path
 
+from dashboard.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
 ]

@@ -23,7 +23,8 @@ from django_fsm import TransitionNotAllowed
 
 from dashboard.audit import audit_record
 from dashboard.explain import ago, job_explain
-from dashboard.models import AuditEntry, BulkOperation
+from dashboard.alerts import alert_acknowledge, alert_resolve
+from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
 from jobs import leases, services
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, StepEvent, Transition, database_now
@@ -464,6 +465,45 @@ class BulkOperationAdmin(ReadOnlyAdmin):
         operation = BulkOperation.objects.filter(pk=object_id).first()
         return super().change_view(request, object_id, form_url, {
             **(extra_context or {}), "refresh": operation is not None and operation.state == "running"})
+
+
+class AlertEventInline(ReadOnlyInline):
+    model = AlertEvent
+    fields = ("at", "kind", "actor", "comment")
+    readonly_fields = fields
+    ordering = ("id",)
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdmin):
+    list_display = ("state", "rule", "scope", "fired_at", "last_seen", "diagnosis", "route", "runbook_link")
+    list_filter = ("state", "rule", "route")
+    ordering = ("state", "-last_seen")
+    inlines = [AlertEventInline]
+    change_form_template = "admin/dashboard/alert/console_change_form.html"
+
+    def get_urls(self):
+        return [path("<int:alert_id>/act/", self.admin_site.admin_view(self.act), name="dashboard_alert_act"),
+                *super().get_urls()]
+
+    def act(self, request, alert_id):
+        if request.method == "POST":
+            actor, comment = f"user:{request.user.get_username()}", request.POST.get("comment", "")
+            service = alert_acknowledge if request.POST.get("action") == "acknowledge" else alert_resolve
+            try:
+                alert = service(alert_id=alert_id, actor=actor, comment=comment, user=request.user)
+                messages.success(request, f"Alert {alert.pk} {alert.state}.")
+            except (JobInputError, PermissionDenied) as refused:
+                messages.error(request, str(refused))
+        return HttpResponseRedirect(reverse("admin:dashboard_alert_change", args=[alert_id]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return super().change_view(request, object_id, form_url, {
+            **(extra_context or {}), "can_operate": request.user.has_perm("jobs.operate_job")})
+
+    @admin.display(description="runbook")
+    def runbook_link(self, alert):
+        return format_html('<a href="{}">runbook</a>', reverse("admin:runbook", args=[alert.rule]))
 
 
 @admin.register(AuditEntry)

@@ -68,3 +68,49 @@ class BulkOperation(models.Model):
     @property
     def percent(self) -> int:
         return 100 if self.state == self.State.DONE else min(100, int(100 * (self.changed + self.skipped) / max(self.eligible, 1)))
+
+
+class Alert(models.Model):
+    """One alert per rule and scope while it is open; resolved alerts are kept as history."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending (not yet held long enough)"
+        FIRING = "firing"
+        ACKNOWLEDGED = "acknowledged"
+        RESOLVED = "resolved"
+
+    rule = models.CharField(max_length=64)
+    scope = models.CharField(max_length=300, blank=True, help_text="pool:…, type:…, source:…, host:…, or empty")
+    state = models.CharField(max_length=15, choices=State.choices)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    fired_at = models.DateTimeField(null=True, blank=True)
+    cleared_since = models.DateTimeField(null=True, blank=True, help_text="The condition has been clear since.")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=255, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    value = models.FloatField()
+    threshold = models.FloatField()
+    diagnosis = models.CharField(max_length=1000)
+    route = models.CharField(max_length=64, help_text="Who acts: the notification route.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "scope"], condition=~models.Q(state="resolved"),
+                                               name="alert_one_open_per_rule_scope")]
+        indexes = [models.Index(fields=["state", "-last_seen"], name="alert_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.scope} ({self.state})"
+
+
+class AlertEvent(models.Model):
+    """The history of an alert: fired, acknowledged, resolved — with actor and comment."""
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_default=LeitstandNow())
+    kind = models.CharField(max_length=20)
+    actor = models.CharField(max_length=255)
+    comment = models.CharField(max_length=1000, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor}"

@@ -21,7 +21,7 @@ _VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "sta
     f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate", "source",
                                           "protectedasset", "candidate", "finding")] + [
     f"rechecks.view_{model}" for model in ("recheckplan", "observation")] + [
-    "dashboard.view_auditentry", "dashboard.view_bulkoperation"]
+    "dashboard.view_auditentry", "dashboard.view_bulkoperation", "dashboard.view_alert", "dashboard.view_alertevent"]
 ROLE_PERMISSIONS = {
     VIEWERS: _VIEW,
     REVIEWERS: [*_VIEW, "jobs.review_job", "rechecks.decide_plan"],

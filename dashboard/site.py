@@ -17,11 +17,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django_fsm import TransitionNotAllowed
 
-from dashboard import bulk, review
+from dashboard import alerts, bulk, review
 from dashboard.audit import audit_record
 from dashboard.display import data_uri
 from dashboard.explain import ago, heartbeat_limit_seconds
-from dashboard.models import AuditEntry, ConsoleSnapshot
+from dashboard.models import Alert, AuditEntry, ConsoleSnapshot
 from jobs import leases
 from jobs.models import Attempt, Job, State, StepEvent, database_now
 from jobs.services import JobInputError, ReviewHeld
@@ -43,6 +43,7 @@ class ConsoleSite(admin.AdminSite):
             path("review/<uuid:job_id>/", self.admin_view(self.review_case), name="review_case"),
             path("stuck/", self.admin_view(self.stuck_leases), name="stuck_leases"),
             path("bulk/", self.admin_view(self.bulk), name="bulk"),
+            path("runbooks/<slug:rule>/", self.admin_view(self.runbook), name="runbook"),
         ]
         return views + super().get_urls()
 
@@ -99,6 +100,18 @@ class ConsoleSite(admin.AdminSite):
             "held_by_me": held is not None, "holder": review.holder(job), "escalated": escalated,
             "candidate_src": data_uri(case["candidate_thumbnail"]), "asset_src": data_uri(case["asset_image"]),
             "can_review": request.user.has_perm("jobs.review_job"),
+        })
+
+    # --- alerts and runbooks ---------------------------------------------------------------------
+
+    def runbook(self, request, rule):
+        try:
+            text = alerts.runbook(rule)
+        except (KeyError, FileNotFoundError):
+            raise Http404(f"no runbook for {rule}") from None
+        return TemplateResponse(request, "admin/console/runbook.html", {
+            **self.each_context(request), "title": f"Runbook: {alerts.RULES[rule].title}", "rule": rule, "text": text,
+            "open_alerts": Alert.objects.filter(rule=rule).exclude(state=Alert.State.RESOLVED).order_by("-last_seen"),
         })
 
     # --- bulk actions on a filter --------------------------------------------------------------
@@ -232,4 +245,6 @@ def home_context() -> dict:
         "snapshot_stale": age is None or age > stale_after, "snapshot_took_ms": snapshot.took_ms if snapshot else None,
         "pools": pools, "hosts": hosts, "states": [s.value for s in State],
         "recent_audit": AuditEntry.objects.order_by("-at")[:8],
+        "active_alerts": Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED))
+                              .order_by("state", "-fired_at")[:20],
     }

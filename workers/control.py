@@ -18,6 +18,7 @@ from django.db import close_old_connections, connection
 
 from jobs import leases
 from jobs.retry import RetryPolicy
+from dashboard.alerts import alerts_evaluate
 from dashboard.bulk import bulk_step
 from dashboard.snapshot import Throttled, snapshot_refresh
 from rechecks.services import planner_sweep
@@ -46,6 +47,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "dispatcher": dispatch.dispatch_sweep,
     "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
     "bulk-actions": bulk_step,
+    "alerts": Throttled(alerts_evaluate, settings.LEITSTAND_ALERT_INTERVAL_SECONDS),
 }
 
 

@@ -3,6 +3,7 @@
 from django.conf import settings
 
 from jobs.retry import RetryPolicy
+from dashboard import notify
 from rechecks import handler as recheck
 from workers import analysis, crawl, synthetic
 from workers.registry import JobType, register
@@ -65,4 +66,19 @@ register(JobType(
                     ("plan", "robots", "fetch", "compare", "decide")),
     default_priority=5,
     **_PIPELINE_TIMING,
+))
+
+register(JobType(
+    name="alert_notify",
+    description="Deliver an alert event to its route: a signed webhook or an e-mail.",
+    handler=notify.handle,
+    pool="notify",
+    processing_version="notify@1",
+    expected_paths=(("webhook",), ("email",)),
+    default_priority=1,
+    timeout_seconds=settings.LEITSTAND_NOTIFY["timeout_seconds"],
+    lease_seconds=settings.LEITSTAND_NOTIFY["lease_seconds"],
+    heartbeat_seconds=settings.LEITSTAND_NOTIFY["heartbeat_seconds"],
+    retry=RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=settings.LEITSTAND_NOTIFY["max_attempts"]),
+    external_call_timeout_seconds=settings.LEITSTAND_NOTIFY["http_timeout_seconds"],
 ))

@@ -33,6 +33,7 @@ from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_cla
 from jobs.models import LeitstandNow
 from workers import lifecycle
 from workers.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Stored
+from workers.metrics import WORKER_JOBS, WORKER_WAKEUPS
 from workers.models import Pool, WorkerProcess
 from workers.registry import JobType, registry
 
@@ -122,6 +123,7 @@ class PoolRuntime:
         self.current_job_id = None
         self._heartbeat_thread: threading.Thread | None = None
         self._closed = threading.Event()
+        self._stop_recorded = False
 
     # --- one wake-up ------------------------------------------------------------------------
 
@@ -146,6 +148,10 @@ class PoolRuntime:
                 break
         if report.claimed == 0:
             self.duplicate_wakeups += 1
+        WORKER_WAKEUPS.labels(self.pool, str(report.claimed > 0).lower()).inc()
+        for outcome in ("completed", "failed", "released", "refused"):
+            if getattr(report, outcome):
+                WORKER_JOBS.labels(self.pool, outcome).inc(getattr(report, outcome))
         return report
 
     def batch_size(self) -> int:
@@ -308,7 +314,7 @@ class PoolRuntime:
             while not self._closed.wait(0.1):
                 try:
                     self._heartbeat_round()
-                    if time.monotonic() >= next_registry_update:
+                    if time.monotonic() >= next_registry_update and not self._stop_recorded:
                         self._registry_update()
                         next_registry_update = time.monotonic() + 5
                 except Exception:
@@ -319,6 +325,12 @@ class PoolRuntime:
 
     def _heartbeat_round(self) -> None:
         is_draining = lifecycle.is_draining()
+        if is_draining and not self._stop_recorded:
+            # The registry says so at once: consoles and alerts must not count a draining process.
+            WorkerProcess.objects.filter(host=self.worker.host, pid=self.worker.pid, pool=self.pool,
+                                         stopped_at__isnull=True).update(
+                stopped_at=LeitstandNow(), stop_reason="SIGTERM: the pool is shutting down")
+            self._stop_recorded = True
         with self.held_lock:
             in_hand = list(self.held.values())
         for held in in_hand:

@@ -23,6 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("pool", help=f"one of: {', '.join([*settings.LEITSTAND_POOLS, 'control'])}")
 
     def handle(self, *args, pool, **options):
+        from workers.metrics import multiprocess_dir_clean
+
+        multiprocess_dir_clean()  # metric files of processes gone since the last start
         if pool == "control":
             return self._control()
         if pool not in settings.LEITSTAND_POOLS:

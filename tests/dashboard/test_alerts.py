@@ -1,0 +1,160 @@
+"""Alert rules on constructed data: each fires, names the facts, and resolves when its condition
+clears; flap suppression; acknowledge and resolve audited; the console shows alerts and runbooks."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from dashboard import alerts
+from dashboard.models import Alert, AlertEvent, AuditEntry
+from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
+from jobs.models import Job, StaleWrite, State
+from jobs.services import JobInputError
+from rechecks.models import RecheckPlan
+from tests.conftest import job_in_state
+from workers.models import Candidate, Source, WorkerProcess
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def immediate(settings):
+    """Fire and resolve at once, unless a test sets the timing itself."""
+    settings.LEITSTAND_ALERTS = {rule: {**config, "for_seconds": 0, "clear_seconds": 0}
+                                 for rule, config in settings.LEITSTAND_ALERTS.items()}
+    alerts._memory.clear()
+
+
+def open_alerts(rule):
+    return {a.scope: a for a in Alert.objects.filter(rule=rule).exclude(state="resolved")}
+
+
+def test_a_pool_without_consumers_but_due_jobs(make_job, db_clock):
+    make_job("crawl", pool="crawl")
+    WorkerProcess.objects.create(host="host-a", pid=4312, pool="crawl", stopped_at=db_clock.now(), stop_reason="SIGTERM")
+    alerts.alerts_evaluate(now=db_clock.now())
+    alert = open_alerts("pool_no_consumers")["pool:crawl"]
+    assert alert.state == "firing" and alert.route == "operations"
+    assert "crawl: 0 consumers since " in alert.diagnosis and "last worker host-a:4312 stopped at " in alert.diagnosis
+    assert alert.diagnosis.endswith("after SIGTERM; 1 jobs due")
+    WorkerProcess.objects.create(host="host-b", pid=1, pool="crawl")
+    alerts.alerts_evaluate(now=db_clock.now())
+    alert.refresh_from_db()
+    assert alert.state == "resolved" and [e.kind for e in alert.events.order_by("id")] == ["fired", "resolved"]
+
+
+def test_flap_suppression_holds_back_a_blip_and_a_short_clearing(settings, make_job, db_clock):
+    settings.LEITSTAND_ALERTS["pool_no_consumers"].update(for_seconds=60, clear_seconds=120)
+    job = make_job("crawl", pool="crawl")
+    alerts.alerts_evaluate(now=db_clock.now())
+    assert open_alerts("pool_no_consumers")["pool:crawl"].state == "pending"
+    Job.objects.filter(pk=job.pk).update(state=State.DONE)
+    alerts.alerts_evaluate(now=db_clock.now())
+    assert not Alert.objects.exists(), "a blip that never held for 60 s leaves no alert"
+    Job.objects.filter(pk=job.pk).update(state=State.PLANNED)
+    start = db_clock.now()
+    alerts.alerts_evaluate(now=start)
+    alerts.alerts_evaluate(now=start + timedelta(seconds=61))
+    assert open_alerts("pool_no_consumers")["pool:crawl"].state == "firing"
+    Job.objects.filter(pk=job.pk).update(state=State.DONE)
+    alerts.alerts_evaluate(now=start + timedelta(seconds=70))
+    alerts.alerts_evaluate(now=start + timedelta(seconds=150))
+    assert open_alerts("pool_no_consumers")["pool:crawl"].state == "firing", "clear for 80 s only"
+    alerts.alerts_evaluate(now=start + timedelta(seconds=191))
+    assert not open_alerts("pool_no_consumers")
+
+
+def test_queue_growing_and_oldest_due_age(make_job, db_clock):
+    now = db_clock.now()
+    for minute in range(0, 20, 5):
+        make_job("crawl", pool="crawl")
+        alerts.alerts_evaluate(now=now + timedelta(minutes=minute, seconds=1))
+    alert = open_alerts("queue_growing")["pool:crawl"]
+    assert "crawl: due jobs grew from 1 to 4 over 15 min without falling once" in alert.diagnosis
+    urgent = make_job("analysis", pool="analysis", priority=0)
+    Job.objects.filter(pk=urgent.pk).update(due_at=now - timedelta(minutes=11))
+    alerts.alerts_evaluate(now=now)
+    critical = open_alerts("oldest_due_age")["type:analysis:critical"]
+    assert critical.diagnosis.startswith("analysis critical lane: the oldest due job waits 11 min (limit 10 min)")
+
+
+def test_dead_letters_stuck_leases_and_stale_writes(make_job, db_clock, settings):
+    now = db_clock.now()
+    settings.LEITSTAND_ALERTS["dlq_growth"]["count"] = 3
+    for _ in range(3):
+        dead = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+        Job.objects.filter(pk=dead.pk).update(finished_at=now, error_class="workers.fetching.PageGone")
+    stuck = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
+    Job.objects.filter(pk=stuck.pk).update(lease_owner="host-a:1/crawl", lease_expires_at=now - timedelta(minutes=5))
+    settings.LEITSTAND_ALERTS["stale_writes_spike"]["count"] = 2
+    for _ in range(2):
+        StaleWrite.objects.create(job=stuck, lease_version=1, operation="heartbeat", at=now, current_lease_version=2,
+                                  current_state="running")
+    alerts.alerts_evaluate(now=now)
+    assert open_alerts("dlq_growth")["type:crawl"].diagnosis == (
+        "crawl: 3 jobs dead-lettered in the last 60 min; most often workers.fetching.PageGone (3)")
+    assert "1 leases expired more than 10 s ago" in open_alerts("stuck_leases")["pool:crawl"].diagnosis
+    assert "held by host-a:1/crawl" in open_alerts("stuck_leases")["pool:crawl"].diagnosis
+    assert open_alerts("stale_writes_spike")["type:crawl"].diagnosis.startswith("crawl: 2 writes of stale attempts")
+
+
+def test_review_rechecks_quiet_sources_and_disks(make_job, db_clock, settings):
+    now = db_clock.now()
+    case = job_in_state(make_job("analysis", pool="analysis"), State.READY_FOR_REVIEW)
+    Job.objects.filter(pk=case.pk).update(state_changed_at=now - timedelta(hours=25))
+    source = Source.objects.create(name="Galerie", base_url="https://g.example/")
+    Candidate.objects.create(image_url="https://g.example/a.png", page_url="p", source=source)
+    Candidate.objects.filter(source=source).update(last_seen_at=now - timedelta(hours=50))
+    WorkerProcess.objects.create(host="host-a", pid=1, pool="crawl", disk_free_bytes=2 * 2**30)
+    alerts.alerts_evaluate(now=now)
+    assert open_alerts("review_backlog_age")[""].diagnosis.startswith("1 review cases open; the oldest waits 25.0 h")
+    assert open_alerts("review_backlog_age")[""].route == "review"
+    assert open_alerts("source_quiet")["source:Galerie"].diagnosis.startswith("Galerie: no candidate seen for 2.1 d")
+    assert open_alerts("disk_low")["host:host-a"].diagnosis == "host-a: 2.0 GiB free on the data disk (limit 5.0 GiB)"
+    assert not RecheckPlan.objects.exists() and not open_alerts("rechecks_overdue")
+
+
+def test_acknowledge_and_resolve_need_a_comment_and_are_audited(make_job, db_clock, client, django_user_model):
+    make_job("crawl", pool="crawl")
+    alerts.alerts_evaluate(now=db_clock.now())
+    alert = open_alerts("pool_no_consumers")["pool:crawl"]
+    with pytest.raises(JobInputError, match="comment: is required"):
+        alerts.alert_acknowledge(alert_id=alert.pk, actor="user:op", comment=" ", user=None)
+    operator = django_user_model.objects.create_user("op", password="x" * 12, is_staff=True)
+    operator.groups.add(roles_ensure()[OPERATORS])
+    client.force_login(operator)
+    url = reverse("admin:dashboard_alert_act", args=[alert.pk])
+    client.post(url, {"action": "acknowledge", "comment": "looking at host-a"})
+    alert.refresh_from_db()
+    assert (alert.state, alert.acknowledged_by) == ("acknowledged", "user:op")
+    page = client.get(reverse("admin:dashboard_alert_change", args=[alert.pk])).content.decode()
+    assert 'id="alert-diagnosis"' in page and "looking at host-a" in page and 'id="alert-resolve"' in page
+    client.post(url, {"action": "resolve", "comment": "pool restarted"})
+    alert.refresh_from_db()
+    assert alert.state == "resolved"
+    assert list(AlertEvent.objects.filter(alert=alert).values_list("kind", "actor")) == [
+        ("fired", "alert-evaluator"), ("acknowledged", "user:op"), ("resolved", "user:op")]
+    assert list(AuditEntry.objects.values_list("action", "reason")) == [
+        ("alert.acknowledged", "looking at host-a"), ("alert.resolved", "pool restarted")]
+
+
+def test_the_home_shows_active_alerts_with_their_runbooks(make_job, db_clock, client, django_user_model):
+    make_job("crawl", pool="crawl")
+    alerts.alerts_evaluate(now=db_clock.now())
+    viewer = django_user_model.objects.create_user("v", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()[VIEWERS])
+    client.force_login(viewer)
+    home = client.get(reverse("admin:index")).content.decode()
+    assert 'id="alerts"' in home and "pool_no_consumers" in home and reverse("admin:runbook", args=["pool_no_consumers"]) in home
+    runbook = client.get(reverse("admin:runbook", args=["pool_no_consumers"])).content.decode()
+    assert "systemctl start leitstand-pool@" in runbook
+    assert client.get(reverse("admin:runbook", args=["no_such_rule"])).status_code == 404
+
+
+def test_every_rule_has_a_runbook_and_settings():
+    from django.conf import settings
+
+    for rule in alerts.RULES:
+        assert alerts.runbook(rule).startswith(f"# {rule} — ")
+        assert {"for_seconds", "clear_seconds"} <= set(settings.LEITSTAND_ALERTS[rule])
