@@ -145,6 +145,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["type", "state"], name="job_open_idx", condition=~Q(state__in=TERMINAL_STATES)),
             # The jobs list, newest first (created_at never changes, so this costs inserts only).
             models.Index(fields=["-created_at"], name="job_created_idx"),
+            # The dead-letter queue, newest first (the console's list and bulk retries of a filter):
+            # dead jobs rarely change, so this index costs one entry per job that dies.
+            models.Index(fields=["-created_at"], name="job_dead_idx", condition=Q(state="dead")),
         ]
 
     def __str__(self) -> str:

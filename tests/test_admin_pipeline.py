@@ -81,7 +81,6 @@ def test_a_reviewer_sees_findings_but_cannot_start_crawls_or_add_assets(client, 
 
 def test_recheck_plans_are_shown_and_ended_with_a_required_reason(client, operator):
     from jobs.models import Job
-    from rechecks.models import RecheckPlan
     from rechecks.services import plan_request
     from workers.services import job_submit
 

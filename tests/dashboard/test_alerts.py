@@ -30,6 +30,15 @@ def open_alerts(rule):
     return {a.scope: a for a in Alert.objects.filter(rule=rule).exclude(state="resolved")}
 
 
+def assert_clears(rules, now):
+    """The conditions cleared (the data changed, or time moved past the window): the alerts resolve."""
+    Job.objects.filter(state__in=(State.PLANNED, State.RUNNING, State.READY_FOR_REVIEW)).update(state=State.DONE)
+    alerts.alerts_evaluate(now=now)
+    for rule in rules:
+        assert not open_alerts(rule), rule
+        assert Alert.objects.filter(rule=rule, state="resolved").exists(), rule
+
+
 def test_a_pool_without_consumers_but_due_jobs(make_job, db_clock):
     make_job("crawl", pool="crawl")
     WorkerProcess.objects.create(host="host-a", pid=4312, pool="crawl", stopped_at=db_clock.now(), stop_reason="SIGTERM")
@@ -77,6 +86,7 @@ def test_queue_growing_and_oldest_due_age(make_job, db_clock):
     alerts.alerts_evaluate(now=now)
     critical = open_alerts("oldest_due_age")["type:analysis:critical"]
     assert critical.diagnosis.startswith("analysis critical lane: the oldest due job waits 11 min (limit 10 min)")
+    assert_clears(["queue_growing", "oldest_due_age"], now + timedelta(minutes=20))
 
 
 def test_dead_letters_stuck_leases_and_stale_writes(make_job, db_clock, settings):
@@ -97,6 +107,7 @@ def test_dead_letters_stuck_leases_and_stale_writes(make_job, db_clock, settings
     assert "1 leases expired more than 10 s ago" in open_alerts("stuck_leases")["pool:crawl"].diagnosis
     assert "held by host-a:1/crawl" in open_alerts("stuck_leases")["pool:crawl"].diagnosis
     assert open_alerts("stale_writes_spike")["type:crawl"].diagnosis.startswith("crawl: 2 writes of stale attempts")
+    assert_clears(["dlq_growth", "stuck_leases", "stale_writes_spike"], now + timedelta(hours=2))
 
 
 def test_review_rechecks_quiet_sources_and_disks(make_job, db_clock, settings):
@@ -113,6 +124,9 @@ def test_review_rechecks_quiet_sources_and_disks(make_job, db_clock, settings):
     assert open_alerts("source_quiet")["source:Galerie"].diagnosis.startswith("Galerie: no candidate seen for 2.1 d")
     assert open_alerts("disk_low")["host:host-a"].diagnosis == "host-a: 2.0 GiB free on the data disk (limit 5.0 GiB)"
     assert not RecheckPlan.objects.exists() and not open_alerts("rechecks_overdue")
+    Candidate.objects.filter(source=source).update(last_seen_at=now)
+    WorkerProcess.objects.update(disk_free_bytes=50 * 2**30)
+    assert_clears(["review_backlog_age", "source_quiet", "disk_low"], now)
 
 
 def test_acknowledge_and_resolve_need_a_comment_and_are_audited(make_job, db_clock, client, django_user_model):
@@ -158,3 +172,19 @@ def test_every_rule_has_a_runbook_and_settings():
     for rule in alerts.RULES:
         assert alerts.runbook(rule).startswith(f"# {rule} — ")
         assert {"for_seconds", "clear_seconds"} <= set(settings.LEITSTAND_ALERTS[rule])
+
+
+def test_overdue_recheck_plans_fire_and_clear(db_clock):
+    from rechecks.services import plan_request
+    from tests.dashboard.test_console import review_case
+
+    case = review_case("overdue")
+    plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")
+    now = db_clock.now()
+    RecheckPlan.objects.filter(pk=plan.pk).update(next_check_at=now - timedelta(hours=2))
+    alerts.alerts_evaluate(now=now)
+    alert = open_alerts("rechecks_overdue")[""]
+    assert alert.diagnosis.startswith("1 recheck plans are more than 60 min overdue (the oldest since ")
+    RecheckPlan.objects.filter(pk=plan.pk).update(next_check_at=now + timedelta(hours=1))
+    alerts.alerts_evaluate(now=now)
+    assert not open_alerts("rechecks_overdue")
