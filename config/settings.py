@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "django_q",
     "axes",
     "django_prometheus",
+    "ninja",  # the API docs' Swagger UI from its own static files, not a CDN
     "config.apps.ConfigApp",
     "jobs",
     "workers",
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "jobs.middleware.ApiRequestMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -361,3 +363,6 @@ EMAIL_HOST_USER = env_str("LEITSTAND_EMAIL_USER", "")
 EMAIL_HOST_PASSWORD = env_str("LEITSTAND_EMAIL_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("LEITSTAND_EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("LEITSTAND_EMAIL_FROM", "leitstand@localhost")
+
+# REST API v1 (docs/api.md).
+LEITSTAND_API_MAX_BODY_BYTES = env_int("LEITSTAND_API_MAX_BODY_BYTES", 2**20, minimum=1024)

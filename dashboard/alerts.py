@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Max, Min, Q
 
@@ -299,8 +300,6 @@ def _human(alert_id, actor, comment, user, target, kind) -> Alert:
     if not comment or not comment.strip():
         raise JobInputError("comment", f"is required: say why the alert is {kind}")
     if user is not None and not user.has_perm("jobs.operate_job"):
-        from django.core.exceptions import PermissionDenied
-
         raise PermissionDenied(f"{user} may not act on alerts")
     with transaction.atomic():
         alert = Alert.objects.select_for_update().filter(pk=alert_id).first()

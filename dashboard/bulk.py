@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 
@@ -80,8 +81,6 @@ def bulk_start(*, action: str, job_filter: dict, actor: str, reason: str, user) 
     field = Job._meta.get_field("state")
     permission = next(t.permission for t in field.get_all_transitions(Job) if t.name == action)
     if not user.has_perm(permission):
-        from django.core.exceptions import PermissionDenied
-
         raise PermissionDenied(f"{user} lacks the permission to {action} jobs")
     operation = BulkOperation.objects.create(action=action, filter=job_filter, high_water=database_now(),
                                              actor=actor, reason=reason.strip()[:500], eligible=preview["eligible"])

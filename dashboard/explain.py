@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import Job, State, Transition
+from jobs.models import Job, ReviewLease, State, Transition
 from workers.models import Pool, WorkerProcess
 from workers.registry import UnknownJobType, registry
 from workers.selectors import live_workers
@@ -88,8 +88,6 @@ def _unclear(job: Job, now: datetime) -> str:
 
 
 def _review(job: Job, now: datetime) -> str:
-    from jobs.models import ReviewLease
-
     sentence = f"waiting for review since {clock(job.state_changed_at)} ({ago((now - job.state_changed_at).total_seconds())})"
     lease = ReviewLease.objects.filter(job=job, expires_at__gt=now).first()
     if lease:

@@ -390,3 +390,20 @@ class StepEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.step} {self.outcome} ({self.duration_ms:.0f} ms)"
+
+
+class ApiToken(models.Model):
+    """A bearer token of the REST API. Only a SHA-256 of the secret is stored, found by its prefix;
+    the token itself is shown once, when it is created (``manage.py create_api_token``)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(max_length=12, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

@@ -1,0 +1,232 @@
+"""REST API v1 for the PHP core (django-ninja, OpenAPI at /api/v1/openapi.json, docs at /api/v1/docs).
+
+Every answer that is not a success is ``application/problem+json`` (RFC 9457): type, title, status,
+detail and, for invalid input, the fields at fault. Authentication: ``Authorization: Bearer
+<token>``; a missing, unknown, revoked or expired token → 401, a missing scope → 403.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from django.http import Http404, HttpResponse
+from django_fsm import TransitionNotAllowed
+from ninja import Field, NinjaAPI, Query, Schema, Status
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer
+
+from jobs.models import Job, State
+from jobs.services import IdempotencyConflict, JobInputError, job_cancel
+from jobs.tokens import token_check
+
+PROBLEM = "application/problem+json"
+
+
+class TokenAuth(HttpBearer):
+    def authenticate(self, request, token):
+        return token_check(token)
+
+
+api = NinjaAPI(title="Leitstand API", version="1", urls_namespace="api-v1", auth=TokenAuth(),
+               docs_url="/docs", openapi_url="/openapi.json")
+
+
+def problem(status: int, title: str, detail: str, *, kind: str = "about:blank", **extra) -> HttpResponse:
+    body = {"type": kind, "title": title, "status": status, "detail": detail, **extra}
+    return HttpResponse(json.dumps(body), status=status, content_type=PROBLEM)
+
+
+def require(request, scope: str) -> None:
+    if scope not in request.auth.scopes:
+        raise HttpError(403, f"this token lacks the scope {scope}")
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    return problem(401, "Unauthorized", "a valid, unexpired bearer token is required (Authorization: Bearer …)",
+                   kind="/problems/unauthorized")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc):
+    titles = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 413: "Payload Too Large"}
+    return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.message))
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request, exc):
+    fields = []
+    for error in exc.errors:
+        path = [str(p) for p in error.get("loc", [])]
+        while path and path[0] in ("body", "path", "query"):  # ninja's source and parameter names
+            path.pop(0)
+        fields.append({"field": ".".join(path) or "body", "message": error.get("msg", "")})
+    return problem(422, "Invalid request", "the request does not match the schema; see invalid_fields",
+                   kind="/problems/invalid-request", invalid_fields=fields)
+
+
+@api.exception_handler(JobInputError)
+def _job_input(request, exc):
+    return problem(422, "Invalid job", exc.message, kind="/problems/invalid-job",
+                   invalid_fields=[{"field": exc.field, "message": exc.message}])
+
+
+@api.exception_handler(IdempotencyConflict)
+def _conflict(request, exc):
+    return problem(422, "Idempotency key reused", str(exc), kind="/problems/idempotency-conflict",
+                   invalid_fields=[{"field": "idempotency_key", "message": "names a job with a different payload"}])
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc):
+    return problem(404, "Not Found", str(exc) or "no such resource")
+
+
+class JobIn(Schema):
+    type: str = Field(max_length=64)
+    payload: dict[str, Any]
+    idempotency_key: str = Field(max_length=255)
+    priority: int | None = Field(default=None, ge=0, le=9)
+    correlation_id: str | None = Field(default=None, max_length=255)
+    source: str = Field(default="", max_length=255)
+    due_at: datetime | None = None
+
+
+class TransitionOut(Schema):
+    from_state: str
+    to_state: str
+    at: datetime
+    lease_version: int
+    cause: str
+    actor: str
+
+
+class JobOut(Schema):
+    id: uuid.UUID
+    type: str
+    state: str
+    pool: str
+    idempotency_key: str
+    correlation_id: str
+    parent_id: uuid.UUID | None
+    schema_version: int
+    processing_version: str
+    priority: int
+    source: str
+    payload: dict[str, Any]
+    created_at: datetime
+    due_at: datetime
+    state_changed_at: datetime
+    finished_at: datetime | None
+    lease_owner: str
+    attempt: int = Field(description="The lease version: the ID of the current or latest attempt.")
+    heartbeat_at: datetime | None
+    attempts: int
+    max_attempts: int
+    next_attempt_at: datetime | None
+    result_ref: str
+    result_checksum: str
+    error_class: str
+    error_message: str
+    completion_reason: str
+    transitions: list[TransitionOut] = []
+
+
+def job_out(job: Job, *, with_transitions: bool) -> dict:
+    data = {field: getattr(job, field) for field in JobOut.model_fields if hasattr(job, field)}
+    data["attempt"] = job.lease_version
+    data["transitions"] = list(job.transitions.order_by("id").values(
+        "from_state", "to_state", "at", "lease_version", "cause", "actor")) if with_transitions else []
+    return data
+
+
+@api.post("/jobs", response={200: JobOut, 201: JobOut})
+def jobs_create(request, body: JobIn):
+    """Submit a job. The same idempotency key with the same payload answers 200 with the first job; with
+    another payload, 422. The job is committed before the answer."""
+    from workers.services import job_submit
+
+    require(request, "jobs:write")
+    if body.type == "synthetic":
+        require(request, "jobs:synthetic")
+    correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
+    submission = job_submit(job_type=body.type, payload=body.payload, idempotency_key=body.idempotency_key,
+                            actor=f"api:{request.auth.name}", priority=body.priority, correlation_id=correlation,
+                            source=body.source, due_at=body.due_at)
+    return Status(201 if submission.created else 200, job_out(submission.job, with_transitions=True))
+
+
+@api.get("/jobs/{job_id}", response=JobOut)
+def jobs_get(request, job_id: uuid.UUID):
+    require(request, "jobs:read")
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise Http404(f"no job {job_id}")
+    return job_out(job, with_transitions=True)
+
+
+class JobPage(Schema):
+    items: list[JobOut]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
+
+
+class CancelIn(Schema):
+    reason: str = Field(default="cancelled by the PHP core", min_length=1, max_length=400)
+
+
+def _cursor_decode(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        moment, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        return datetime.fromisoformat(moment), uuid.UUID(job_id)
+    except (ValueError, UnicodeDecodeError):
+        raise HttpError(400, "cursor is not one this API issued") from None
+
+
+@api.get("/jobs", response=JobPage)
+def jobs_list(request, correlation_id: str | None = None, type: str | None = None, state: str | None = None,
+              updated_after: datetime | None = None, cursor: str | None = None,
+              limit: int = Query(50, ge=1, le=500)):
+    """Jobs in the order of their last state change (oldest first), keyset-paginated: a page never
+    skips or repeats a job while others change."""
+    require(request, "jobs:read")
+    jobs = Job.objects.all()
+    if correlation_id:
+        jobs = jobs.filter(correlation_id=correlation_id)
+    if type:
+        jobs = jobs.filter(type=type)
+    if state:
+        if state not in State.values:
+            raise HttpError(422, f"state must be one of {', '.join(State.values)}")
+        jobs = jobs.filter(state=state)
+    if updated_after:
+        jobs = jobs.filter(state_changed_at__gt=updated_after)
+    if cursor:
+        moment, last_id = _cursor_decode(cursor)
+        jobs = jobs.filter(Q(state_changed_at__gt=moment) | Q(state_changed_at=moment, id__gt=last_id))
+    page = list(jobs.order_by("state_changed_at", "id")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    next_cursor = None
+    if more:
+        last = page[-1]
+        next_cursor = base64.urlsafe_b64encode(f"{last.state_changed_at.isoformat()}|{last.id}".encode()).decode()
+    return {"items": [job_out(job, with_transitions=False) for job in page], "next_cursor": next_cursor}
+
+
+@api.post("/jobs/{job_id}/cancel", response=JobOut)
+def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
+    """Cancel a job that has not ended: 200 with the job; 409 when it already ended."""
+    require(request, "jobs:write")
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise Http404(f"no job {job_id}")
+    try:
+        job = job_cancel(job_id=job_id, actor=f"api:{request.auth.name}", reason=(body or CancelIn()).reason)
+    except TransitionNotAllowed:
+        raise HttpError(409, f"job {job_id} is {Job.objects.get(pk=job_id).state}: it has already ended") from None
+    return job_out(job, with_transitions=True)

@@ -1,0 +1,131 @@
+"""REST API v1: tokens and scopes, idempotent submission, the job record, problem+json for every
+kind of bad input, the body limit, and correlation IDs."""
+
+import json
+import uuid
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from jobs.models import ApiToken, Job
+from jobs.tokens import token_create, token_revoke
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def bearer():
+    def make(*scopes, name=None):
+        _, clear = token_create(name=name or uuid.uuid4().hex[:8], scopes=list(scopes))
+        return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
+    return make
+
+
+def post(client, body, headers, **extra):
+    raw = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return client.post("/api/v1/jobs", raw, content_type="application/json", **headers, **extra)
+
+
+def job_body(**fields):
+    return {"type": "synthetic", "payload": {"steps": ["a"]}, "idempotency_key": "order-1", **fields}
+
+
+def test_a_token_is_shown_once_and_stored_only_as_a_hash(capsys):
+    call_command("create_api_token", "--name", "php-core", "--scopes", "jobs:read,jobs:write")
+    clear = capsys.readouterr().out.strip()
+    token = ApiToken.objects.get(name="php-core")
+    assert clear.startswith(f"lst_{token.prefix}_") and clear.split("_", 2)[2] not in token.secret_hash
+    assert token.scopes == ["jobs:read", "jobs:write"]
+    with pytest.raises(CommandError, match="unknown or missing scopes \\['jobs:everything'\\]"):
+        call_command("create_api_token", "--name", "x", "--scopes", "jobs:everything")
+
+
+def test_missing_revoked_and_unscoped_tokens(client, bearer):
+    assert client.get(f"/api/v1/jobs/{uuid.uuid4()}").status_code == 401
+    reader = bearer("jobs:read", name="reader")
+    assert post(client, job_body(), reader).status_code == 403
+    response = client.get(f"/api/v1/jobs/{uuid.uuid4()}", **reader)
+    assert response.status_code == 404 and response["Content-Type"] == "application/problem+json"
+    token_revoke(name="reader")
+    response = client.get(f"/api/v1/jobs/{uuid.uuid4()}", **reader)
+    assert response.status_code == 401 and response.json()["title"] == "Unauthorized"
+
+
+def test_submission_is_idempotent_and_the_record_is_complete(client, bearer):
+    writer = bearer("jobs:read", "jobs:write", "jobs:synthetic")
+    first = post(client, job_body(), writer, HTTP_X_CORRELATION_ID="case-77")
+    assert first.status_code == 201 and first["X-Correlation-ID"] == "case-77"
+    job = first.json()
+    assert (job["state"], job["correlation_id"], job["attempt"], job["type"]) == ("planned", "case-77", 0, "synthetic")
+    assert [t["to_state"] for t in job["transitions"]] == ["planned"]
+    again = post(client, job_body(), writer)
+    assert again.status_code == 200 and again.json()["id"] == job["id"]
+    conflict = post(client, job_body(payload={"steps": ["b"]}), writer)
+    assert conflict.status_code == 422 and conflict.json()["invalid_fields"][0]["field"] == "idempotency_key"
+    assert Job.objects.count() == 1
+    got = client.get(f"/api/v1/jobs/{job['id']}", **writer).json()
+    assert got["id"] == job["id"] and got["max_attempts"] == 5
+    generated = post(client, job_body(idempotency_key="order-2"), writer)
+    assert generated.json()["correlation_id"] == generated["X-Correlation-ID"] != ""
+
+
+@pytest.mark.parametrize("body,status,field", [
+    (b"{not json", 400, "parse"),
+    ({"type": "synthetic", "idempotency_key": "k"}, 422, "payload"),
+    ({"type": "nope", "payload": {}, "idempotency_key": "k"}, 422, "type"),
+    ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "priority": 12}, 422, "priority"),
+    ({"type": "crawl", "payload": {}, "idempotency_key": "k", "due_at": "tomorrow"}, 422, "due_at"),
+])
+def test_bad_input_gets_a_precise_problem_and_nothing_is_stored(client, bearer, body, status, field):
+    response = post(client, body, bearer("jobs:write", "jobs:synthetic"))
+    assert response.status_code == status and response["Content-Type"] == "application/problem+json"
+    problem = response.json()
+    assert {"type", "title", "status", "detail"} <= set(problem) and problem["status"] == status
+    assert field in [f["field"] for f in problem.get("invalid_fields", [])] or field in problem["detail"], problem
+    assert not Job.objects.exists()
+
+
+def test_a_body_over_the_limit_is_refused_with_413(client, bearer, settings):
+    settings.LEITSTAND_API_MAX_BODY_BYTES = 2048
+    response = post(client, job_body(payload={"blob": "x" * 5000}), bearer("jobs:write", "jobs:synthetic"))
+    assert response.status_code == 413 and response.json()["title"] == "Payload Too Large"
+    assert not Job.objects.exists()
+
+
+def test_the_schema_is_published(client):
+    schema = client.get("/api/v1/openapi.json").json()
+    assert "/api/v1/jobs" in schema["paths"] and "/api/v1/jobs/{job_id}" in schema["paths"]
+
+
+def test_listing_pages_by_cursor_without_gaps(client, bearer):
+    writer = bearer("jobs:read", "jobs:write", "jobs:synthetic")
+    ids = [post(client, job_body(idempotency_key=f"k{n}"), writer, HTTP_X_CORRELATION_ID="batch-9").json()["id"]
+           for n in range(5)]
+    seen, cursor = [], None
+    while True:
+        page = client.get("/api/v1/jobs", {"correlation_id": "batch-9", "limit": 2, **({"cursor": cursor} if cursor else {})},
+                          **writer).json()
+        seen += [job["id"] for job in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ids
+    bad = client.get("/api/v1/jobs", {"cursor": "garbage"}, **writer)
+    assert bad.status_code == 400 and bad["Content-Type"] == "application/problem+json"
+    assert client.get("/api/v1/jobs", {"state": "sleeping"}, **writer).status_code == 422
+
+
+def test_cancel_answers_409_once_the_job_ended(client, bearer):
+    writer = bearer("jobs:read", "jobs:write", "jobs:synthetic")
+    job = post(client, job_body(), writer).json()
+    url = f"/api/v1/jobs/{job['id']}/cancel"
+    done = client.post(url, json.dumps({"reason": "order withdrawn"}), content_type="application/json", **writer)
+    assert done.status_code == 200 and (done.json()["state"], done.json()["completion_reason"]) == (
+        "cancelled", "order withdrawn")
+    again = client.post(url, content_type="application/json", **writer)
+    assert again.status_code == 409 and "already ended" in again.json()["detail"]
+
+
+def test_the_docs_load_their_assets_from_this_server(client):
+    page = client.get("/api/v1/docs").content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in page and "cdn" not in page.lower()
