@@ -23,6 +23,7 @@ from ninja.security import HttpBearer
 from jobs.models import Job, State
 from jobs.services import IdempotencyConflict, JobInputError, job_cancel
 from jobs.tokens import token_check
+from rechecks.models import RecheckPlan
 
 PROBLEM = "application/problem+json"
 
@@ -106,6 +107,51 @@ class TransitionOut(Schema):
     actor: str
 
 
+class FindingOut(Schema):
+    id: int
+    image_url: str
+    page_url: str
+    asset_id: int
+    asset_owner_ref: str
+    score: float
+    verdict: str
+    analysis_version: str
+    created_at: datetime
+
+
+class ObservationOut(Schema):
+    sequence: int
+    observed_at: datetime
+    http_status: int | None
+    kind: str
+    match_score: float | None
+    content_hash: str
+    decision: str
+    next_check_at: datetime | None
+
+
+class RecheckPlanOut(Schema):
+    id: int
+    job_id: uuid.UUID
+    correlation_id: str
+    url: str
+    target: str
+    state: str
+    sequence: int
+    next_check_at: datetime | None
+    next_check_reason: str
+    deadline_at: datetime
+    end_reason: str
+    end_note: str
+    ended_by: str
+    ended_at: datetime | None
+    observations: list[ObservationOut] = []
+
+
+class DecisionIn(Schema):
+    reason: str = Field(min_length=1, max_length=400)
+
+
 class JobOut(Schema):
     id: uuid.UUID
     type: str
@@ -135,6 +181,8 @@ class JobOut(Schema):
     error_message: str
     completion_reason: str
     transitions: list[TransitionOut] = []
+    findings: list[FindingOut] = []
+    recheck_plan: RecheckPlanOut | None = None
 
 
 def job_out(job: Job, *, with_transitions: bool) -> dict:
@@ -142,6 +190,23 @@ def job_out(job: Job, *, with_transitions: bool) -> dict:
     data["attempt"] = job.lease_version
     data["transitions"] = list(job.transitions.order_by("id").values(
         "from_state", "to_state", "at", "lease_version", "cause", "actor")) if with_transitions else []
+    if with_transitions:  # the single-job record: its findings and recheck plan too
+        data["findings"] = [finding_out(f) for f in job.findings.select_related("candidate", "asset").order_by("id")]
+        plan = RecheckPlan.objects.filter(job=job).first()
+        data["recheck_plan"] = plan_out(plan) if plan else None
+    return data
+
+
+def finding_out(finding) -> dict:
+    return {"id": finding.pk, "image_url": finding.candidate.image_url, "page_url": finding.candidate.page_url,
+            "asset_id": finding.asset_id, "asset_owner_ref": finding.asset.owner_ref, "score": finding.score,
+            "verdict": finding.verdict, "analysis_version": finding.analysis_version, "created_at": finding.created_at}
+
+
+def plan_out(plan: RecheckPlan) -> dict:
+    data = {field: getattr(plan, field) for field in RecheckPlanOut.model_fields if field != "observations"}
+    data["id"] = plan.pk
+    data["observations"] = list(plan.observations.order_by("sequence").values(*ObservationOut.model_fields))
     return data
 
 
@@ -230,3 +295,29 @@ def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
     except TransitionNotAllowed:
         raise HttpError(409, f"job {job_id} is {Job.objects.get(pk=job_id).state}: it has already ended") from None
     return job_out(job, with_transitions=True)
+
+
+@api.get("/rechecks/{plan_id}", response=RecheckPlanOut)
+def rechecks_get(request, plan_id: int):
+    require(request, "jobs:read")
+    plan = RecheckPlan.objects.filter(pk=plan_id).first()
+    if plan is None:
+        raise Http404(f"no recheck plan {plan_id}")
+    return plan_out(plan)
+
+
+@api.post("/rechecks/{plan_id}/decision", response=RecheckPlanOut)
+def rechecks_decide(request, plan_id: int, body: DecisionIn):
+    """End a recheck plan with a manual decision (the case is confirmed); 409 once the plan ended."""
+    from rechecks.services import plan_decide
+
+    require(request, "reviews:write")
+    if not RecheckPlan.objects.filter(pk=plan_id).exists():
+        raise Http404(f"no recheck plan {plan_id}")
+    try:
+        plan = plan_decide(plan_id=plan_id, actor=f"api:{request.auth.name}", reason=body.reason)
+    except JobInputError as refused:
+        if refused.field == "plan":
+            raise HttpError(409, refused.message) from None
+        raise
+    return plan_out(plan)

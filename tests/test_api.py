@@ -129,3 +129,26 @@ def test_cancel_answers_409_once_the_job_ended(client, bearer):
 def test_the_docs_load_their_assets_from_this_server(client):
     page = client.get("/api/v1/docs").content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page and "cdn" not in page.lower()
+
+
+def test_a_match_shows_its_finding_and_recheck_plan_and_a_decision_ends_the_plan(client, bearer):
+    from rechecks.services import plan_request
+    from tests.dashboard.test_console import review_case
+
+    case = review_case("api")
+    plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")
+    reader = bearer("jobs:read")
+    record = client.get(f"/api/v1/jobs/{case.id}", **reader).json()
+    assert record["findings"][0]["verdict"] == "unclear" and record["findings"][0]["asset_owner_ref"] == "RH-1001"
+    assert record["recheck_plan"]["id"] == plan.id and record["recheck_plan"]["state"] == "active"
+    assert client.get(f"/api/v1/rechecks/{plan.id}", **reader).json()["next_check_reason"].startswith("first check")
+    url = f"/api/v1/rechecks/{plan.id}/decision"
+    body = json.dumps({"reason": "taken down, confirmed by the host"})
+    assert client.post(url, body, content_type="application/json", **reader).status_code == 403
+    reviewer = bearer("jobs:read", "reviews:write")
+    ended = client.post(url, body, content_type="application/json", **reviewer)
+    assert ended.status_code == 200 and ended.json()["end_reason"] == "manual_decision"
+    assert ended.json()["ended_by"].startswith("api:"), "the token's name is the actor"
+    assert ended.json()["end_note"].endswith(": taken down, confirmed by the host")
+    assert client.post(url, body, content_type="application/json", **reviewer).status_code == 409
+    assert client.get("/api/v1/rechecks/999999", **reader).status_code == 404
