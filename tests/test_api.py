@@ -152,3 +152,31 @@ def test_a_match_shows_its_finding_and_recheck_plan_and_a_decision_ends_the_plan
     assert ended.json()["end_note"].endswith(": taken down, confirmed by the host")
     assert client.post(url, body, content_type="application/json", **reviewer).status_code == 409
     assert client.get("/api/v1/rechecks/999999", **reader).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_posts_with_one_key_make_one_job(bearer):
+    import threading
+
+    from django.db import connection
+    from django.test import Client
+
+    headers = bearer("jobs:write", "jobs:synthetic")
+    statuses, ids, barrier = [], [], threading.Barrier(20)
+
+    def submit():
+        try:
+            barrier.wait(timeout=10)
+            response = post(Client(), job_body(idempotency_key="same-key"), headers)
+            statuses.append(response.status_code)
+            ids.append(response.json()["id"])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(statuses) == [200] * 19 + [201], "exactly one request created the job"
+    assert len(set(ids)) == 1 and Job.objects.count() == 1
