@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django_fsm import TransitionNotAllowed
@@ -22,15 +23,26 @@ from ninja.security import HttpBearer
 
 from jobs.models import Job, State
 from jobs.services import IdempotencyConflict, JobInputError, job_cancel
-from jobs.tokens import token_check
+from jobs.tokens import rate_count, token_check
 from rechecks.models import RecheckPlan
 
 PROBLEM = "application/problem+json"
 
 
+class RateLimited(Exception):
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"retry after {retry_after:.0f} s")
+        self.retry_after = retry_after
+
+
 class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
-        return token_check(token)
+        checked = token_check(token)
+        if checked is not None:
+            count, left = rate_count(checked)
+            if count > settings.LEITSTAND_API_RATE_PER_MINUTE:
+                raise RateLimited(left)
+        return checked
 
 
 api = NinjaAPI(title="Leitstand API", version="1", urls_namespace="api-v1", auth=TokenAuth(),
@@ -51,6 +63,14 @@ def require(request, scope: str) -> None:
 def _unauthenticated(request, exc):
     return problem(401, "Unauthorized", "a valid, unexpired bearer token is required (Authorization: Bearer …)",
                    kind="/problems/unauthorized")
+
+
+@api.exception_handler(RateLimited)
+def _rate_limited(request, exc):
+    response = problem(429, "Too Many Requests", f"this token may make {settings.LEITSTAND_API_RATE_PER_MINUTE} "
+                       f"requests a minute; {exc}", kind="/problems/rate-limited")
+    response["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))
+    return response
 
 
 @api.exception_handler(HttpError)

@@ -407,3 +407,14 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class ApiRateWindow(models.Model):
+    """Requests of one token in one minute, counted in PostgreSQL so every web process shares it."""
+
+    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
+    window_start = models.DateTimeField()
+    requests = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["token", "window_start"], name="rate_window_once")]

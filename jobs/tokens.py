@@ -57,3 +57,26 @@ def token_revoke(*, name: str) -> ApiToken:
     return ApiToken.objects.get(name=name)
 
 
+
+
+_RATE_SQL = """
+-- One statement per request: count it in the token's current minute and answer the count and the
+-- seconds left in the window. Old windows are removed now and then by the same statement's caller.
+INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests)
+VALUES (%(token)s, date_trunc('minute', leitstand_now()), 1)
+ON CONFLICT (token_id, window_start) DO UPDATE SET requests = w.requests + 1
+RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())
+"""
+
+
+def rate_count(token: ApiToken) -> tuple[int, float]:
+    """This request's number in the token's current minute, and the seconds until the window ends."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(_RATE_SQL, {"token": token.pk})
+        count, left = cursor.fetchone()
+        if count == 1:  # the first request of a minute tidies up this token's old windows
+            cursor.execute("DELETE FROM jobs_apiratewindow WHERE token_id = %s AND "
+                           "window_start < date_trunc('minute', leitstand_now())", [token.pk])
+    return count, max(float(left), 0.0)

@@ -180,3 +180,14 @@ def test_twenty_concurrent_posts_with_one_key_make_one_job(bearer):
         thread.join(timeout=30)
     assert sorted(statuses) == [200] * 19 + [201], "exactly one request created the job"
     assert len(set(ids)) == 1 and Job.objects.count() == 1
+
+
+def test_a_token_over_its_rate_gets_429_with_retry_after(client, bearer, settings):
+    settings.LEITSTAND_API_RATE_PER_MINUTE = 3
+    reader, other = bearer("jobs:read"), bearer("jobs:read")
+    url = f"/api/v1/jobs/{uuid.uuid4()}"
+    assert [client.get(url, **reader).status_code for _ in range(3)] == [404, 404, 404]
+    limited = client.get(url, **reader)
+    assert limited.status_code == 429 and limited["Content-Type"] == "application/problem+json"
+    assert 1 <= int(limited["Retry-After"]) <= 60
+    assert client.get(url, **other).status_code == 404, "each token has its own budget"
