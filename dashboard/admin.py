@@ -349,17 +349,10 @@ def _job_act(name: str, job_id, *, actor: str, reason: str, user) -> str:
         return f"cancelled: {services.job_cancel(job_id=job_id, actor=actor, reason=reason, user=user).state}"
     if name == "confirm":
         return f"confirmed: {services.job_confirm(job_id=job_id, actor=actor, reason=reason or 'confirmed', user=user).state}"
-    if not reason:
-        raise JobInputError("reason", "is required: say why, it goes into the job's audit log")
-    job = Job.objects.get(pk=job_id)
     if name == "release":
-        if job.state not in (State.RESERVED, State.RUNNING):
-            raise JobInputError("job", f"the job is {job.state}: no lease to release")
-        leases.release(job.id, job.lease_version, actor=actor, reason=f"released from the console: {reason}")
+        services.job_release(job_id=job_id, actor=actor, reason=reason, user=user)
         return "released: planned again, due now"
-    result = leases.review_queue_job(job.id, actor=actor, cause=f"sent to review: {reason}")
-    if result is None:
-        raise JobInputError("job", f"the job is {job.state}: it cannot go to review")
+    services.job_send_to_review(job_id=job_id, actor=actor, reason=reason, user=user)
     return "sent to review"
 
 

@@ -23,6 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from dashboard.models import Alert, ConsoleSnapshot
+from dashboard.snapshot import oldest_due, open_counts
 from jobs.models import database_now
 from workers.selectors import pool_consumers
 
@@ -57,28 +58,22 @@ class PipelineCollector:
         now = database_now()
         with connection.cursor() as cursor:
             jobs = GaugeMetricFamily("leitstand_jobs", DOCUMENTED["leitstand_jobs"], labels=["type", "state"])
-            cursor.execute("SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN ('done', 'dead', "
-                           "'cancelled')) GROUP BY type, state")
-            open_counts = cursor.fetchall()
-            for job_type, state, count in open_counts:
+            counts = open_counts(now)
+            for job_type, state, count in counts:
                 jobs.add_metric([job_type, state], count)
             dead = GaugeMetricFamily("leitstand_dead_letters", DOCUMENTED["leitstand_dead_letters"], labels=["type"])
             snapshot = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
-            for job_type, counts in snapshot.get("pipeline", {}).get("terminal", {}).get("counts", {}).items():
-                for state, count in counts.items():
+            for job_type, finished in snapshot.get("pipeline", {}).get("terminal", {}).get("counts", {}).items():
+                for state, count in finished.items():
                     jobs.add_metric([job_type, state], count)
-                dead.add_metric([job_type], counts.get("dead", 0))
+                dead.add_metric([job_type], finished.get("dead", 0))
             yield jobs
             yield dead
 
             oldest = GaugeMetricFamily("leitstand_oldest_due_job_age_seconds",
                                        DOCUMENTED["leitstand_oldest_due_job_age_seconds"], labels=["type"])
-            types = sorted({job_type for job_type, state, _ in open_counts if state == "planned"})
-            cursor.execute("SELECT t.type, extract(epoch FROM %(now)s - (SELECT min(j.due_at) FROM jobs_job AS j "
-                           "WHERE j.type = t.type AND j.state = 'planned' AND j.due_at <= %(now)s)) "
-                           "FROM unnest(%(types)s::text[]) AS t(type)", {"now": now, "types": types})
-            for job_type, age in cursor.fetchall():
-                oldest.add_metric([job_type], float(age or 0))
+            for job_type, age in oldest_due(now, sorted({t for t, state, _ in counts if state == "planned"})):
+                oldest.add_metric([job_type], age)
             yield oldest
 
             stuck = GaugeMetricFamily("leitstand_stuck_leases", DOCUMENTED["leitstand_stuck_leases"], labels=["pool"])

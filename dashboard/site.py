@@ -23,8 +23,9 @@ from dashboard.display import data_uri
 from dashboard.explain import ago, heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot
 from jobs import leases
+from jobs.leases import JobNotFound
 from jobs.models import Attempt, Job, State, StepEvent, database_now
-from jobs.services import JobInputError, ReviewHeld
+from jobs.services import JobInputError, ReviewHeld, job_release
 from workers.models import WorkerProcess
 from workers.registry import registry
 from workers.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
@@ -148,7 +149,7 @@ class ConsoleSite(admin.AdminSite):
                 messages.error(request, "A reason is required to release leases.")
             else:
                 for job_id in job_ids:
-                    result = _release(job_id, actor=_actor(request), reason=reason)
+                    result = _release(job_id, actor=_actor(request), reason=reason, user=request.user)
                     audit_record(actor=_actor(request), action="lease.release", target=f"job {job_id}",
                                  reason=reason, result=result)
                     messages.info(request, f"{job_id[:8]}: {result}")
@@ -168,15 +169,10 @@ def _actor(request) -> str:
     return f"user:{request.user.get_username()}"
 
 
-def _release(job_id: str, *, actor: str, reason: str) -> str:
-    job = Job.objects.filter(pk=job_id).first()
-    if job is None:
-        raise Http404(job_id)
-    if job.state not in (State.RESERVED, State.RUNNING):
-        return f"not released: the job is {job.state} now"
+def _release(job_id: str, *, actor: str, reason: str, user) -> str:
     try:
-        leases.release(job.id, job.lease_version, actor=actor, reason=f"released from the console: {reason}")
-    except (leases.StaleAttempt, TransitionNotAllowed) as refused:
+        job_release(job_id=job_id, actor=actor, reason=reason, user=user)
+    except (JobInputError, JobNotFound, PermissionDenied, leases.StaleAttempt, TransitionNotAllowed) as refused:
         return f"not released: {refused}"
     return "released: planned again, due now"
 

@@ -35,28 +35,34 @@ def _rows(sql: str, now, params=None) -> list[tuple]:
         return cursor.fetchall()
 
 
+def open_counts(now) -> list[tuple[str, str, int]]:
+    """(type, state, count) of open jobs, exact, through the partial index over the open set."""
+    return _rows("SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN ('done', 'dead', 'cancelled')) "
+                 "GROUP BY type, state", now)
+
+
+def oldest_due(now, types: list[str]) -> list[tuple[str, float]]:
+    """(type, seconds) the oldest due planned job waits: one index descent per type (a GROUP BY would
+    read every planned entry); types without a due job are left out."""
+    rows = _rows("SELECT t.type, extract(epoch FROM %(now)s - (SELECT min(j.due_at) FROM jobs_job AS j "
+                 "    WHERE j.type = t.type AND j.state = 'planned' AND j.due_at <= %(now)s)) "
+                 "FROM unnest(%(types)s::text[]) AS t(type)", now, {"types": types})
+    return [(job_type, float(age)) for job_type, age in rows if age is not None]
+
+
 def pipeline_figures(now, previous: dict | None = None) -> dict:
     types: dict[str, dict] = defaultdict(lambda: {
         "states": {}, "oldest_due_seconds": None, "done_1h": 0, "dead_1h": 0, "done_buckets": [0] * BUCKETS,
         "p50_ms": None, "p95_ms": None, "sampled": 0, "retried": 0, "pool": "",
     })
-    # Open jobs exactly, every refresh, through the partial index over the open set.
-    for job_type, state, count in _rows(
-            "SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN ('done', 'dead', 'cancelled')) "
-            "GROUP BY type, state", now):
+    for job_type, state, count in open_counts(now):
         types[job_type]["states"][state] = count
     # Finished jobs are millions of rows: counted in full only every TERMINAL_COUNT_SECONDS.
     terminal = terminal_counts(now, previous)
     for job_type, counts in terminal["counts"].items():
         types[job_type]["states"].update(counts)
-    # One index descent per type with planned jobs (a GROUP BY would read every planned entry).
     planned_types = [name for name, figures in types.items() if figures["states"].get("planned")]
-    for job_type, age in _rows(
-            "SELECT t.type, extract(epoch FROM %(now)s - (SELECT min(j.due_at) FROM jobs_job AS j "
-            "    WHERE j.type = t.type AND j.state = 'planned' AND j.due_at <= %(now)s)) "
-            "FROM unnest(%(types)s::text[]) AS t(type)", now, {"types": planned_types}):
-        if age is None:
-            continue
+    for job_type, age in oldest_due(now, planned_types):
         types[job_type]["oldest_due_seconds"] = float(age)
     for job_type, state, bucket, count in _rows(
             "SELECT type, state, floor(extract(epoch FROM %(now)s - finished_at) / %(size)s)::int, count(*) "

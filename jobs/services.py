@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
 from jobs import leases
-from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease
+from jobs.models import LEASED_STATES, OPERATE_PERMISSION, Job, LeitstandNow, ReviewEscalation, ReviewLease
 
 _TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_PAYLOAD_BYTES = 1_000_000
@@ -138,6 +138,40 @@ def job_retry_now(*, job_id, actor: str, reason: str, user=None) -> Job:
     """Retry a failed or dead job now, with a fresh retry budget (the dead-letter queue's retry)."""
     _require_reason(reason)
     return leases.transition_apply(job_id, "retry_now", actor=actor, cause=f"retry now: {reason}", user=user, reason=reason)
+
+
+def job_release(*, job_id, actor: str, reason: str, user=None) -> Job:
+    """Hand a leased job back (an operator who knows its worker is gone): planned again, due now, no
+    retry budget used; the old attempt's later writes are refused as stale."""
+    _require_reason(reason)
+    _require_operator(user)
+    job = _job(job_id)
+    if job.state not in LEASED_STATES:
+        raise JobInputError("job", f"the job is {job.state}: no lease to release")
+    leases.release(job.id, job.lease_version, actor=actor, reason=f"released from the console: {reason}")
+    return Job.objects.get(pk=job.pk)
+
+
+def job_send_to_review(*, job_id, actor: str, reason: str, user=None) -> Job:
+    """Open a review case now (an unclear job, or a case under recheck that a person should decide)."""
+    _require_reason(reason)
+    _require_operator(user)
+    job = _job(job_id)
+    if leases.review_queue_job(job.id, actor=actor, cause=f"sent to review: {reason}") is None:
+        raise JobInputError("job", f"the job is {job.state}: it cannot go to review")
+    return Job.objects.get(pk=job.pk)
+
+
+def _job(job_id) -> Job:
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise leases.JobNotFound(job_id)
+    return job
+
+
+def _require_operator(user) -> None:
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
+        raise PermissionDenied(f"{user} lacks the permission to operate jobs")
 
 
 def review_decide(*, job_id, actor: str, reason: str, user=None, is_match: bool = False) -> Job:

@@ -217,3 +217,19 @@ def test_a_bulk_action_on_a_filter_is_previewed_pinned_and_run_in_batches(client
         "bulk.retry_now.start", "bulk.retry_now.done"]
     assert Job.objects.get(pk=dead[0].pk).transitions.order_by("-id").first().cause == \
         f"bulk {operation.pk} (retry now): parser fixed"
+
+
+def test_release_and_send_to_review_from_the_job_page_go_through_the_jobs_services(client, login, make_job):
+    login(OPERATORS)
+    running = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
+    unclear = job_in_state(make_job("analysis", pool="analysis"), State.UNCLEAR)
+    act = lambda job, name, reason: client.post(reverse("admin:jobs_job_act", args=[job.id]),  # noqa: E731
+                                                {"action": name, "reason": reason})
+    act(running, "release", "")
+    assert Job.objects.get(pk=running.pk).state == State.RUNNING, "a release needs a reason"
+    act(running, "release", "host-a is gone")
+    act(unclear, "review", "customer asked")
+    assert Job.objects.get(pk=running.pk).state == State.PLANNED
+    assert Job.objects.get(pk=unclear.pk).state == State.READY_FOR_REVIEW
+    act(running, "release", "again")
+    assert AuditEntry.objects.order_by("-id").first().result == "refused: job: the job is planned: no lease to release"
