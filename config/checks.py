@@ -53,6 +53,16 @@ def timing_invariants(app_configs=None, **kwargs):
         RecheckPolicy(**recheck)
     except ValueError as exc:
         error(8, str(exc), "see the LEITSTAND_RECHECK_* settings in docs/operations.md")
+    from jobs.webhooks import EVENT_KINDS
+
+    hook = settings.LEITSTAND_WEBHOOK
+    if hook["url"] and not hook["secret"]:
+        error(9, "LEITSTAND_WEBHOOK_URL is set but LEITSTAND_WEBHOOK_SECRET is empty",
+              "every webhook is signed; set a long random secret and give it to the receiver")
+    unknown = sorted(set(hook["events"]) - set(EVENT_KINDS))
+    if unknown:
+        error(9, f"LEITSTAND_WEBHOOK_EVENTS names unknown events: {', '.join(unknown)}",
+              f"known events: {', '.join(EVENT_KINDS)}")
     for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items():
         # A wake-up may wait behind the prefetched ones (queue_limit) before it runs.
         queue_wait = cluster["timeout"] * cluster["queue_limit"] / cluster["workers"]

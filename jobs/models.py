@@ -418,3 +418,19 @@ class ApiRateWindow(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["token", "window_start"], name="rate_window_once")]
+
+
+class WebhookEvent(models.Model):
+    """The outbox of webhooks to the PHP core: written in the transaction of the change it reports
+    (a trigger on ``jobs_transition`` for done, dead and ready_for_review; the rechecks service for
+    a recheck plan's end), turned into delivery jobs by the control process and then deleted. Its
+    id is the event ID the receiver deduplicates on."""
+
+    kind = models.CharField(max_length=40)
+    job_id = models.UUIDField()
+    transition_id = models.BigIntegerField(null=True, blank=True)
+    occurred_at = models.DateTimeField(db_default=LeitstandNow())
+    data = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"event {self.pk}: {self.kind} {self.job_id}"

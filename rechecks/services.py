@@ -25,6 +25,7 @@ from django_fsm import TransitionNotAllowed
 from jobs import leases
 from jobs.models import TERMINAL_STATES, Job, LeitstandNow, State, database_now
 from jobs.services import JobInputError
+from jobs.webhooks import event_record
 from rechecks import policy
 from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import EndReason, Progress, RecheckPolicy, Target
@@ -172,6 +173,9 @@ def _end(plan: RecheckPlan, reason: EndReason, *, by: str, note: str) -> None:
     plan.save(update_fields=["state", "end_reason", "ended_by", "end_note", "ended_at", "next_check_at",
                              "next_check_reason"])
     plan.refresh_from_db(fields=["ended_at"])
+    event_record(kind="recheck_plan.ended", job_id=plan.job_id, data={
+        "id": plan.pk, "end_reason": plan.end_reason, "ended_by": plan.ended_by, "note": plan.end_note,
+        "ended_at": plan.ended_at.isoformat(), "checks": plan.sequence, "url": plan.url})
 
 
 # --- observations (recheck handler) ---------------------------------------------------------------

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from jobs import leases
+from jobs.webhooks import webhook_sweep
 from jobs.retry import RetryPolicy
 from dashboard.alerts import alerts_evaluate
 from dashboard.bulk import bulk_step
@@ -47,6 +48,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "dispatcher": dispatch.dispatch_sweep,
     "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
     "bulk-actions": bulk_step,
+    "webhooks": webhook_sweep,
     "alerts": Throttled(alerts_evaluate, settings.LEITSTAND_ALERT_INTERVAL_SECONDS),
 }
 

@@ -5,7 +5,7 @@ from django.conf import settings
 from jobs.retry import RetryPolicy
 from dashboard import notify
 from rechecks import handler as recheck
-from workers import analysis, crawl, synthetic
+from workers import analysis, crawl, synthetic, webhook
 from workers.registry import JobType, register
 
 register(JobType(
@@ -75,6 +75,21 @@ register(JobType(
     pool="notify",
     processing_version="notify@1",
     expected_paths=(("webhook",), ("email",)),
+    default_priority=1,
+    timeout_seconds=settings.LEITSTAND_NOTIFY["timeout_seconds"],
+    lease_seconds=settings.LEITSTAND_NOTIFY["lease_seconds"],
+    heartbeat_seconds=settings.LEITSTAND_NOTIFY["heartbeat_seconds"],
+    retry=RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=settings.LEITSTAND_NOTIFY["max_attempts"]),
+    external_call_timeout_seconds=settings.LEITSTAND_NOTIFY["http_timeout_seconds"],
+))
+
+register(JobType(
+    name="api_webhook",
+    description="Deliver an event (job done, dead, ready for review; recheck plan ended) to the PHP core's webhook.",
+    handler=webhook.handle_api_webhook,
+    pool="notify",
+    processing_version="webhook@1",
+    expected_paths=(("webhook",),),
     default_priority=1,
     timeout_seconds=settings.LEITSTAND_NOTIFY["timeout_seconds"],
     lease_seconds=settings.LEITSTAND_NOTIFY["lease_seconds"],

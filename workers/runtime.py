@@ -29,6 +29,7 @@ from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
 from jobs import leases
+from jobs.correlation import correlation
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import LeitstandNow
 from workers import lifecycle
@@ -208,7 +209,7 @@ class PoolRuntime:
         self.current_job_id = job.id
         started = time.monotonic()
         try:
-            with time_limit(job_type.timeout_seconds):
+            with time_limit(job_type.timeout_seconds), correlation(job.correlation_id):
                 outcome = job_type.handler(context)
         except Interrupted:
             return self._interrupted(job, context, report)

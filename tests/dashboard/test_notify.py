@@ -1,50 +1,19 @@
 """Alert notifications as jobs: a local webhook receiver gets signed deliveries; a failing receiver
 leads to retries and finally a dead letter; e-mail through Django's mail settings."""
 
-import hashlib
-import hmac
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.core import mail
 
 from dashboard import alerts
-from dashboard.notify import SIGNATURE_HEADER
+from workers.webhook import SIGNATURE_HEADER
 from jobs import leases
 from jobs.models import Job, State
+from tests.support.receiver import Receiver, signature_valid
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "hook-secret-42"
-
-
-class Receiver:
-    def __init__(self, status: int) -> None:
-        self.status, self.deliveries = status, []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.deliveries.append((dict(self.headers), body))
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -77,9 +46,7 @@ def test_a_fired_alert_is_delivered_signed_and_by_mail(receiver, make_job, db_cl
     pool_runtime("notify").wake()
     assert {j.state for j in Job.objects.filter(type="alert_notify")} == {State.DONE}
     (headers, body), = hook.deliveries
-    timestamp, signature = (part.split("=", 1)[1] for part in headers[SIGNATURE_HEADER].split(","))
-    expected = hmac.new(SECRET.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(signature, expected), "the receiver can verify the signature over the raw body"
+    assert signature_valid(SECRET, headers[SIGNATURE_HEADER], body), "the receiver can verify the signature over the raw body"
     message = json.loads(body)
     assert (message["rule"], message["event"], message["scope"]) == ("pool_no_consumers", "fired", "pool:crawl")
     assert message["runbook"] == "/admin/runbooks/pool_no_consumers/"
@@ -99,5 +66,5 @@ def test_a_failing_receiver_is_retried_then_dead_lettered(receiver, make_job, db
             break
     webhook.refresh_from_db()
     assert webhook.state == State.DEAD and webhook.attempts == settings.LEITSTAND_NOTIFY["max_attempts"]
-    assert webhook.error_class == "dashboard.notify.WebhookRefused" and "answered 500" in webhook.error_message
+    assert webhook.error_class == "workers.webhook.WebhookRefused" and "answered 500" in webhook.error_message
     assert len(hook.deliveries) == settings.LEITSTAND_NOTIFY["max_attempts"], "one delivery per attempt"

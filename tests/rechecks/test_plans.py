@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
 
-from jobs.models import Job, State, Transition
+from jobs.models import Job, State, Transition, WebhookEvent
 from jobs.services import JobInputError, job_cancel
 from rechecks.models import Observation, RecheckPlan
 from rechecks.services import plan_abort, plan_decide, planner_sweep
@@ -123,6 +123,10 @@ def test_a_manual_decision_and_an_abort_record_actor_and_reason(case, pool_runti
         "manual_decision", "user:rev", "manual decision by user:rev: taken down, confirmed by mail")
     decided.refresh_from_db()
     assert decided.state == State.DONE
+    event = WebhookEvent.objects.get(kind="recheck_plan.ended", job_id=decided.pk)
+    assert event.data | {"ended_at": None} == {"id": plan.id, "end_reason": "manual_decision", "ended_by": "user:rev",
+                                              "note": plan.end_note, "ended_at": None, "checks": plan.sequence,
+                                              "url": plan.url}
     assert Transition.objects.filter(job=decided).order_by("id").last().actor == "user:rev"
     with pytest.raises(JobInputError, match="has already ended"):
         plan_abort(plan_id=plan.id, actor="user:op", reason="late")

@@ -1,0 +1,81 @@
+"""Webhooks to the PHP core: the outbox and the sweep that turns its events into delivery jobs.
+
+Events are written in the transaction of the change they report, so an event exists exactly when
+its change committed: a trigger on ``jobs_transition`` writes ``job.done``, ``job.dead`` and
+``job.ready_for_review``; the rechecks service calls ``event_record`` when a plan ends
+(``recheck_plan.ended``). The control process's sweep (``webhook_sweep``) turns each event into one
+``api_webhook`` job (idempotency key ``webhook-event-<id>``) in the ``notify`` pool and deletes it
+from the outbox in the same transaction; the job delivers a signed POST with retries, backoff and,
+in the end, the dead-letter queue. The receiver deduplicates on the event ID ``evt_<id>``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from jobs.models import Job, Transition, WebhookEvent
+from jobs.services import job_create
+
+EVENT_KINDS = ("job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended")
+DELIVERY_TYPE = "api_webhook"
+# The system's own deliveries never cause webhooks: a delivered webhook would announce itself.
+SILENT_TYPES = frozenset({DELIVERY_TYPE, "alert_notify"})
+ACTOR = "webhooks"
+
+
+def event_record(*, kind: str, job_id, data: dict) -> None:
+    """Record an event in the outbox; call it inside the transaction of the change it reports."""
+    if kind not in EVENT_KINDS:
+        raise ValueError(f"unknown webhook event kind {kind!r}; known: {', '.join(EVENT_KINDS)}")
+    WebhookEvent.objects.create(kind=kind, job_id=job_id, data=data)
+
+
+def webhook_sweep(*, limit: int = 500) -> int:
+    """Turn up to ``limit`` outbox events into delivery jobs (or drop them when no webhook is
+    configured, or the event or job type is not subscribed); returns the number of deliveries."""
+    hook = settings.LEITSTAND_WEBHOOK
+    with transaction.atomic():
+        events = list(WebhookEvent.objects.select_for_update(skip_locked=True).order_by("id")[:limit])
+        if not events:
+            return 0
+        deliveries = 0
+        if hook["url"]:
+            jobs = Job.objects.in_bulk({event.job_id for event in events})
+            causes = dict(Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id])
+                          .values_list("pk", "cause"))
+            for event in events:
+                job = jobs.get(event.job_id)
+                if job is None or not _subscribed(hook, event.kind, job.type):
+                    continue
+                job_create(type=DELIVERY_TYPE, pool="notify", idempotency_key=f"webhook-event-{event.pk}",
+                           payload={"event": event_message(event, job, causes.get(event.transition_id, ""))},
+                           actor=ACTOR, correlation_id=job.correlation_id, priority=1)
+                deliveries += 1
+        WebhookEvent.objects.filter(pk__in=[event.pk for event in events]).delete()
+    return deliveries
+
+
+def _subscribed(hook: dict, kind: str, job_type: str) -> bool:
+    if job_type in SILENT_TYPES or kind not in hook["events"]:
+        return False
+    return not hook["job_types"] or job_type in hook["job_types"]
+
+
+def event_message(event: WebhookEvent, job: Job, cause: str = "") -> dict:
+    """The body of one webhook: the event's ID, kind and time, and the job it is about (the state in
+    the event, not the job's state now); ``recheck_plan`` for a plan's end."""
+    message = {
+        "id": f"evt_{event.pk}",
+        "type": event.kind,
+        "occurred_at": event.occurred_at.isoformat(),
+        "job": {
+            "id": str(job.pk), "type": job.type, "idempotency_key": job.idempotency_key,
+            "correlation_id": job.correlation_id, "source": job.source,
+            "state": event.kind.removeprefix("job.") if event.kind.startswith("job.") else job.state,
+            "cause": cause,
+        },
+    }
+    if event.kind == "recheck_plan.ended":
+        message["recheck_plan"] = event.data
+    return message

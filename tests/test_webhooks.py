@@ -1,0 +1,126 @@
+"""Webhooks to the PHP core: events are written in the transaction of their change, turned into
+delivery jobs once each, and delivered signed by the notify pool to a local receiver."""
+
+import json
+
+import pytest
+from django.db import transaction
+
+from config.checks import timing_invariants
+from jobs import leases
+from jobs.models import Job, State, WebhookEvent
+from jobs.services import job_confirm
+from jobs.webhooks import webhook_sweep
+from tests.support.receiver import Receiver, signature_valid
+from workers.webhook import SIGNATURE_HEADER
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SECRET = "php-core-secret-7"
+
+
+@pytest.fixture
+def hook(settings):
+    made = []
+
+    def start(status=200, **overrides):
+        made.append(Receiver(status))
+        settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": made[-1].url, "secret": SECRET, **overrides}
+        return made[-1]
+
+    yield start
+    for receiver in made:
+        receiver.close()
+
+
+@pytest.fixture
+def outcomes(make_job, pool_runtime):
+    """Three synthetic jobs run by a real pool runtime: one done, one dead, one ready for review."""
+    done = make_job("synthetic", pool="crawl", payload={}, correlation_id="order-17")
+    dead = make_job("synthetic", pool="crawl", payload={"fail": "permanent"})
+    unclear = make_job("synthetic", pool="crawl", payload={"fail": "unclear"})
+    pool_runtime("crawl").wake()
+    job_confirm(job_id=done.pk, actor="test")
+    leases.unclear_queue_for_review()
+    states = {job.pk: Job.objects.get(pk=job.pk).state for job in (done, dead, unclear)}
+    assert states == {done.pk: State.DONE, dead.pk: State.DEAD, unclear.pk: State.READY_FOR_REVIEW}
+    return done, dead, unclear
+
+
+def outbox():
+    return [(event.kind, event.job_id) for event in WebhookEvent.objects.order_by("id")]
+
+
+def test_done_dead_and_ready_for_review_write_one_event_each(outcomes):
+    done, dead, unclear = outcomes
+    assert sorted(outbox()) == sorted([("job.done", done.pk), ("job.dead", dead.pk),
+                                       ("job.ready_for_review", unclear.pk)])
+    assert all(event.transition_id for event in WebhookEvent.objects.all())
+
+
+def test_a_rolled_back_change_leaves_no_event(make_job, pool_runtime):
+    job = make_job("synthetic", pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        job_confirm(job_id=job.pk, actor="test")
+        raise RuntimeError("the business change failed")
+    assert Job.objects.get(pk=job.pk).state == State.RESULT_STORED and outbox() == []
+
+
+def test_without_a_webhook_the_sweep_drops_the_events(outcomes):
+    assert webhook_sweep() == 0
+    assert outbox() == [] and not Job.objects.filter(type="api_webhook").exists()
+
+
+def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, hook, pool_runtime):
+    receiver = hook(200)
+    done, dead, unclear = outcomes
+    assert webhook_sweep() == 3 and outbox() == []
+    assert webhook_sweep() == 0, "the outbox is empty: a second sweep delivers nothing again"
+    deliveries = Job.objects.filter(type="api_webhook")
+    assert {job.pool for job in deliveries} == {"notify"}
+    assert {job.payload["event"]["job"]["id"] for job in deliveries} == {str(done.pk), str(dead.pk), str(unclear.pk)}
+
+    pool_runtime("notify").wake()
+    assert {job.state for job in Job.objects.filter(type="api_webhook")} == {State.DONE}
+    assert len(receiver.deliveries) == 3
+    bodies = {}
+    for headers, body in receiver.deliveries:
+        assert signature_valid(SECRET, headers[SIGNATURE_HEADER], body)
+        message = json.loads(body)
+        assert headers["X-Leitstand-Event-Id"] == message["id"] and message["id"].startswith("evt_")
+        assert headers["X-Leitstand-Event-Type"] == message["type"]
+        assert headers["X-Correlation-ID"] == message["job"]["correlation_id"]
+        bodies[message["type"]] = message
+    assert set(bodies) == {"job.done", "job.dead", "job.ready_for_review"}
+    assert bodies["job.done"]["job"] == {
+        "id": str(done.pk), "type": "synthetic", "idempotency_key": done.idempotency_key, "correlation_id": "order-17",
+        "source": "", "state": "done", "cause": "business outcome confirmed"}
+    assert bodies["job.dead"]["job"]["state"] == "dead"
+
+    webhook_sweep()
+    assert not Job.objects.filter(type="api_webhook").exclude(pk__in=deliveries).exists(), (
+        "a delivered webhook does not announce itself with another webhook")
+
+
+def test_events_and_job_types_can_be_narrowed(outcomes, hook):
+    hook(200, events=["job.dead", "job.ready_for_review"], job_types=["synthetic"])
+    assert webhook_sweep() == 2
+    hook(200, events=["job.dead"], job_types=["crawl"])
+    outcomes_again = [WebhookEvent.objects.create(kind="job.dead", job_id=job.pk) for job in outcomes]
+    assert len(outcomes_again) == 3 and webhook_sweep() == 0 and outbox() == []
+
+
+def test_a_refusing_receiver_is_retried(outcomes, hook, pool_runtime):
+    receiver = hook(503)
+    webhook_sweep()
+    pool_runtime("notify").wake()
+    jobs = Job.objects.filter(type="api_webhook")
+    assert {job.state for job in jobs} == {State.FAILED} and len(receiver.deliveries) == 3
+    assert {job.error_class for job in jobs} == {"workers.webhook.WebhookRefused"}
+
+
+def test_a_webhook_url_without_a_secret_is_a_configuration_error(settings):
+    settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": "https://core.example/hook", "secret": ""}
+    assert "leitstand.E009" in {error.id for error in timing_invariants()}
+    settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "secret": "s", "events": ["job.finished"]}
+    assert any("job.finished" in error.msg for error in timing_invariants())
