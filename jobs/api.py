@@ -11,8 +11,8 @@ import base64
 import json
 import logging
 import uuid
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timezone as dt_timezone
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.db.models import Q
@@ -21,6 +21,7 @@ from django_fsm import TransitionNotAllowed
 from ninja import Field, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
+from pydantic import AfterValidator
 
 from jobs.models import Job, State
 from jobs.services import IdempotencyConflict, JobInputError, job_cancel
@@ -29,6 +30,16 @@ from rechecks.models import RecheckPlan
 
 PROBLEM = "application/problem+json"
 logger = logging.getLogger("leitstand.api")
+
+
+def _without_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+# Every text the API accepts: PostgreSQL text cannot hold NUL, so it is refused here with a 422.
+Text = Annotated[str, AfterValidator(_without_nul)]
 
 
 class RateLimited(Exception):
@@ -47,13 +58,75 @@ class TokenAuth(HttpBearer):
         return checked
 
 
-api = NinjaAPI(title="Leitstand API", version="1", urls_namespace="api-v1", auth=TokenAuth(),
-               docs_url="/docs", openapi_url="/openapi.json")
+PROBLEM_SCHEMA = {
+    "title": "Problem", "type": "object", "required": ["type", "title", "status", "detail"],
+    "description": "RFC 9457 problem details.",
+    "properties": {
+        "type": {"type": "string", "description": "A URI reference naming the kind of problem."},
+        "title": {"type": "string"}, "status": {"type": "integer"}, "detail": {"type": "string"},
+        "invalid_fields": {"type": "array", "items": {
+            "type": "object", "required": ["field", "message"],
+            "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}},
+    },
+}
+PROBLEM_STATUSES = {
+    "400": "Malformed JSON, or a cursor this API did not issue.",
+    "401": "The bearer token is missing, unknown, revoked or expired.",
+    "403": "The token lacks the scope this operation needs.",
+    "404": "No such job or recheck plan.",
+    "409": "The job or plan has already ended.",
+    "413": "The body is over the configured limit (LEITSTAND_API_MAX_BODY_BYTES, default 1 MiB).",
+    "422": "The request does not match the schema, the job type is unknown, the payload fails the type's "
+           "schema, or the idempotency key names a job with another payload; see invalid_fields.",
+    "429": "Over the token's rate limit; retry after the seconds in Retry-After.",
+}
+
+
+class LeitstandApi(NinjaAPI):
+    """Declares the problem answers of every operation in the OpenAPI schema, as they are sent:
+    ``application/problem+json`` (ninja would describe them as plain JSON)."""
+
+    def get_openapi_schema(self, **kwargs):
+        schema = super().get_openapi_schema(**kwargs)
+        schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+        problem_content = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        for path, operations in schema["paths"].items():
+            for method, operation in operations.items():
+                statuses = {"401", "403", "422", "429"}
+                if method == "post":
+                    statuses |= {"400", "413"}
+                if "{" in path:
+                    statuses.add("404")
+                if path.endswith(("/cancel", "/decision")):
+                    statuses.add("409")
+                if method == "get" and path.endswith("/jobs"):
+                    statuses.add("400")
+                for status in sorted(statuses):
+                    answer = {"description": PROBLEM_STATUSES[status], "content": problem_content}
+                    if status == "429":
+                        answer["headers"] = {"Retry-After": {"schema": {"type": "integer"},
+                                                             "description": "Seconds until the next minute's window."}}
+                    operation.setdefault("responses", {})[status] = answer
+        return schema
+
+
+api = LeitstandApi(title="Leitstand API", version="1", urls_namespace="api-v1", auth=TokenAuth(),
+                   docs_url="/docs", openapi_url="/openapi.json")
 
 
 def problem(status: int, title: str, detail: str, *, kind: str = "about:blank", **extra) -> HttpResponse:
     body = {"type": kind, "title": title, "status": status, "detail": detail, **extra}
     return HttpResponse(json.dumps(body), status=status, content_type=PROBLEM)
+
+
+def utc(moment: datetime | None, field: str) -> datetime | None:
+    """A datetime in UTC (without an offset: taken as UTC), or 422 naming the field when it cannot be."""
+    if moment is None:
+        return None
+    try:
+        return moment.replace(tzinfo=dt_timezone.utc) if moment.tzinfo is None else moment.astimezone(dt_timezone.utc)
+    except (OverflowError, ValueError):
+        raise JobInputError(field, f"{moment.isoformat()} is outside the representable range in UTC") from None
 
 
 def require(request, scope: str) -> None:
@@ -111,12 +184,12 @@ def _not_found(request, exc):
 
 
 class JobIn(Schema):
-    type: str = Field(max_length=64)
+    type: Text = Field(max_length=64)
     payload: dict[str, Any]
-    idempotency_key: str = Field(max_length=255)
+    idempotency_key: Text = Field(max_length=255)
     priority: int | None = Field(default=None, ge=0, le=9)
-    correlation_id: str | None = Field(default=None, max_length=255)
-    source: str = Field(default="", max_length=255)
+    correlation_id: Text | None = Field(default=None, max_length=255)
+    source: Text = Field(default="", max_length=255)
     due_at: datetime | None = None
 
 
@@ -171,7 +244,7 @@ class RecheckPlanOut(Schema):
 
 
 class DecisionIn(Schema):
-    reason: str = Field(min_length=1, max_length=400)
+    reason: Text = Field(min_length=1, max_length=400)
 
 
 class JobOut(Schema):
@@ -207,12 +280,15 @@ class JobOut(Schema):
     recheck_plan: RecheckPlanOut | None = None
 
 
+_RELATED = {"attempt", "transitions", "findings", "recheck_plan"}
+
+
 def job_out(job: Job, *, with_transitions: bool) -> dict:
-    data = {field: getattr(job, field) for field in JobOut.model_fields if hasattr(job, field)}
-    data["attempt"] = job.lease_version
-    data["transitions"] = list(job.transitions.order_by("id").values(
-        "from_state", "to_state", "at", "lease_version", "cause", "actor")) if with_transitions else []
-    if with_transitions:  # the single-job record: its findings and recheck plan too
+    data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
+    data.update(attempt=job.lease_version, transitions=[], findings=[], recheck_plan=None)
+    if with_transitions:  # the single-job record: its transitions, findings and recheck plan too
+        data["transitions"] = list(job.transitions.order_by("id").values(
+            "from_state", "to_state", "at", "lease_version", "cause", "actor"))
         data["findings"] = [finding_out(f) for f in job.findings.select_related("candidate", "asset").order_by("id")]
         plan = RecheckPlan.objects.filter(job=job).first()
         data["recheck_plan"] = plan_out(plan) if plan else None
@@ -244,7 +320,7 @@ def jobs_create(request, body: JobIn):
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
     submission = job_submit(job_type=body.type, payload=body.payload, idempotency_key=body.idempotency_key,
                             actor=f"api:{request.auth.name}", priority=body.priority, correlation_id=correlation,
-                            source=body.source, due_at=body.due_at)
+                            source=body.source, due_at=utc(body.due_at, "due_at"))
     logger.info("job %s (%s) %s by token %s", submission.job.pk, body.type,
                 "created" if submission.created else "already submitted", request.auth.name)
     return Status(201 if submission.created else 200, job_out(submission.job, with_transitions=True))
@@ -265,20 +341,20 @@ class JobPage(Schema):
 
 
 class CancelIn(Schema):
-    reason: str = Field(default="cancelled by the PHP core", min_length=1, max_length=400)
+    reason: Text = Field(default="cancelled by the PHP core", min_length=1, max_length=400)
 
 
 def _cursor_decode(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         moment, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
-        return datetime.fromisoformat(moment), uuid.UUID(job_id)
-    except (ValueError, UnicodeDecodeError):
+        return datetime.fromisoformat(moment).astimezone(dt_timezone.utc), uuid.UUID(job_id)
+    except (ValueError, UnicodeDecodeError, OverflowError):
         raise HttpError(400, "cursor is not one this API issued") from None
 
 
 @api.get("/jobs", response=JobPage)
-def jobs_list(request, correlation_id: str | None = None, type: str | None = None, state: str | None = None,
-              updated_after: datetime | None = None, cursor: str | None = None,
+def jobs_list(request, correlation_id: Text | None = None, type: Text | None = None, state: Text | None = None,
+              updated_after: datetime | None = None, cursor: Text | None = None,
               limit: int = Query(50, ge=1, le=500)):
     """Jobs in the order of their last state change (oldest first), keyset-paginated: a page never
     skips or repeats a job while others change."""
@@ -293,7 +369,7 @@ def jobs_list(request, correlation_id: str | None = None, type: str | None = Non
             raise HttpError(422, f"state must be one of {', '.join(State.values)}")
         jobs = jobs.filter(state=state)
     if updated_after:
-        jobs = jobs.filter(state_changed_at__gt=updated_after)
+        jobs = jobs.filter(state_changed_at__gt=utc(updated_after, "updated_after"))
     if cursor:
         moment, last_id = _cursor_decode(cursor)
         jobs = jobs.filter(Q(state_changed_at__gt=moment) | Q(state_changed_at=moment, id__gt=last_id))

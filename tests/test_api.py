@@ -75,6 +75,10 @@ def test_submission_is_idempotent_and_the_record_is_complete(client, bearer):
     ({"type": "nope", "payload": {}, "idempotency_key": "k"}, 422, "type"),
     ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "priority": 12}, 422, "priority"),
     ({"type": "crawl", "payload": {}, "idempotency_key": "k", "due_at": "tomorrow"}, 422, "due_at"),
+    ({"type": "crawl", "payload": {}, "idempotency_key": "k", "due_at": "0001-01-01T00:00:00+05:00"}, 422, "due_at"),
+    ({"type": "synthetic", "payload": {}, "idempotency_key": "k\u0000"}, 422, "idempotency_key"),
+    ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "source": "\u0000"}, 422, "source"),
+    ({"type": "synthetic", "payload": {"a": "\u0000"}, "idempotency_key": "k"}, 422, "payload"),
 ])
 def test_bad_input_gets_a_precise_problem_and_nothing_is_stored(client, bearer, body, status, field):
     response = post(client, body, bearer("jobs:write", "jobs:synthetic"))
@@ -83,6 +87,17 @@ def test_bad_input_gets_a_precise_problem_and_nothing_is_stored(client, bearer, 
     assert {"type", "title", "status", "detail"} <= set(problem) and problem["status"] == status
     assert field in [f["field"] for f in problem.get("invalid_fields", [])] or field in problem["detail"], problem
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("query,field", [
+    ("correlation_id=%00", "correlation_id"), ("type=a%00", "type"), ("cursor=%00", "cursor"),
+    ("updated_after=0001-01-01T00:00:00%2B05:00", "updated_after"), ("state=dreaming", "state"),
+])
+def test_bad_filters_get_a_precise_problem(client, bearer, query, field):
+    response = client.get(f"/api/v1/jobs?{query}", **bearer("jobs:read"))
+    assert response.status_code == 422 and response["Content-Type"] == "application/problem+json"
+    problem = response.json()
+    assert field in [f["field"] for f in problem.get("invalid_fields", [])] or field in problem["detail"], problem
 
 
 def test_a_body_over_the_limit_is_refused_with_413(client, bearer, settings):
