@@ -73,6 +73,31 @@ def leitstand_path(n: int, k: int) -> float:
     return n / (time.perf_counter() - started)
 
 
+def settle_batches(n: int, *, outbox: bool) -> float:
+    """The runtime's path for jobs that end in done: claim-and-start 100, complete them in one
+    statement (result_stored → done). With ``outbox``, the webhook outbox's trigger writes one event
+    per job in the same statement; without it, the trigger is disabled (the baseline)."""
+    job_type = make_jobs(n)
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE jobs_webhookevent")
+        if not outbox:
+            cursor.execute("ALTER TABLE jobs_transition DISABLE TRIGGER jobs_transition_webhook_outbox")
+    try:
+        started = time.perf_counter()
+        while claimed := leases.claim(pool=job_type, worker=WORKER, lease_seconds=60, limit=100, start=True):
+            leases.complete_many([leases.Completion(job.id, job.lease_version, settled="done") for job in claimed],
+                                 actor=WORKER.lease_owner)
+        elapsed = time.perf_counter() - started
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE jobs_transition ENABLE TRIGGER jobs_transition_webhook_outbox")
+    assert not Job.objects.filter(type=job_type).exclude(state="done").exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobs_webhookevent")
+        assert cursor.fetchone()[0] == (n if outbox else 0)
+    return n / elapsed
+
+
 def heartbeats(n: int, *, fenced: bool) -> float:
     job_type = make_jobs(1)
     (job,) = leases.claim(pool=job_type, worker=WORKER, lease_seconds=60)
@@ -98,6 +123,8 @@ def main() -> None:
         "naive queue: pick + mark done, 1 tx/job": lambda: naive_queue(n),
         "leitstand k=1: claim + start + complete": lambda: leitstand_path(n, 1),
         "leitstand k=10: claim 10, start + complete each": lambda: leitstand_path(n, 10),
+        "batches of 100 to done, outbox trigger off": lambda: settle_batches(n, outbox=False),
+        "batches of 100 to done, webhook outbox": lambda: settle_batches(n, outbox=True),
         "plain single-row UPDATE": lambda: heartbeats(n, fenced=False),
         "leitstand heartbeat (fenced, job + attempt)": lambda: heartbeats(n, fenced=True),
     }
@@ -108,6 +135,7 @@ def main() -> None:
             results[name].append(run())
     median = {name: statistics.median(rates) for name, rates in results.items()}
     baselines = {"naive queue: pick + mark done, 1 tx/job": "naive queue: pick + mark done, 1 tx/job",
+                 "batches of 100 to done, outbox trigger off": "batches of 100 to done, outbox trigger off",
                  "plain single-row UPDATE": "plain single-row UPDATE"}
     print(f"{args.jobs} jobs per scenario, median of {args.rounds} interleaved rounds")
     print(f"{'scenario':<50} {'per s':>9} {'ratio':>7}  runs")

@@ -1,0 +1,82 @@
+<?php
+// Run by tests/test_php_client.py against a live Leitstand test server (through a proxy that loses
+// the answer to the first submission). Prints one JSON line of results; exits 1 on a failed check.
+declare(strict_types=1);
+
+require __DIR__ . '/../autoload.php';
+
+use Leitstand\ApiError;
+use Leitstand\Client;
+use Leitstand\SignatureError;
+use Leitstand\Webhook;
+
+$results = [];
+function check(bool $condition, string $what): void
+{
+    if (!$condition) {
+        fwrite(STDERR, "FAILED: $what\n");
+        exit(1);
+    }
+}
+
+$client = new Client((string) getenv('LEITSTAND_URL'), (string) getenv('LEITSTAND_TOKEN'),
+                     ['backoff_seconds' => 0.05, 'timeout_seconds' => 10]);
+
+// 1. Submit: the first answer is lost on the way; the client retries with the same key.
+$job = $client->submitJob('synthetic', ['steps' => ['fetch', 'store']], 'php-order-1', ['correlation_id' => 'php-case-1']);
+$results['first_submit_attempts'] = $client->lastAttempts;
+$results['first_submit_created'] = $job['created'];
+$results['job_id'] = $job['id'];
+check($job['correlation_id'] === 'php-case-1', 'the correlation ID is stored on the job');
+
+// 2. The same key and payload again: the same job, not a second one.
+$again = $client->submitJob('synthetic', ['steps' => ['fetch', 'store']], 'php-order-1');
+check($again['id'] === $job['id'] && $again['created'] === false, 'a repeated submission returns the same job');
+
+// 3. Read it back.
+$read = $client->getJob($job['id']);
+check($read['id'] === $job['id'] && $read['type'] === 'synthetic', 'the job reads back');
+check(count($read['transitions']) >= 1, 'the record has its transitions');
+$results['state'] = $read['state'];
+
+// 4. The same key with another payload: 422 naming the field.
+try {
+    $client->submitJob('synthetic', ['steps' => ['other']], 'php-order-1');
+    check(false, 'a reused key with another payload is refused');
+} catch (ApiError $e) {
+    check($e->status() === 422 && $e->invalidFields()[0]['field'] === 'idempotency_key', 'the conflict names the key');
+}
+
+// 5. Listing by correlation ID, through the cursor.
+$found = [];
+foreach ($client->eachJob(['correlation_id' => 'php-case-1', 'limit' => 1]) as $listed) {
+    $found[] = $listed['id'];
+}
+check($found === [$job['id']], 'the job is listed under its correlation ID');
+
+// 6. A wrong token: 401 as a problem document.
+$stranger = new Client((string) getenv('LEITSTAND_URL'), 'lst_nope_nope', ['max_attempts' => 1]);
+try {
+    $stranger->getJob($job['id']);
+    check(false, 'a wrong token is refused');
+} catch (ApiError $e) {
+    check($e->status() === 401 && $e->problem['title'] === 'Unauthorized', 'a wrong token gets 401');
+}
+
+// 7. Signature checks on a delivery signed here as Leitstand signs it.
+$secret = (string) getenv('LEITSTAND_WEBHOOK_SECRET');
+$body = '{"id":"evt_1","type":"job.done"}';
+$now = time();
+$header = 't=' . $now . ',v1=' . hash_hmac('sha256', $now . '.' . $body, $secret);
+check(Webhook::verify($secret, $header, $body)['id'] === 'evt_1', 'a correct signature verifies');
+foreach ([[$header, $body . ' '], [$header, str_replace('done', 'dead', $body)], [null, $body],
+          ['t=' . ($now - 3600) . ',v1=' . hash_hmac('sha256', ($now - 3600) . '.' . $body, $secret), $body]] as [$h, $b]) {
+    try {
+        Webhook::verify($secret, $h, $b);
+        check(false, 'a tampered, unsigned or old delivery is rejected');
+    } catch (SignatureError $e) {
+        $results['rejected'][] = $e->getMessage();
+    }
+}
+
+echo json_encode($results), "\n";

@@ -1,0 +1,135 @@
+"""The PHP client (clients/php) run for real with php-cli against a live test server: it submits a
+job through a proxy that loses the first answer (the retry with the same key makes one job), reads
+it back, lists it, meets the API's errors; and the PHP webhook receiver verifies a real delivery
+from the notify pool, rejects a forged one and records a repeated one once."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jobs.models import Job, State
+from jobs.services import job_confirm
+from jobs.tokens import token_create
+from jobs.webhooks import webhook_sweep
+from workers.webhook import sign
+
+PHP_CLIENT = Path(__file__).resolve().parent.parent / "clients" / "php"
+SECRET = "php-webhook-secret-3"
+pytestmark = pytest.mark.django_db(transaction=True)
+
+if shutil.which("php") is None:  # ./scripts/test installs php-cli and php-curl; a bare pytest run names them
+    pytest.fail("the PHP client tests need Debian's php-cli and php-curl: sudo apt-get install php-cli php-curl",
+                pytrace=False)
+
+
+class AnswerLosingProxy:
+    """Forwards requests to the live server; the answer to the first POST reaches the server's
+    database but never the client (the connection is closed instead): a lost answer."""
+
+    def __init__(self, upstream: str) -> None:
+        self.requests, proxy = [], self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                answer = httpx.request(self.command, upstream + self.path, headers=headers, content=body, timeout=10)
+                proxy.requests.append((self.command, self.path))
+                if self.command == "POST" and sum(method == "POST" for method, _ in proxy.requests) == 1:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # the answer is lost on the way back
+                    return
+                self.send_response(answer.status_code)
+                for name, value in answer.headers.items():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(answer.content)
+                self.close_connection = True
+
+            do_GET = do_POST = _forward
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def php_receiver(tmp_path):
+    """examples/webhook_receiver.php under PHP's built-in web server."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    events = tmp_path / "events"
+    server = subprocess.Popen(["php", "-S", f"127.0.0.1:{port}", str(PHP_CLIENT / "examples" / "webhook_receiver.php")],
+                              env={**os.environ, "LEITSTAND_WEBHOOK_SECRET": SECRET, "LEITSTAND_EVENTS_DIR": str(events)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/hook"
+    for _ in range(100):
+        try:
+            httpx.get(url, timeout=0.5)
+            break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    yield url, events
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server, php_receiver, settings,
+                                                                     pool_runtime):
+    _, token = token_create(name="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"])
+    proxy = AnswerLosingProxy(live_server.url)
+    try:
+        run = subprocess.run(["php", str(PHP_CLIENT / "tests" / "client_test.php")], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, "LEITSTAND_URL": proxy.url, "LEITSTAND_TOKEN": token,
+                                               "LEITSTAND_WEBHOOK_SECRET": SECRET})
+    finally:
+        proxy.close()
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    assert results["first_submit_attempts"] == 2, "the lost answer was retried"
+    assert results["first_submit_created"] is False, "the retry found the job the lost answer had created"
+    job = Job.objects.get(idempotency_key="php-order-1")
+    assert Job.objects.filter(type="synthetic").count() == 1 and str(job.pk) == results["job_id"]
+    assert len(results["rejected"]) == 4 and any("old" in reason for reason in results["rejected"])
+
+    # The job ends; its webhook goes to the PHP receiver, which verifies and records it.
+    receiver_url, events = php_receiver
+    settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": receiver_url, "secret": SECRET}
+    pool_runtime("crawl").wake()
+    job_confirm(job_id=job.pk, actor="php-test")
+    assert webhook_sweep() == 1
+    pool_runtime("notify").wake()
+    delivery = Job.objects.get(type="api_webhook")
+    assert delivery.state == State.DONE, delivery.error_message
+    (recorded,) = events.iterdir()
+    event = json.loads(recorded.read_text())
+    assert (event["type"], event["job"]["id"], event["job"]["correlation_id"]) == ("job.done", str(job.pk), "php-case-1")
+
+    # A forged delivery is refused; a repeated one is acknowledged and recorded once.
+    body = json.dumps(event).encode()
+    forged = httpx.post(receiver_url, content=body, headers={"X-Leitstand-Signature": sign("wrong", int(time.time()), body)})
+    assert forged.status_code == 401 and "does not match" in forged.text
+    again = httpx.post(receiver_url, content=body, headers={"X-Leitstand-Signature": sign(SECRET, int(time.time()), body)})
+    assert again.status_code == 204 and len(list(events.iterdir())) == 1
