@@ -366,6 +366,13 @@ EMAIL_HOST_PASSWORD = env_str("LEITSTAND_EMAIL_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("LEITSTAND_EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("LEITSTAND_EMAIL_FROM", "leitstand@localhost")
 
+# Path checks and timing anomalies (docs/paths.md): an attempt is flagged slow above its type's (or a
+# step's) p99 × slow_factor, once min_samples runs are known.
+LEITSTAND_PATHS = {
+    "slow_factor": env_float("LEITSTAND_PATHS_SLOW_FACTOR", 3.0, minimum=1.0),
+    "min_samples": env_int("LEITSTAND_PATHS_MIN_SAMPLES", 100, minimum=1),
+}
+
 # REST API v1 (docs/api.md).
 LEITSTAND_API_MAX_BODY_BYTES = env_int("LEITSTAND_API_MAX_BODY_BYTES", 2**20, minimum=1024)
 LEITSTAND_API_RATE_PER_MINUTE = env_int("LEITSTAND_API_RATE_PER_MINUTE", 1200, minimum=1)

@@ -305,10 +305,24 @@ class Attempt(models.Model):
     refused_writes = models.PositiveIntegerField(default=0, help_text="Writes refused because this attempt was stale.")
     last_refused_at = models.DateTimeField(null=True, blank=True)
     last_refused_op = models.CharField(max_length=32, blank=True)
+    # The path check (jobs/paths.py), filled by the control process shortly after the attempt ended.
+    path_checked = models.BooleanField(db_default=False)
+    path_signature = models.CharField(max_length=500, blank=True, db_default="", help_text="The steps it took and how it ended.")
+    path_conforms = models.BooleanField(null=True, blank=True, help_text="Empty: not judged (released, expired, cancelled).")
+    path_divergence = models.CharField(max_length=500, blank=True, db_default="")
+    path_divergence_kind = models.CharField(max_length=20, blank=True, db_default="")
+    duration_ms = models.FloatField(null=True, blank=True, help_text="From start to end of the handler run.")
+    slow = models.BooleanField(db_default=False, help_text="Far outside its type's (or a step's) usual run time.")
+    slow_reason = models.CharField(max_length=300, blank=True, db_default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["job", "lease_version"], name="attempt_one_per_lease_version"),
+        ]
+        indexes = [
+            models.Index(fields=["id"], name="attempt_unchecked_idx",
+                         condition=Q(path_checked=False, finished_at__isnull=False)),
+            models.Index(fields=["id"], name="attempt_divergent_idx", condition=Q(path_conforms=False)),
         ]
 
     def __str__(self) -> str:

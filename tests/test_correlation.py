@@ -59,7 +59,7 @@ def test_a_handler_s_log_lines_carry_its_job_s_correlation_id(make_job, log_line
 
     declared = registry.register(JobType(name="logs_test", handler=handler, pool="crawl", timeout_seconds=20,
                                          lease_seconds=30, heartbeat_seconds=5, retry=RetryPolicy(),
-                                         processing_version="logs@1", expected_paths=(("x",),)))
+                                         processing_version="logs@1", expected_paths=("x",)))
     try:
         parent = make_job("crawl", correlation_id="case-4711", payload={"url": "https://example.org/"})
         child = make_job("logs_test", pool="crawl", parent_id=parent.pk, payload={"n": 1})

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from jobs import leases
+from jobs.paths import attempts_check
 from jobs.webhooks import webhook_sweep
 from jobs.retry import RetryPolicy
 from dashboard.alerts import alerts_evaluate
@@ -49,6 +50,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
     "bulk-actions": bulk_step,
     "webhooks": webhook_sweep,
+    "path-checks": lambda: attempts_check({t.name: t.paths for t in registry.all()}),
     "alerts": Throttled(alerts_evaluate, settings.LEITSTAND_ALERT_INTERVAL_SECONDS),
 }
 

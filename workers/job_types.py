@@ -19,7 +19,7 @@ register(JobType(
     heartbeat_seconds=settings.LEITSTAND_SYNTHETIC["heartbeat_seconds"],
     retry=RetryPolicy(base_seconds=1, cap_seconds=60, max_attempts=settings.LEITSTAND_SYNTHETIC["max_attempts"]),
     processing_version="synthetic@1",
-    expected_paths=(("work",),),
+    expected_paths=("work", "fetch parse store"),
     default_priority=5,
 ))
 
@@ -40,7 +40,7 @@ register(JobType(
     handler=crawl.handle,
     pool="crawl",
     processing_version="crawl@1",
-    expected_paths=(("robots", "fetch", "extract", "candidates", "spawn"), ("robots",)),
+    expected_paths=("-> skipped", "robots -> skipped", "robots fetch extract candidates spawn"),
     default_priority=5,
     **_PIPELINE_TIMING,
 ))
@@ -51,7 +51,8 @@ register(JobType(
     handler=analysis.handle,
     pool="analysis",
     processing_version=analysis.PROCESSING_VERSION,
-    expected_paths=(("robots", "fetch", "decode", "compare", "record"), ("robots",), ("robots", "fetch", "decode", "compare")),
+    expected_paths=("robots -> skipped", "robots fetch decode compare -> skipped",
+                    "robots fetch decode compare record -> recheck | done | review"),
     default_priority=5,
     **_PIPELINE_TIMING,
 ))
@@ -62,8 +63,7 @@ register(JobType(
     handler=recheck.handle,
     pool="recheck",
     processing_version=recheck.PROCESSING_VERSION,
-    expected_paths=(("plan",), ("plan", "robots", "decide"), ("plan", "robots", "fetch", "decide"),
-                    ("plan", "robots", "fetch", "compare", "decide")),
+    expected_paths=("plan -> skipped", "plan robots? (fetch compare?)? decide -> done | skipped"),
     default_priority=5,
     **_PIPELINE_TIMING,
 ))
@@ -74,7 +74,7 @@ register(JobType(
     handler=notify.handle,
     pool="notify",
     processing_version="notify@1",
-    expected_paths=(("webhook",), ("email",)),
+    expected_paths=("webhook", "email"),
     default_priority=1,
     timeout_seconds=settings.LEITSTAND_NOTIFY["timeout_seconds"],
     lease_seconds=settings.LEITSTAND_NOTIFY["lease_seconds"],
@@ -89,7 +89,7 @@ register(JobType(
     handler=webhook.handle_api_webhook,
     pool="notify",
     processing_version="webhook@1",
-    expected_paths=(("webhook",),),
+    expected_paths=("webhook",),
     default_priority=1,
     timeout_seconds=settings.LEITSTAND_NOTIFY["timeout_seconds"],
     lease_seconds=settings.LEITSTAND_NOTIFY["lease_seconds"],

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.core.exceptions import ImproperlyConfigured
 
+from jobs.pathspec import PathSpec, PathSpecError
 from jobs.retry import RetryPolicy
 
 
@@ -33,8 +34,9 @@ class JobType:
     heartbeat_seconds: float
     retry: RetryPolicy
     processing_version: str
-    # Each path is the sequence of step names one run may take, e.g. ("fetch", "parse", "store").
-    expected_paths: tuple[tuple[str, ...], ...]
+    # The step paths one attempt may take, in the pattern language of jobs/pathspec.py, e.g.
+    # ("robots -> skipped", "robots fetch extract candidates spawn"); see docs/paths.md.
+    expected_paths: tuple[str, ...]
     default_priority: int = 5
     schema_version: int = 1
     # The longest timeout of any external call the handler makes (HTTP, subprocess): below the job's.
@@ -42,6 +44,7 @@ class JobType:
     # A synthetic job may name its pool in the payload; every other type runs in its own pool.
     may_choose_pool: bool = False
     description: str = field(default="", compare=False)
+    paths: PathSpec = field(init=False, compare=False, repr=False)  # compiled from expected_paths
 
     def __post_init__(self) -> None:
         problems = []
@@ -58,8 +61,10 @@ class JobType:
             problems.append("retry must be a jobs.retry.RetryPolicy")
         if not self.processing_version:
             problems.append("processing_version is required (it is recorded on every attempt)")
-        if not self.expected_paths or not all(path and all(step for step in path) for path in self.expected_paths):
-            problems.append("expected_paths must list at least one non-empty path of step names")
+        try:
+            object.__setattr__(self, "paths", PathSpec.parse(*self.expected_paths))
+        except (PathSpecError, TypeError) as exc:
+            problems.append(f"expected_paths: {exc}")
         if not 0 <= self.default_priority <= 9:
             problems.append("default_priority must be 0..9")
         if self.schema_version < 1:

@@ -17,7 +17,7 @@ def job_type_factory():
             "name": f"test_{uuid.uuid4().hex[:8]}", "handler": handler, "pool": "analysis",
             "timeout_seconds": 5, "lease_seconds": 30, "heartbeat_seconds": 1,
             "retry": RetryPolicy(base_seconds=1, cap_seconds=5),
-            "processing_version": "test@1", "expected_paths": (("work",),),
+            "processing_version": "test@1", "expected_paths": ("work",),
         }
         fields.update(overrides)
         job_type = registry.register(JobType(**fields))

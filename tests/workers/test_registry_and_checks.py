@@ -13,7 +13,7 @@ from workers.registry import JobType, Registry, UnknownJobType, registry
 def declaration(**overrides):
     fields = {"name": "crawl_page", "handler": lambda ctx: None, "pool": "crawl", "timeout_seconds": 20,
               "lease_seconds": 30, "heartbeat_seconds": 10, "retry": RetryPolicy(), "processing_version": "crawl@1",
-              "expected_paths": (("fetch", "store"),)}
+              "expected_paths": ("fetch store",)}
     fields.update(overrides)
     return fields
 
@@ -32,7 +32,7 @@ def test_a_duplicate_declaration_stops_start_up():
     ({"retry": None}, "retry must be a jobs.retry.RetryPolicy"),
     ({"processing_version": ""}, "processing_version is required"),
     ({"expected_paths": ()}, "expected_paths"),
-    ({"expected_paths": (("fetch", ""),)}, "expected_paths"),
+    ({"expected_paths": ("fetch (store",)}, "expected_paths"),
     ({"default_priority": 10}, "default_priority"),
     ({"name": "9lives"}, "name must start with a letter"),
 ])

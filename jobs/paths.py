@@ -1,0 +1,152 @@
+"""The path check: each ended attempt's step events are compared with its type's declared paths
+(``jobs/pathspec.py``), and its run time with its type's and its steps' usual range.
+
+``attempts_check`` runs in the control process every round: it takes up to ``limit`` ended,
+unchecked attempts (a partial index holds exactly those), reads their step events and exits, and
+writes on each attempt its path signature, whether it conforms, what diverged, its duration and
+whether it was far slower than usual (above p99 × ``slow_factor`` of its type's recent attempts, or a
+step above p99 × ``slow_factor`` of that step's recent runs, once ``min_samples`` runs are known).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from jobs.models import Attempt
+from jobs.pathspec import Observed, PathSpec
+
+# Attempt outcome → the exit of the pattern language; None: not judged (the attempt was interrupted).
+_EXITS = {
+    Attempt.Outcome.COMPLETED: "done", Attempt.Outcome.RECHECK_PLANNED: "recheck", Attempt.Outcome.UNCLEAR: "review",
+    Attempt.Outcome.FAILED: "failed", Attempt.Outcome.DEAD: "failed",
+}
+
+
+@dataclass(frozen=True)
+class Percentile:
+    p99_ms: float
+    samples: int
+
+
+class TimingBaseline:
+    """p99 run times per type and per (type, step) over the recent past, refreshed every
+    ``refresh_seconds`` (one aggregate query over the newest attempts and step events)."""
+
+    def __init__(self, refresh_seconds: float = 60.0, window: int = 50_000) -> None:
+        self.refresh_seconds, self.window = refresh_seconds, window
+        self.types: dict[str, Percentile] = {}
+        self.steps: dict[tuple[str, str], Percentile] = {}
+        self._loaded_at = float("-inf")
+
+    def refresh_if_due(self) -> None:
+        if time.monotonic() - self._loaded_at < self.refresh_seconds:
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("""
+                SELECT j.type, percentile_cont(0.99) WITHIN GROUP (ORDER BY a.duration_ms), count(*)
+                FROM (SELECT job_id, duration_ms FROM jobs_attempt WHERE path_checked AND duration_ms IS NOT NULL
+                      AND outcome IN ('completed', 'recheck_planned', 'unclear') ORDER BY id DESC LIMIT %s) a
+                JOIN jobs_job j ON j.id = a.job_id GROUP BY j.type""", [self.window])
+            self.types = {t: Percentile(p99, n) for t, p99, n in cursor.fetchall()}
+            cursor.execute("""
+                SELECT j.type, s.step, percentile_cont(0.99) WITHIN GROUP (ORDER BY s.duration_ms), count(*)
+                FROM (SELECT job_id, step, duration_ms FROM jobs_stepevent WHERE outcome = 'ok'
+                      ORDER BY id DESC LIMIT %s) s
+                JOIN jobs_job j ON j.id = s.job_id GROUP BY j.type, s.step""", [self.window])
+            self.steps = {(t, step): Percentile(p99, n) for t, step, p99, n in cursor.fetchall()}
+        self._loaded_at = time.monotonic()
+
+    def slow(self, job_type: str, duration_ms: float | None, steps: list[tuple[str, str, float]]) -> str:
+        """Why this run was far slower than usual, or ''."""
+        factor, minimum = settings.LEITSTAND_PATHS["slow_factor"], settings.LEITSTAND_PATHS["min_samples"]
+        usual = self.types.get(job_type)
+        if duration_ms is not None and usual and usual.samples >= minimum and duration_ms > usual.p99_ms * factor:
+            return (f"ran {duration_ms / 1000:.2f} s; {job_type}'s p99 is {usual.p99_ms / 1000:.2f} s "
+                    f"(× {factor:g} = {usual.p99_ms * factor / 1000:.2f} s, {usual.samples} runs)")
+        for step, _outcome, step_ms in steps:
+            usual = self.steps.get((job_type, step))
+            if usual and usual.samples >= minimum and step_ms > usual.p99_ms * factor:
+                return (f"step {step} took {step_ms / 1000:.2f} s; its p99 is {usual.p99_ms / 1000:.2f} s "
+                        f"(× {factor:g}, {usual.samples} runs)")
+        return ""
+
+
+_baseline = TimingBaseline()
+
+_UNCHECKED_SQL = """
+SELECT a.id, a.job_id, a.lease_version, a.outcome, j.type,
+       EXTRACT(EPOCH FROM (a.finished_at - a.started_at)) * 1000 AS duration_ms,
+       EXISTS (SELECT 1 FROM jobs_transition t WHERE t.job_id = a.job_id AND t.lease_version = a.lease_version
+               AND t.cause LIKE 'skipped:%%') AS skipped
+FROM jobs_attempt a JOIN jobs_job j ON j.id = a.job_id
+WHERE NOT a.path_checked AND a.finished_at IS NOT NULL
+ORDER BY a.id LIMIT %s
+FOR UPDATE OF a SKIP LOCKED
+"""
+
+_STEPS_SQL = """
+SELECT s.job_id, s.lease_version, s.step, s.outcome, s.duration_ms
+FROM jobs_stepevent s JOIN jsonb_to_recordset(%s) AS k(job_id uuid, lease_version bigint)
+  ON s.job_id = k.job_id AND s.lease_version = k.lease_version
+ORDER BY s.id
+"""
+
+_WRITE_SQL = """
+UPDATE jobs_attempt a SET path_checked = true, path_signature = r.signature, path_conforms = r.conforms,
+       path_divergence = r.divergence, path_divergence_kind = r.kind, duration_ms = r.duration_ms,
+       slow = r.slow_reason <> '', slow_reason = r.slow_reason
+FROM jsonb_to_recordset(%s) AS r(id bigint, signature text, conforms boolean, divergence text, kind text,
+                                 duration_ms double precision, slow_reason text)
+WHERE a.id = r.id
+"""
+
+
+def observed_path(steps: list[tuple[str, str, float]], outcome: str, skipped: bool) -> Observed | None:
+    exit = "skipped" if skipped and outcome == Attempt.Outcome.COMPLETED else _EXITS.get(outcome)
+    if exit is None:
+        return None
+    return Observed(tuple((name, result) for name, result, _ in steps), exit)
+
+
+def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 500) -> int:
+    """Check up to ``limit`` ended attempts; returns how many were checked."""
+    _baseline.refresh_if_due()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_UNCHECKED_SQL, [limit])
+        attempts = cursor.fetchall()
+        if not attempts:
+            return 0
+        keys = [{"job_id": str(job_id), "lease_version": version} for _, job_id, version, *_ in attempts]
+        cursor.execute(_STEPS_SQL, [json.dumps(keys)])
+        steps: dict[tuple, list[tuple[str, str, float]]] = defaultdict(list)
+        for job_id, version, step, outcome, duration in cursor.fetchall():
+            steps[(job_id, version)].append((step, outcome, duration))
+        rows = []
+        for attempt_id, job_id, version, outcome, job_type, duration_ms, skipped in attempts:
+            ran = steps.get((job_id, version), [])
+            observed = observed_path(ran, outcome, skipped)
+            spec = specs.get(job_type)
+            if observed is None:
+                marks = {"failed": "!", "skipped": "~"}
+                signature = " > ".join(n + marks.get(o, "") for n, o, _ in ran) or "(no steps)"
+                row = {"signature": f"{signature} -> {outcome}", "conforms": None, "divergence": "", "kind": ""}
+            elif spec is None:
+                row = {"signature": observed.signature, "conforms": None,
+                       "divergence": f"job type {job_type} is not registered here", "kind": ""}
+            else:
+                verdict = spec.judge(observed)
+                row = {"signature": observed.signature, "conforms": verdict.conforms,
+                       "divergence": verdict.divergence, "kind": verdict.kind}
+            duration = float(duration_ms) if duration_ms is not None else None
+            rows.append({**row, "id": attempt_id, "signature": row["signature"][:500],
+                         "divergence": row["divergence"][:500], "duration_ms": duration,
+                         "slow_reason": _baseline.slow(job_type, duration, ran)[:300]})
+        cursor.execute(_WRITE_SQL, [json.dumps(rows)])
+    return len(rows)

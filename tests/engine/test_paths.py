@@ -1,0 +1,70 @@
+"""The path check on real attempts: a synthetic job run by a pool runtime is judged against its
+type's declared paths by the control process's sweep; timing anomalies on constructed
+distributions."""
+
+import pytest
+
+from jobs import paths
+from jobs.models import Attempt
+from jobs.paths import Percentile, TimingBaseline, attempts_check
+from workers.registry import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def specs():
+    return {t.name: t.paths for t in registry.all()}
+
+
+def run(make_job, pool_runtime, **payload):
+    job = make_job("synthetic", pool="crawl", payload={"pool": "crawl", **payload})
+    pool_runtime("crawl").wake()
+    attempts_check(specs())
+    return Attempt.objects.get(job=job)
+
+
+def test_a_declared_path_conforms(make_job, pool_runtime):
+    attempt = run(make_job, pool_runtime, steps=["fetch", "parse", "store"])
+    assert (attempt.path_checked, attempt.path_conforms, attempt.path_signature) == (
+        True, True, "fetch > parse > store -> done")
+    assert attempt.duration_ms is not None and attempt.duration_ms >= 0 and not attempt.slow
+
+
+def test_a_skipped_step_is_divergent_and_named(make_job, pool_runtime):
+    attempt = run(make_job, pool_runtime, steps=["fetch", "store"])
+    assert attempt.path_conforms is False and attempt.path_divergence_kind == "missing_step"
+    assert attempt.path_divergence == "missing step parse (declared: fetch > parse > store)"
+
+
+def test_a_failure_on_a_declared_path_conforms_and_a_wrong_order_does_not(make_job, pool_runtime):
+    failed = run(make_job, pool_runtime, steps=["fetch", "parse"], fail="permanent")
+    assert failed.outcome == "dead" and failed.path_conforms is True
+    assert failed.path_signature == "fetch > parse -> failed"
+    swapped = run(make_job, pool_runtime, steps=["parse", "fetch", "store"])
+    assert swapped.path_divergence_kind == "wrong_order"
+
+
+def test_each_attempt_is_checked_once(make_job, pool_runtime):
+    run(make_job, pool_runtime)
+    assert attempts_check(specs()) == 0
+
+
+def test_timing_flags_on_constructed_distributions(settings):
+    settings.LEITSTAND_PATHS = {"slow_factor": 3.0, "min_samples": 100}
+    baseline = TimingBaseline()
+    baseline.types = {"crawl": Percentile(p99_ms=800.0, samples=5000), "analysis": Percentile(p99_ms=50.0, samples=20)}
+    baseline.steps = {("crawl", "fetch"): Percentile(p99_ms=500.0, samples=4000)}
+    assert baseline.slow("crawl", 2000.0, [("fetch", "ok", 400.0)]) == ""
+    assert baseline.slow("crawl", 2500.0, []).startswith("ran 2.50 s; crawl's p99 is 0.80 s (× 3 = 2.40 s")
+    assert baseline.slow("crawl", 1200.0, [("fetch", "ok", 1600.0)]).startswith("step fetch took 1.60 s")
+    assert baseline.slow("analysis", 10_000.0, []) == "", "too few runs to know what is usual"
+
+
+def test_a_slow_attempt_is_flagged_by_the_sweep(make_job, pool_runtime, settings, monkeypatch):
+    settings.LEITSTAND_PATHS = {"slow_factor": 3.0, "min_samples": 10}
+    baseline = TimingBaseline(refresh_seconds=3600)
+    baseline.refresh_if_due()
+    baseline.types = {"synthetic": Percentile(p99_ms=20.0, samples=1000)}
+    monkeypatch.setattr(paths, "_baseline", baseline)
+    attempt = run(make_job, pool_runtime, duration_ms=150)
+    assert attempt.slow and "synthetic's p99 is 0.02 s" in attempt.slow_reason
