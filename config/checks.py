@@ -63,6 +63,15 @@ def timing_invariants(app_configs=None, **kwargs):
     if unknown:
         error(9, f"LEITSTAND_WEBHOOK_EVENTS names unknown events: {', '.join(unknown)}",
               f"known events: {', '.join(EVENT_KINDS)}")
+    for type_name, sample in settings.LEITSTAND_SHADOW_SAMPLES.items():
+        declared = {t.name: t for t in registry.all()}.get(type_name)
+        if declared is None or not isinstance(sample, dict) or sample.get("version") not in declared.shadow_versions:
+            error(10, f"LEITSTAND_SHADOW_SAMPLES[{type_name!r}] names no declared shadow version of a registered type",
+                  "declared: " + "; ".join(f"{t.name}: {', '.join(t.shadow_versions)}" for t in registry.all()
+                                           if t.shadow_versions))
+        elif not isinstance(sample.get("share"), (int, float)) or not 0 < sample["share"] <= 1:
+            error(10, f"LEITSTAND_SHADOW_SAMPLES[{type_name!r}]['share'] must be a number in (0, 1]",
+                  "e.g. 0.05 for one job in twenty")
     for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items():
         # A wake-up may wait behind the prefetched ones (queue_limit) before it runs.
         queue_wait = cluster["timeout"] * cluster["queue_limit"] / cluster["workers"]

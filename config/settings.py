@@ -372,6 +372,8 @@ LEITSTAND_PATHS = {
     "slow_factor": env_float("LEITSTAND_PATHS_SLOW_FACTOR", 3.0, minimum=1.0),
     "min_samples": env_int("LEITSTAND_PATHS_MIN_SAMPLES", 100, minimum=1),
 }
+# Shadow runs sampled from live jobs: JSON {"analysis": {"version": "analysis@2-tight", "share": 0.05}}.
+LEITSTAND_SHADOW_SAMPLES = env_json("LEITSTAND_SHADOW_SAMPLES", {})
 
 # REST API v1 (docs/api.md).
 LEITSTAND_API_MAX_BODY_BYTES = env_int("LEITSTAND_API_MAX_BODY_BYTES", 2**20, minimum=1024)

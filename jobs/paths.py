@@ -115,23 +115,25 @@ def observed_path(steps: list[tuple[str, str, float]], outcome: str, skipped: bo
     return Observed(tuple((name, result) for name, result, _ in steps), exit)
 
 
-def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 500) -> int:
-    """Check up to ``limit`` ended attempts; returns how many were checked."""
+def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 500) -> list[tuple]:
+    """Check up to ``limit`` ended attempts; returns (job ID, type, exit) of each one checked (exit
+    None: not judged)."""
     _baseline.refresh_if_due()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_UNCHECKED_SQL, [limit])
         attempts = cursor.fetchall()
         if not attempts:
-            return 0
+            return []
         keys = [{"job_id": str(job_id), "lease_version": version} for _, job_id, version, *_ in attempts]
         cursor.execute(_STEPS_SQL, [json.dumps(keys)])
         steps: dict[tuple, list[tuple[str, str, float]]] = defaultdict(list)
         for job_id, version, step, outcome, duration in cursor.fetchall():
             steps[(job_id, version)].append((step, outcome, duration))
-        rows = []
+        rows, checked = [], []
         for attempt_id, job_id, version, outcome, job_type, duration_ms, skipped in attempts:
             ran = steps.get((job_id, version), [])
             observed = observed_path(ran, outcome, skipped)
+            checked.append((job_id, job_type, observed.exit if observed else None))
             spec = specs.get(job_type)
             if observed is None:
                 marks = {"failed": "!", "skipped": "~"}
@@ -149,4 +151,4 @@ def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 500) -> int:
                          "divergence": row["divergence"][:500], "duration_ms": duration,
                          "slow_reason": _baseline.slow(job_type, duration, ran)[:300]})
         cursor.execute(_WRITE_SQL, [json.dumps(rows)])
-    return len(rows)
+    return checked

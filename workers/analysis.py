@@ -33,6 +33,8 @@ from workers.http import IMAGE_TYPES
 from workers.models import Candidate, Finding, ProtectedAsset
 
 PROCESSING_VERSION = "analysis@1"
+# A candidate version for shadow runs: narrower bands (fewer automatic matches, more review cases).
+TIGHT_VERSION, TIGHT_BANDS = "analysis@2-tight", {"match_at": 0.95, "no_match_below": 0.85}
 
 
 def parse(payload: dict) -> int:
@@ -44,8 +46,8 @@ def parse(payload: dict) -> int:
     return candidate_id
 
 
-def verdict_for(score: float) -> str:
-    bands = settings.LEITSTAND_ANALYSIS
+def verdict_for(score: float, bands: dict | None = None) -> str:
+    bands = bands or settings.LEITSTAND_ANALYSIS
     if score >= bands["match_at"]:
         return Finding.Verdict.MATCH
     if score < bands["no_match_below"]:
@@ -53,7 +55,9 @@ def verdict_for(score: float) -> str:
     return Finding.Verdict.UNCLEAR
 
 
-def handle(context: JobContext):
+def handle(context: JobContext, *, bands: dict | None = None):
+    """``bands``: other score bands than the settings' (a shadow version's)."""
+    bands = bands or settings.LEITSTAND_ANALYSIS
     candidate_id = parse(context.payload)
     candidate = Candidate.objects.filter(pk=candidate_id).first()
     if candidate is None:
@@ -72,11 +76,11 @@ def handle(context: JobContext):
             return Skipped("no protected assets are registered to compare with")
         score, asset_id, asset_name, asset_hash = max(
             (images.similarity(decoded.dhash, int(dhash, 16)), pk, name, dhash) for pk, name, dhash in assets)
-        verdict = verdict_for(score)
+        verdict = verdict_for(score, bands)
         info.update(asset_id=asset_id, score=round(score, 4), verdict=verdict, assets_compared=len(assets))
     evidence = {
         "candidate_dhash": f"{decoded.dhash:016x}", "asset_dhash": asset_hash, "differing_bits": round((1 - score) * 64),
-        "bands": dict(settings.LEITSTAND_ANALYSIS), "image_url": candidate.image_url, "page_url": candidate.page_url,
+        "bands": dict(bands), "image_url": candidate.image_url, "page_url": candidate.page_url,
         "format": decoded.format, "size": [decoded.width, decoded.height],
     }
     content_hash = hashlib.sha256(body).hexdigest()
@@ -87,7 +91,6 @@ def handle(context: JobContext):
         info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"])
     finding_ref = f"finding:{recorded['finding_id']}"
     score, verdict = recorded["score"], recorded["verdict"]
-    bands = settings.LEITSTAND_ANALYSIS
     if verdict == Finding.Verdict.MATCH:
         return Stored(result_ref=finding_ref, result_checksum=content_hash, recheck=True)
     if verdict == Finding.Verdict.NO_MATCH:

@@ -86,6 +86,8 @@ class JobContext:
     _steps: list[leases.Step] = field(default_factory=list, repr=False)
     _steps_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _spawn: Callable[..., Any] | None = field(default=None, repr=False)
+    # Replaces the effect ledger (dry runs and shadow runs record what would be applied).
+    _effect: Callable[..., Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.log = logging.LoggerAdapter(logger, {
@@ -146,6 +148,8 @@ class JobContext:
 
     def effect(self, key: str, apply: Callable[[], Any], *, kind: str = "effect") -> Any:
         """Apply ``apply()`` at most once per ``key`` (across attempts); returns its (recorded) result."""
+        if self._effect is not None:
+            return self._effect(key, apply, kind=kind)
         return effect_apply_once(key=key, kind=kind, apply=apply, job_id=self.job_id,
                                  lease_version=self.lease_version).value
 

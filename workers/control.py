@@ -26,6 +26,7 @@ from dashboard.snapshot import Throttled, snapshot_refresh
 from rechecks.services import planner_sweep
 from workers import dispatch
 from workers.registry import registry
+from workers.replay import shadow_sample
 
 logger = logging.getLogger("leitstand.control")
 
@@ -41,6 +42,11 @@ def reap() -> int:
     return reaped + len(leases.reap_expired(grace_seconds=grace, policy=FALLBACK_POLICY))
 
 
+def path_checks() -> dict:
+    checked = attempts_check({t.name: t.paths for t in registry.all()})
+    return {"checked": len(checked), "shadow_jobs": shadow_sample(checked)}
+
+
 SWEEPS: dict[str, Callable[[], object]] = {
     "reaper": reap,
     "retries": lambda: len(leases.retries_promote_due()),
@@ -50,7 +56,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
     "bulk-actions": bulk_step,
     "webhooks": webhook_sweep,
-    "path-checks": lambda: attempts_check({t.name: t.paths for t in registry.all()}),
+    "path-checks": path_checks,
     "alerts": Throttled(alerts_evaluate, settings.LEITSTAND_ALERT_INTERVAL_SECONDS),
 }
 

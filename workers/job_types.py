@@ -1,11 +1,13 @@
 """The job types this installation runs. Imported once at start-up by ``WorkersConfig.ready``."""
 
+import functools
+
 from django.conf import settings
 
 from jobs.retry import RetryPolicy
 from dashboard import notify
 from rechecks import handler as recheck
-from workers import analysis, crawl, synthetic, webhook
+from workers import analysis, crawl, replay, synthetic, webhook
 from workers.registry import JobType, register
 
 register(JobType(
@@ -51,6 +53,7 @@ register(JobType(
     handler=analysis.handle,
     pool="analysis",
     processing_version=analysis.PROCESSING_VERSION,
+    shadow_versions={analysis.TIGHT_VERSION: functools.partial(analysis.handle, bands=analysis.TIGHT_BANDS)},
     expected_paths=("robots -> skipped", "robots fetch decode compare -> skipped",
                     "robots fetch decode compare record -> recheck | done | review"),
     default_priority=5,
@@ -96,4 +99,16 @@ register(JobType(
     heartbeat_seconds=settings.LEITSTAND_NOTIFY["heartbeat_seconds"],
     retry=RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=settings.LEITSTAND_NOTIFY["max_attempts"]),
     external_call_timeout_seconds=settings.LEITSTAND_NOTIFY["http_timeout_seconds"],
+))
+
+register(JobType(
+    name="shadow",
+    description="A sampled shadow run: another handler version on a finished job's input, compared (LEITSTAND_SHADOW_SAMPLES).",
+    handler=replay.handle_shadow,
+    pool="analysis",
+    may_choose_pool=True,  # runs in the pool of the job it shadows, in the bulk lane
+    processing_version="shadow@1",
+    expected_paths=("shadow",),
+    default_priority=9,
+    **_PIPELINE_TIMING,
 ))

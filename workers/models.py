@@ -183,3 +183,29 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict} {self.score:.2f}: {self.candidate_id} × {self.asset_id}"
+
+
+class ShadowRun(models.Model):
+    """Another handler version run on a job's input without touching the job (``replay --shadow``
+    or sampled by the control process): what it would have done, compared with what the job did."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="shadow_runs")
+    job_type = models.CharField(max_length=64)
+    processing_version = models.CharField(max_length=100)
+    real_version = models.CharField(max_length=100, blank=True)
+    outcome = models.CharField(max_length=20, help_text="done, skipped, recheck, review, failed or deferred.")
+    detail = models.CharField(max_length=500, blank=True)
+    path_signature = models.CharField(max_length=500, blank=True)
+    same = models.BooleanField(help_text="Outcome, result and path equal the job's.")
+    differences = models.JSONField(default=list, blank=True)
+    effects = models.JSONField(default=list, blank=True, help_text="What it would have applied.")
+    children = models.JSONField(default=list, blank=True, help_text="The jobs it would have created.")
+    sampled = models.BooleanField(default=False, help_text="Started by the control process's sampling.")
+    actor = models.CharField(max_length=255)
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+
+    class Meta:
+        indexes = [models.Index(fields=["job_type", "processing_version", "-id"], name="shadow_version_idx")]
+
+    def __str__(self) -> str:
+        return f"shadow {self.processing_version} of {self.job_id}: {'same' if self.same else 'different'}"

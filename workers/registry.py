@@ -9,7 +9,7 @@ declaration; the timing invariants between these numbers are Django system check
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ImproperlyConfigured
@@ -44,6 +44,8 @@ class JobType:
     # A synthetic job may name its pool in the payload; every other type runs in its own pool.
     may_choose_pool: bool = False
     description: str = field(default="", compare=False)
+    # Other handler versions (processing version → handler) for shadow runs on the same input.
+    shadow_versions: Mapping[str, Callable] = field(default_factory=dict, compare=False)
     paths: PathSpec = field(init=False, compare=False, repr=False)  # compiled from expected_paths
 
     def __post_init__(self) -> None:

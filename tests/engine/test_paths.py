@@ -46,7 +46,7 @@ def test_a_failure_on_a_declared_path_conforms_and_a_wrong_order_does_not(make_j
 
 def test_each_attempt_is_checked_once(make_job, pool_runtime):
     run(make_job, pool_runtime)
-    assert attempts_check(specs()) == 0
+    assert attempts_check(specs()) == []
 
 
 def test_timing_flags_on_constructed_distributions(settings):

@@ -1,0 +1,111 @@
+"""Replay, dry runs and shadow runs against the real demo web: a replay is a new, audited attempt;
+a dry run and a shadow run leave the job, its effects, children and every other table unchanged
+while reporting what they would have done; a shadow version with other bands reports the difference."""
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.forms.models import model_to_dict
+
+from dashboard.models import AuditEntry
+from jobs.models import Attempt, Effect, Job, State, StepEvent, Transition, WebhookEvent
+from tests.workers.test_pipeline import crawl_job, web  # noqa: F401 (the fixture)
+from workers.models import Candidate, Finding, ShadowRun
+from workers.replay import shadow_sample
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TABLES = (Job, Attempt, Transition, StepEvent, Effect, Candidate, Finding, WebhookEvent)
+
+
+def snapshot():
+    """Every row of the tables a handler could touch, and each job as a dict."""
+    return {model.__name__: sorted(map(str, model.objects.values_list("pk", flat=True))) for model in TABLES} | {
+        "jobs": {str(job.pk): model_to_dict(job) for job in Job.objects.all()},
+        "findings": {f.pk: (f.score, f.verdict) for f in Finding.objects.all()}}
+
+
+def command(*args):
+    out = io.StringIO()
+    call_command("replay", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_a_dead_job_is_replayed_as_a_new_audited_attempt_and_a_done_job_is_not(make_job, pool_runtime):
+    dead = make_job("synthetic", pool="crawl", payload={"fail": "permanent"})
+    done = make_job("synthetic", pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    Job.objects.filter(pk=done.pk).update(state=State.DONE)
+    output = command(str(dead.pk), "--reason", "the fix is deployed", "--actor", "cli:eng")
+    assert f"{dead.pk}  synthetic    dead → planned" in output
+    dead.refresh_from_db()
+    assert dead.state == State.PLANNED and dead.attempts == 0
+    last = Transition.objects.filter(job=dead).order_by("id").last()
+    assert (last.cause, last.actor) == ("retry now: replay: the fix is deployed", "cli:eng")
+    assert AuditEntry.objects.filter(action="replay", target=f"job {dead.pk}", reason="the fix is deployed").exists()
+    with pytest.raises(CommandError, match="final states stay final"):
+        command(str(done.pk), "--reason", "again")
+    with pytest.raises(CommandError, match="--reason is required"):
+        command(str(dead.pk))
+
+
+def test_a_filter_replays_what_it_names_up_to_the_limit(make_job, pool_runtime):
+    for n in range(3):
+        make_job("synthetic", pool="crawl", payload={"fail": "permanent"})
+    make_job("synthetic", pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    output = command("--filter", "type=synthetic,state=dead,error_class=Permanent", "--limit", "2", "--reason", "r")
+    assert "replayed 2 job(s)" in output
+    assert Job.objects.filter(state=State.DEAD).count() == 1
+    with pytest.raises(CommandError, match="cannot filter on 'colour'"):
+        command("--filter", "colour=red", "--reason", "r")
+    with pytest.raises(CommandError, match="state must be one of"):
+        command("--filter", "state=asleep", "--reason", "r")
+
+
+def test_a_dry_run_changes_nothing_and_reports_what_it_would_do(web, pool_runtime):  # noqa: F811
+    job = crawl_job(web, "/werke/1.html", depth=1)
+    before = snapshot()
+    report = json.loads(command(str(job.pk), "--dry-run", "--json"))["dry_run"]
+    assert snapshot() == before, "the job, its effects, children and every other table are unchanged"
+    assert report["path"] == "robots > fetch > extract > candidates > spawn -> done" and report["conforms"] is True
+    assert [child["type"] for child in report["children"]] == ["analysis"] * 3
+    assert report["outcome"] == "done" and report["detail"].startswith("page crawled: 3 images")
+
+    # Run for real; a dry run of an analysis child then finds its finding's effect in the ledger.
+    pool_runtime("crawl").wake()
+    pool_runtime("analysis").wake()
+    analysed = Job.objects.filter(type="analysis", state__in=[State.DONE, State.RECHECK_DUE]).first()
+    before = snapshot()
+    text = command(str(analysed.pk), "--dry-run")
+    assert snapshot() == before
+    assert "nothing was changed" in text and f"would skip: already applied: effect finding finding:{analysed.pk}" in text
+
+
+def test_a_shadow_version_reports_its_difference_and_leaves_the_job_alone(web, pool_runtime):  # noqa: F811
+    crawl_job(web, "/werke/2.html", depth=0)  # its collage scores about 0.80: a review case with bands 0.75-0.90
+    pool_runtime("crawl").wake()
+    pool_runtime("analysis").wake()
+    (case,) = Job.objects.filter(type="analysis", state__in=[State.UNCLEAR, State.READY_FOR_REVIEW])
+    before = snapshot()
+    output = command(str(case.pk), "--shadow", "--processing-version", "analysis@2-tight")
+    after = snapshot()
+    assert after.pop("ShadowRun", None) is None and after == before, "only the shadow record is new"
+    record = ShadowRun.objects.get(job=case)
+    assert (record.processing_version, record.real_version, record.same) == ("analysis@2-tight", "analysis@1", False)
+    assert {"field": "outcome", "real": "review", "shadow": "done"} in record.differences
+    assert "differs: outcome: job 'review' → shadow 'done'" in output
+    with pytest.raises(CommandError, match="no shadow version 'analysis@9'; declared: analysis@2-tight"):
+        command(str(case.pk), "--shadow", "--processing-version", "analysis@9")
+
+
+def test_sampling_makes_shadow_jobs_for_the_configured_share(make_job, settings):
+    settings.LEITSTAND_SHADOW_SAMPLES = {"analysis": {"version": "analysis@2-tight", "share": 0.5}}
+    parents = [make_job("analysis", payload={"candidate_id": n + 1}) for n in range(40)]
+    made = shadow_sample([(job.pk, "analysis", "done") for job in parents] + [(parents[0].pk, "crawl", "done")])
+    shadows = Job.objects.filter(type="shadow")
+    assert made == shadows.count() and 8 <= made <= 32, "about half, chosen by the job ID's hash"
+    assert {job.pool for job in shadows} == {"analysis"} and {job.priority for job in shadows} == {9}
+    assert shadow_sample([(job.pk, "analysis", "done") for job in parents]) == made
+    assert Job.objects.filter(type="shadow").count() == made, "one shadow job per job and version"
