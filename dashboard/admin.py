@@ -15,16 +15,19 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count, Q
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
 from dashboard.audit import audit_record
+from dashboard.diagram import state_diagram
+from dashboard.export import job_export_json
 from dashboard.explain import ago, job_explain
 from dashboard.alerts import alert_acknowledge, alert_resolve
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
+from dashboard.paths import attempt_timeline
 from jobs import leases, services
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, StepEvent, Transition, database_now
@@ -67,8 +70,8 @@ class TransitionInline(ReadOnlyInline):
 
 class AttemptInline(ReadOnlyInline):
     model = Attempt
-    fields = ("lease_version", "lease_owner", "claimed_at", "started_at", "heartbeat_at", "finished_at",
-              "outcome", "error_class", "refused_writes")
+    fields = ("lease_version", "lease_owner", "claimed_at", "started_at", "finished_at", "outcome", "error_class",
+              "refused_writes", "path_signature", "path_conforms", "path_divergence", "duration_ms", "slow_reason")
     readonly_fields = fields
     ordering = ("-lease_version",)
 
@@ -217,6 +220,15 @@ class SourceFilter(admin.SimpleListFilter):
         return queryset.filter(source=self.value()) if self.value() else queryset
 
 
+def job_path_context(job: Job) -> dict:
+    """The job page's path section: the newest attempt's path and step timeline, and the state
+    diagram with the job's own transitions lit."""
+    attempt = job.attempt_log.order_by("-lease_version").first()
+    pairs = set(job.transitions.exclude(from_state="").values_list("from_state", "to_state"))
+    return {"path_attempt": attempt, "timeline": attempt_timeline(job, attempt) if attempt else None,
+            "diagram": state_diagram(pairs, job.state), "shadow_runs": list(job.shadow_runs.order_by("-id")[:10])}
+
+
 # Console actions on one job: (label, permission, service).
 JOB_ACTIONS = {
     "retry_now": ("Retry now", "jobs.operate_job"),
@@ -256,7 +268,18 @@ class JobAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         return [path("<uuid:job_id>/act/", self.admin_site.admin_view(self.act), name="jobs_job_act"),
+                path("<uuid:job_id>/export/", self.admin_site.admin_view(self.export), name="jobs_job_export"),
                 *super().get_urls()]
+
+    def export(self, request, job_id):
+        if not self.has_view_permission(request):
+            raise PermissionDenied("exporting a job needs the permission to view jobs")
+        job = Job.objects.filter(pk=job_id).first()
+        if job is None:
+            raise Http404(f"no job {job_id}")
+        response = HttpResponse(job_export_json(job), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.json"'
+        return response
 
     def changelist_view(self, request, extra_context=None):
         self._now = database_now()
@@ -266,7 +289,8 @@ class JobAdmin(ReadOnlyAdmin):
         job = Job.objects.filter(pk=object_id).first()
         context = dict(extra_context or {})
         if job is not None:
-            context.update(why=job_explain(job, now=database_now()), actions_now=self.actions_now(request, job))
+            context.update(why=job_explain(job, now=database_now()), actions_now=self.actions_now(request, job),
+                           **job_path_context(job))
         return super().change_view(request, object_id, form_url, context)
 
     def actions_now(self, request, job) -> list[dict]:

@@ -19,9 +19,11 @@ from django_fsm import TransitionNotAllowed
 
 from dashboard import alerts, bulk, review
 from dashboard.audit import audit_record
+from dashboard.diagram import declared_edges, state_diagram
 from dashboard.display import data_uri
 from dashboard.explain import ago, heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot
+from dashboard.paths import type_paths
 from jobs import leases
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Job, State, StepEvent, database_now
@@ -45,6 +47,8 @@ class ConsoleSite(admin.AdminSite):
             path("stuck/", self.admin_view(self.stuck_leases), name="stuck_leases"),
             path("bulk/", self.admin_view(self.bulk), name="bulk"),
             path("runbooks/<slug:rule>/", self.admin_view(self.runbook), name="runbook"),
+            path("paths/", self.admin_view(self.paths), name="paths"),
+            path("flow/", self.admin_view(self.flow), name="flow"),
         ]
         return views + super().get_urls()
 
@@ -113,6 +117,27 @@ class ConsoleSite(admin.AdminSite):
         return TemplateResponse(request, "admin/console/runbook.html", {
             **self.each_context(request), "title": f"Runbook: {alerts.RULES[rule].title}", "rule": rule, "text": text,
             "open_alerts": Alert.objects.filter(rule=rule).exclude(state=Alert.State.RESOLVED).order_by("-last_seen"),
+        })
+
+    # --- paths and the flow --------------------------------------------------------------------
+
+    def paths(self, request):
+        _require(request, "jobs.view_job")
+        types = registry.all()
+        chosen = request.GET.get("type") or "crawl"
+        job_type = next((t for t in types if t.name == chosen), None)
+        if job_type is None:
+            raise Http404(f"no job type {chosen!r}")
+        return TemplateResponse(request, "admin/console/paths.html", {
+            **self.each_context(request), "title": f"Paths of {job_type.name}", "types": types,
+            "job_type": job_type, "paths": type_paths(job_type),
+        })
+
+    def flow(self, request):
+        _require(request, "jobs.view_job")
+        return TemplateResponse(request, "admin/console/flow.html", {
+            **self.each_context(request), "title": "The flow: states, transitions and expected paths",
+            "diagram": state_diagram(labels="all"), "edges": declared_edges(), "types": registry.all(),
         })
 
     # --- bulk actions on a filter --------------------------------------------------------------

@@ -42,6 +42,10 @@ class ReplayRefused(Exception):
     pass
 
 
+class ShadowDeferred(Deferred):
+    """The shadow version had to wait (a busy host): try again later; nothing was recorded."""
+
+
 # --- replay ------------------------------------------------------------------------------------------
 
 
@@ -117,6 +121,7 @@ class Run:
     steps: list[dict]
     effects: list[dict]
     children: list[dict]
+    retry_after: float | None = None  # with outcome "deferred": when to try again
 
     def as_dict(self) -> dict:
         return {"job_type": self.job_type, "processing_version": self.processing_version, "outcome": self.outcome,
@@ -143,12 +148,13 @@ def run_isolated(job: Job, job_type: JobType, handler, processing_version: str, 
     except _Discard:
         pass
     outcome, detail, result_ref = _describe(returned)
+    retry_after = getattr(returned, "retry_after", None) if outcome == "deferred" else None
     steps = context.take_steps()
     path = Observed(tuple((s.step, s.outcome) for s in steps), outcome if outcome in EXITS else "failed")
     verdict = job_type.paths.judge(path) if outcome in EXITS else None
     return Run(job.type, processing_version, outcome, detail[:500], result_ref, path, verdict,
                [{"step": s.step, "outcome": s.outcome, "duration_ms": round(s.duration_ms, 1), "data": _jsonable(s.data)}
-                for s in steps], recorder.effects, recorder.children)
+                for s in steps], recorder.effects, recorder.children, retry_after)
 
 
 def _describe(returned) -> tuple[str, str, str]:
@@ -195,7 +201,7 @@ def real_outcome(job: Job) -> dict:
     outcome = _exit_of(job, attempt) if attempt else job.state
     detail = job.completion_reason or (f"{job.error_class}: {job.error_message}" if job.error_class else "")
     return {"outcome": outcome, "result_ref": job.result_ref, "path": path, "detail": detail,
-            "children": Job.objects.filter(parent=job).count()}
+            "children": Job.objects.filter(parent=job).exclude(type="shadow").count()}
 
 
 def _exit_of(job: Job, attempt: Attempt) -> str:
@@ -214,6 +220,8 @@ def shadow_run(job_id, version: str, *, actor: str, sampled: bool = False) -> tu
         raise ReplayRefused(f"job type {job.type} has no shadow version {version!r}; declared: {known}")
     real = real_outcome(job)
     run = run_isolated(job, job_type, handler, version, reuse_ledger=False)
+    if run.outcome == "deferred":  # e.g. the host is busy: nothing to compare yet
+        raise ShadowDeferred(run.detail, retry_after=run.retry_after or 5.0)
     differences = []
     for name, shadow_value in (("outcome", run.outcome), ("result_ref", run.result_ref), ("path", run.path.signature),
                                ("children", len(run.children))):
@@ -257,5 +265,6 @@ def handle_shadow(context: JobContext):
             record, run, _ = shadow_run(job_id, version, actor=f"shadow-job:{context.job_id}", sampled=True)
         except (ReplayRefused, Job.DoesNotExist) as exc:
             raise PermanentError(str(exc)) from None
+        # ShadowDeferred goes up: the engine releases this job and it runs again later.
         info.update(shadow_run=record.pk, same=record.same, outcome=run.outcome)
     return Done(reason=f"shadow {version}: {'same as the job' if record.same else 'different: ' + ', '.join(d['field'] for d in record.differences)}")

@@ -75,6 +75,11 @@ class Command(BaseCommand):
             if submission.created:
                 count += 1
                 self._drive(submission.job, scenario)
+        # Run by the demo's crawl pool: the declared path, and two runs that skip the step parse (the
+        # console's paths page shows them as divergent, "missing step parse").
+        for n, path in enumerate([steps] * 4 + [["fetch", "store"]] * 2):
+            count += job_submit(job_type="synthetic", idempotency_key=f"demo-path-{n}", actor="demo",
+                                payload={"pool": "crawl", "steps": path, "duration_ms": 30 + 10 * n}).created
         leases.unclear_queue_for_review()
         return count
 

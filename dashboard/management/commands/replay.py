@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from dashboard.audit import audit_record
 from jobs.models import Job
 from workers.registry import UnknownJobType
-from workers.replay import ReplayRefused, dry_run, replay, replay_filter, shadow_run
+from workers.replay import ReplayRefused, ShadowDeferred, dry_run, replay, replay_filter, shadow_run
 
 
 class Command(BaseCommand):
@@ -54,6 +54,9 @@ class Command(BaseCommand):
             jobs = [Job.objects.get(pk=job_id)] if job_id else list(replay_filter(spec)[:max(limit, 1)])
         except (ReplayRefused, UnknownJobType) as exc:
             raise CommandError(str(exc)) from None
+        except ShadowDeferred as exc:
+            raise CommandError(f"the shadow run had to wait ({exc}); nothing was recorded: try again in "
+                               f"{exc.retry_after:.0f} s") from None
         if not jobs:
             self.stdout.write("no job matches the filter")
             return

@@ -1,0 +1,32 @@
+"""``manage.py export_job JOB_ID [--output FILE]``: the job, every attempt, transition, step event,
+effect, review decision, finding, recheck plan and shadow run as one JSON document."""
+
+import uuid
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.export import job_export_json
+from jobs.models import Job
+
+
+class Command(BaseCommand):
+    help = "Export one job's whole history as JSON (for post-mortems and audits)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("job_id")
+        parser.add_argument("--output", help="write to this file instead of standard output")
+
+    def handle(self, *args, job_id, output, **options):
+        try:
+            job = Job.objects.filter(pk=uuid.UUID(job_id)).first()
+        except ValueError:
+            raise CommandError(f"{job_id!r} is not a job ID (a UUID)") from None
+        if job is None:
+            raise CommandError(f"no job {job_id}")
+        document = job_export_json(job)
+        if output:
+            with open(output, "w", encoding="utf-8") as file:
+                file.write(document + "\n")
+            self.stderr.write(f"wrote {output} ({len(document)} characters)")
+        else:
+            self.stdout.write(document)
