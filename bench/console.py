@@ -72,12 +72,23 @@ FROM generate_series(%(start)s, %(stop)s) AS g,
 """
 
 HISTORY_SQL = """
-WITH newest AS (SELECT id, state, created_at, lease_owner FROM jobs_job ORDER BY created_at DESC LIMIT %(n)s),
+WITH newest AS (SELECT id, type, state, created_at, lease_owner FROM jobs_job ORDER BY created_at DESC LIMIT %(n)s),
 attempts AS (
-    INSERT INTO jobs_attempt (job_id, lease_version, lease_owner, worker_host, worker_pid, pool, claimed_at, started_at,
-                              finished_at, outcome, error_class, error_message, refused_writes, last_refused_op)
-    SELECT id, 1, 'bench-host:1/x', 'bench-host', 1, '', created_at, created_at + interval '1 second',
-           created_at + interval '2 seconds', 'completed', '', '', 0, '' FROM newest
+    INSERT INTO jobs_attempt (job_id, lease_version, job_type, lease_owner, worker_host, worker_pid, pool, claimed_at, started_at,
+                              finished_at, outcome, error_class, error_message, refused_writes, last_refused_op,
+                              path_checked, path_signature, path_conforms, path_divergence, path_divergence_kind,
+                              duration_ms)
+    SELECT id, 1, type, 'bench-host:1/x', 'bench-host', 1, '', created_at, created_at + interval '1 second',
+           created_at + interval '2 seconds', 'completed', '', '', 0, '',
+           true, CASE WHEN id::text < '1' THEN 'robots > fetch > spawn -> done'
+                      ELSE 'robots > fetch > extract > candidates > spawn -> done' END,
+           id::text >= '1', CASE WHEN id::text < '1' THEN 'missing step extract' ELSE '' END,
+           CASE WHEN id::text < '1' THEN 'missing_step' ELSE '' END, 1000 FROM newest
+),
+steps AS (
+    INSERT INTO jobs_stepevent (job_id, lease_version, correlation_id, step, outcome, started_at, duration_ms, data)
+    SELECT id, 1, 'c', step, 'ok', created_at, 200, '{}'::jsonb FROM newest,
+           LATERAL (VALUES ('robots'), ('fetch'), ('extract'), ('candidates'), ('spawn')) AS v(step)
 )
 INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
 SELECT id, f, t, created_at, 1, 'bench', 'bench' FROM newest,
@@ -94,6 +105,7 @@ def load(n: int) -> float:
         cursor.execute("VACUUM ANALYZE jobs_job")
         cursor.execute("ANALYZE jobs_attempt")
         cursor.execute("ANALYZE jobs_transition")
+        cursor.execute("ANALYZE jobs_stepevent")
     return time.perf_counter() - started
 
 
@@ -130,6 +142,21 @@ def main() -> None:
         print(f"snapshot refresh by the control process, {label}: {(time.perf_counter() - started) * 1000:.0f} ms")
         for query in sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:3]:
             print(f"    {float(query['time']) * 1000:6.0f} ms  {' '.join(query['sql'].split())[:110]}")
+    from dashboard.rules import rules_evaluate
+    from jobs.paths import attempts_check
+    from workers.registry import registry as job_types
+
+    for label in ("with the minutely p99 refresh", "steady state"):
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE jobs_attempt SET path_checked = false WHERE id IN "
+                           "(SELECT id FROM jobs_attempt ORDER BY id DESC LIMIT 500)")
+        started = time.perf_counter()
+        checked = attempts_check({t.name: t.paths for t in job_types.all()}, limit=500)
+        print(f"path check of {len(checked)} ended attempts by the control process, {label}: "
+              f"{(time.perf_counter() - started) * 1000:.0f} ms")
+    started = time.perf_counter()
+    rules_evaluate()
+    print(f"business rules evaluated by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
     if args.snapshot_only:
         return
 
@@ -153,6 +180,9 @@ def main() -> None:
         "stuck leases": "/admin/stuck/",
         "audit log": "/admin/dashboard/auditentry/",
         "bulk action dry run, state=dead": "/admin/bulk/?state__exact=dead",
+        "paths of crawl": "/admin/paths/?type=crawl",
+        "the flow (state diagram)": "/admin/flow/",
+        "business rules": "/admin/rules/",
     }
     stock = {
         "jobs list": "/stock/jobs/job/",

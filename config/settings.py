@@ -339,6 +339,18 @@ LEITSTAND_ALERTS = {
     "rechecks_overdue": {**_ALERT_TIMING, "seconds": 3600},
     "source_quiet": {**_ALERT_TIMING, "hours": 48},
     "disk_low": {**_ALERT_TIMING, "bytes": 5 * 2**30},
+    "business_rule_violated": {**_ALERT_TIMING, "for_seconds": 0, "count": 1},
+}
+
+# Business rules across jobs (dashboard/rules.py), evaluated by the control process.
+LEITSTAND_BUSINESS_RULES_SECONDS = env_float("LEITSTAND_BUSINESS_RULES_SECONDS", 60, minimum=1)
+LEITSTAND_BUSINESS_RULES = {
+    "match_has_plan": {"within_seconds": env_float("LEITSTAND_RULE_MATCH_PLAN_SECONDS", 3600, minimum=1),
+                       "look_back_days": 7},
+    "crawl_children_end": {"within_seconds": env_float("LEITSTAND_RULE_CRAWL_CHILDREN_SECONDS", 86400, minimum=1),
+                           "look_back_days": 7},
+    "decision_ends_the_job": {"within_seconds": env_float("LEITSTAND_RULE_DECISION_SECONDS", 900, minimum=1),
+                              "look_back_days": 7},
 }
 
 # /metrics (see docs/operations.md): a bearer token, or the addresses allowed to scrape; with

@@ -222,6 +222,25 @@ def _disk_low(now: datetime, memory: dict) -> list[Firing]:
     return firings
 
 
+def _business_rules(now: datetime, memory: dict) -> list[Firing]:
+    from dashboard.models import RuleViolation
+    from dashboard.rules import RULES as BUSINESS_RULES
+
+    open_ = (RuleViolation.objects.filter(resolved_at__isnull=True).values("rule")
+             .annotate(n=Count("id"), since=Min("first_seen")).order_by("rule"))
+    firings = []
+    for row in open_:
+        scope = f"rule:{row['rule']}"
+        if row["n"] < option("business_rule_violated", "count", scope):
+            continue
+        example = RuleViolation.objects.filter(rule=row["rule"], resolved_at__isnull=True).order_by("first_seen").first()
+        title = BUSINESS_RULES[row["rule"]].title if row["rule"] in BUSINESS_RULES else row["rule"]
+        firings.append(Firing(scope, row["n"], option("business_rule_violated", "count", scope),
+                              f"{row['n']} open violation{'s' if row['n'] != 1 else ''} of “{title}” since "
+                              f"{clock(row['since'])}; e.g. {example.subject}: {example.detail}"))
+    return firings
+
+
 RULES = {rule.name: rule for rule in (
     Rule("pool_no_consumers", "A pool has no live consumers but due jobs", _no_consumers),
     Rule("queue_growing", "Queue depth keeps growing", _queue_growing),
@@ -233,6 +252,7 @@ RULES = {rule.name: rule for rule in (
     Rule("rechecks_overdue", "Recheck plans are overdue", _rechecks_overdue),
     Rule("source_quiet", "A source is unusually quiet", _source_quiet, route="business"),
     Rule("disk_low", "A worker host is low on disk", _disk_low, route="infrastructure"),
+    Rule("business_rule_violated", "A business rule across jobs is broken", _business_rules, route="business"),
 )}
 
 _memory: dict = {}  # rule state between evaluations in the leading control process (queue samples)

@@ -114,3 +114,24 @@ class AlertEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} by {self.actor}"
+
+
+class RuleViolation(models.Model):
+    """One subject breaking a business rule across jobs (``dashboard/rules.py``): open while the
+    control process still finds it, resolved when it no longer does."""
+
+    rule = models.CharField(max_length=64)
+    subject = models.CharField(max_length=200, help_text="What breaks the rule: a finding, a job.")
+    job_id = models.UUIDField(null=True, blank=True, help_text="The job to look at.")
+    detail = models.CharField(max_length=500)
+    first_seen = models.DateTimeField(db_default=LeitstandNow())
+    last_seen = models.DateTimeField(db_default=LeitstandNow())
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "subject"], condition=models.Q(resolved_at__isnull=True),
+                                               name="rule_violation_open_once")]
+        indexes = [models.Index(fields=["rule", "-first_seen"], name="rule_violation_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.subject}"

@@ -22,8 +22,9 @@ from dashboard.audit import audit_record
 from dashboard.diagram import declared_edges, state_diagram
 from dashboard.display import data_uri
 from dashboard.explain import ago, heartbeat_limit_seconds
-from dashboard.models import Alert, AuditEntry, ConsoleSnapshot
+from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, RuleViolation
 from dashboard.paths import type_paths
+from dashboard.rules import RULES as BUSINESS_RULES
 from jobs import leases
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Job, State, StepEvent, database_now
@@ -49,6 +50,7 @@ class ConsoleSite(admin.AdminSite):
             path("runbooks/<slug:rule>/", self.admin_view(self.runbook), name="runbook"),
             path("paths/", self.admin_view(self.paths), name="paths"),
             path("flow/", self.admin_view(self.flow), name="flow"),
+            path("rules/", self.admin_view(self.business_rules), name="business_rules"),
         ]
         return views + super().get_urls()
 
@@ -138,6 +140,20 @@ class ConsoleSite(admin.AdminSite):
         return TemplateResponse(request, "admin/console/flow.html", {
             **self.each_context(request), "title": "The flow: states, transitions and expected paths",
             "diagram": state_diagram(labels="all"), "edges": declared_edges(), "types": registry.all(),
+        })
+
+    def business_rules(self, request):
+        _require(request, "jobs.view_job")
+        rules = []
+        for rule in BUSINESS_RULES.values():
+            violations = RuleViolation.objects.filter(rule=rule.name)
+            rules.append({"rule": rule, "options": settings.LEITSTAND_BUSINESS_RULES[rule.name],
+                          "open": list(violations.filter(resolved_at__isnull=True).order_by("first_seen")[:100]),
+                          "open_count": violations.filter(resolved_at__isnull=True).count(),
+                          "resolved": list(violations.filter(resolved_at__isnull=False).order_by("-resolved_at")[:10])})
+        return TemplateResponse(request, "admin/console/rules.html", {
+            **self.each_context(request), "title": "Business rules across jobs", "rules": rules,
+            "every": settings.LEITSTAND_BUSINESS_RULES_SECONDS,
         })
 
     # --- bulk actions on a filter --------------------------------------------------------------

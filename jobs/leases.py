@@ -247,10 +247,10 @@ claimed AS (
               j.priority, j.schema_version, j.lease_expires_at, j.due_at
 ),
 attempt AS (
-    INSERT INTO jobs_attempt (job_id, lease_version, lease_owner, worker_host, worker_pid, pool, claimed_at,
+    INSERT INTO jobs_attempt (job_id, lease_version, job_type, lease_owner, worker_host, worker_pid, pool, claimed_at,
                               started_at, heartbeat_at, outcome, error_class, error_message, refused_writes,
                               last_refused_op)
-    SELECT claimed.id, claimed.lease_version, %(owner)s, %(host)s, %(pid)s, %(pool)s, clock.now,
+    SELECT claimed.id, claimed.lease_version, claimed.type, %(owner)s, %(host)s, %(pid)s, %(pool)s, clock.now,
            CASE WHEN %(start)s THEN clock.now END, clock.now, '', '', '', 0, ''
     FROM claimed, clock
 ),

@@ -291,6 +291,8 @@ class Attempt(models.Model):
     # No index of its own: the unique (job, lease_version) index serves every lookup by job.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempt_log", db_index=False)
     lease_version = models.PositiveIntegerField()
+    # The job's type, copied at the claim, so per-type views of attempts need no join (paths page).
+    job_type = models.CharField(max_length=64, blank=True, db_default="")
     lease_owner = models.CharField(max_length=255)
     worker_host = models.CharField(max_length=255)
     worker_pid = models.PositiveIntegerField()
@@ -323,6 +325,7 @@ class Attempt(models.Model):
             models.Index(fields=["id"], name="attempt_unchecked_idx",
                          condition=Q(path_checked=False, finished_at__isnull=False)),
             models.Index(fields=["id"], name="attempt_divergent_idx", condition=Q(path_conforms=False)),
+            models.Index(fields=["job_type", "-id"], name="attempt_type_checked_idx", condition=Q(path_checked=True)),
         ]
 
     def __str__(self) -> str:
@@ -343,7 +346,10 @@ class Transition(models.Model):
     class Meta:
         # Serves lookups by job (so the foreign key has no index of its own): three rows per job
         # are written on the hot path, and every index costs each of them.
-        indexes = [models.Index(fields=["job", "id"], name="transition_job_idx")]
+        indexes = [models.Index(fields=["job", "id"], name="transition_job_idx"),
+                   # Review decisions only (a small share of the log), for the business rules' look-back.
+                   models.Index(fields=["at"], name="transition_decision_idx",
+                                condition=Q(from_state="ready_for_review"))]
 
     def __str__(self) -> str:
         return f"{self.from_state or '∅'} → {self.to_state} ({self.cause})"

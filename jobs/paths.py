@@ -50,10 +50,10 @@ class TimingBaseline:
             return
         with connection.cursor() as cursor:
             cursor.execute("""
-                SELECT j.type, percentile_cont(0.99) WITHIN GROUP (ORDER BY a.duration_ms), count(*)
-                FROM (SELECT job_id, duration_ms FROM jobs_attempt WHERE path_checked AND duration_ms IS NOT NULL
+                SELECT job_type, percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms), count(*)
+                FROM (SELECT job_type, duration_ms FROM jobs_attempt WHERE path_checked AND duration_ms IS NOT NULL
                       AND outcome IN ('completed', 'recheck_planned', 'unclear') ORDER BY id DESC LIMIT %s) a
-                JOIN jobs_job j ON j.id = a.job_id GROUP BY j.type""", [self.window])
+                GROUP BY job_type""", [self.window])
             self.types = {t: Percentile(p99, n) for t, p99, n in cursor.fetchall()}
             cursor.execute("""
                 SELECT j.type, s.step, percentile_cont(0.99) WITHIN GROUP (ORDER BY s.duration_ms), count(*)

@@ -22,6 +22,7 @@ from jobs.webhooks import webhook_sweep
 from jobs.retry import RetryPolicy
 from dashboard.alerts import alerts_evaluate
 from dashboard.bulk import bulk_step
+from dashboard.rules import rules_evaluate
 from dashboard.snapshot import Throttled, snapshot_refresh
 from rechecks.services import planner_sweep
 from workers import dispatch
@@ -57,6 +58,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "bulk-actions": bulk_step,
     "webhooks": webhook_sweep,
     "path-checks": path_checks,
+    "business-rules": Throttled(rules_evaluate, settings.LEITSTAND_BUSINESS_RULES_SECONDS),
     "alerts": Throttled(alerts_evaluate, settings.LEITSTAND_ALERT_INTERVAL_SECONDS),
 }
 

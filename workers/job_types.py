@@ -71,6 +71,17 @@ register(JobType(
     **_PIPELINE_TIMING,
 ))
 
+# Deliveries (alert notifications, API webhooks): small, urgent, retried with backoff up to 15 min.
+_NOTIFY = settings.LEITSTAND_NOTIFY
+_DELIVERY = {
+    "default_priority": 1,
+    "timeout_seconds": _NOTIFY["timeout_seconds"],
+    "lease_seconds": _NOTIFY["lease_seconds"],
+    "heartbeat_seconds": _NOTIFY["heartbeat_seconds"],
+    "retry": RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=_NOTIFY["max_attempts"]),
+    "external_call_timeout_seconds": _NOTIFY["http_timeout_seconds"],
+}
+
 register(JobType(
     name="alert_notify",
     description="Deliver an alert event to its route: a signed webhook or an e-mail.",
@@ -78,12 +89,7 @@ register(JobType(
     pool="notify",
     processing_version="notify@1",
     expected_paths=("webhook", "email"),
-    default_priority=1,
-    timeout_seconds=settings.LEITSTAND_NOTIFY["timeout_seconds"],
-    lease_seconds=settings.LEITSTAND_NOTIFY["lease_seconds"],
-    heartbeat_seconds=settings.LEITSTAND_NOTIFY["heartbeat_seconds"],
-    retry=RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=settings.LEITSTAND_NOTIFY["max_attempts"]),
-    external_call_timeout_seconds=settings.LEITSTAND_NOTIFY["http_timeout_seconds"],
+    **_DELIVERY,
 ))
 
 register(JobType(
@@ -93,12 +99,7 @@ register(JobType(
     pool="notify",
     processing_version="webhook@1",
     expected_paths=("webhook",),
-    default_priority=1,
-    timeout_seconds=settings.LEITSTAND_NOTIFY["timeout_seconds"],
-    lease_seconds=settings.LEITSTAND_NOTIFY["lease_seconds"],
-    heartbeat_seconds=settings.LEITSTAND_NOTIFY["heartbeat_seconds"],
-    retry=RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=settings.LEITSTAND_NOTIFY["max_attempts"]),
-    external_call_timeout_seconds=settings.LEITSTAND_NOTIFY["http_timeout_seconds"],
+    **_DELIVERY,
 ))
 
 register(JobType(
