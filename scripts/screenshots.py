@@ -3,7 +3,8 @@
     .venv/bin/python scripts/screenshots.py [--url http://127.0.0.1:8000]
 
 Logs in as the demo's operator and reviewer in Debian's headless Chromium and saves the home page,
-a job page, the review queue, a review case and a recheck plan.
+job pages, the recheck plans, the paths pages, the flow, the business rules, the review queue and a
+review case.
 """
 
 import argparse
@@ -51,6 +52,13 @@ def main() -> None:
         operator.screenshot(path=OUT / "job-page-dead.png", full_page=True)
         operator.goto(f"{url}/admin/rechecks/recheckplan/")
         operator.screenshot(path=OUT / "recheck-plans.png", full_page=True)
+        for job_type in ("crawl", "analysis", "synthetic"):
+            operator.goto(f"{url}/admin/paths/?type={job_type}")
+            operator.screenshot(path=OUT / f"paths-{job_type}.png", full_page=True)
+        operator.goto(f"{url}/admin/flow/")
+        operator.screenshot(path=OUT / "flow.png", full_page=True)
+        operator.goto(f"{url}/admin/rules/")
+        operator.screenshot(path=OUT / "business-rules.png", full_page=True)
         reviewer = login(browser, url, "reviewer")
         reviewer.goto(f"{url}/admin/review/")
         reviewer.screenshot(path=OUT / "review-queue.png", full_page=True)

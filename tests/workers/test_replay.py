@@ -109,3 +109,19 @@ def test_sampling_makes_shadow_jobs_for_the_configured_share(make_job, settings)
     assert {job.pool for job in shadows} == {"analysis"} and {job.priority for job in shadows} == {9}
     assert shadow_sample([(job.pk, "analysis", "done") for job in parents]) == made
     assert Job.objects.filter(type="shadow").count() == made, "one shadow job per job and version"
+
+
+def test_a_sampled_shadow_job_runs_in_the_bulk_lane_and_records_its_comparison(web, pool_runtime, settings):  # noqa: F811
+    settings.LEITSTAND_SHADOW_SAMPLES = {"analysis": {"version": "analysis@2-tight", "share": 1.0}}
+    crawl_job(web, "/werke/2.html", depth=0)
+    pool_runtime("crawl").wake()
+    pool_runtime("analysis").wake()
+    analysed = list(Job.objects.filter(type="analysis"))
+    assert shadow_sample([(job.pk, "analysis", "done") for job in analysed]) == len(analysed) >= 2
+    pool_runtime("analysis").wake()
+    runs = ShadowRun.objects.filter(sampled=True)
+    assert runs.count() == len(analysed) and {r.processing_version for r in runs} == {"analysis@2-tight"}
+    assert set(Job.objects.filter(type="shadow").values_list("state", flat=True)) == {State.DONE}
+    review = [State.UNCLEAR, State.READY_FOR_REVIEW]
+    assert not runs.get(job__state__in=review).same, "the borderline collage is no match with narrower bands"
+    assert runs.filter(job__state=State.DONE, same=True).exists(), "an unrelated photo is no match in both versions"
