@@ -49,7 +49,7 @@ def state_diagram(lit_pairs: set[tuple[str, str]] = frozenset(), current: str = 
     states = sorted({e.source for e in edges} | {e.target for e in edges} | set(State.values))
     extra = {s: (i, 3) for i, s in enumerate(s for s in states if s not in _PLACES)}
     rows = 3 + bool(extra)
-    width, height = 40 + 4 * _W + _NODE_W, 40 + (rows - 1) * _H + _NODE_H
+    width, height = 40 + 4 * _W + _NODE_W, 52 + (rows - 1) * _H + _NODE_H
     lit_states = {s for pair in lit_pairs for s in pair}
     parts = [f'<svg class="state-diagram" viewBox="0 0 {width} {height}" role="img" '
              f'aria-label="job state diagram" xmlns="http://www.w3.org/2000/svg">',
@@ -69,10 +69,13 @@ def state_diagram(lit_pairs: set[tuple[str, str]] = frozenset(), current: str = 
         ex, ey = _border(x2, y2, cx, cy)
         lit = (edge.source, edge.target) in lit_pairs
         label = ", ".join(edge.names)
-        parts.append(f'<path class="edge{" lit" if lit else ""}" d="M{sx:.0f},{sy:.0f} Q{cx:.0f},{cy:.0f} '
+        # Cancelling is allowed from almost every state: dashed and unlabelled unless lit (see the legend).
+        cancel = edge.names == ("cancel",)
+        classes = "edge" + (" lit" if lit else "") + (" cancel" if cancel else "")
+        parts.append(f'<path class="{classes}" d="M{sx:.0f},{sy:.0f} Q{cx:.0f},{cy:.0f} '
                      f'{ex:.0f},{ey:.0f}" marker-end="url(#{"arrow-lit" if lit else "arrow"})">'
                      f'<title>{escape(edge.source)} → {escape(edge.target)}: {escape(label)}</title></path>')
-        if lit or labels == "all":
+        if lit or (labels == "all" and not cancel):
             parts.append(f'<text class="edge-label{" lit" if lit else ""}" x="{(sx + 2 * cx + ex) / 4:.0f}" '
                          f'y="{(sy + 2 * cy + ey) / 4 - 3:.0f}">{escape(label)}</text>')
     for state in states:
@@ -81,6 +84,7 @@ def state_diagram(lit_pairs: set[tuple[str, str]] = frozenset(), current: str = 
         parts.append(f'<g class="{classes}"><rect x="{x - _NODE_W / 2:.0f}" y="{y - _NODE_H / 2:.0f}" '
                      f'width="{_NODE_W}" height="{_NODE_H}" rx="6"/><text x="{x:.0f}" y="{y + 4:.0f}">'
                      f'{escape(state)}</text></g>')
+    parts.append(f'<text class="legend" x="20" y="{height - 6}">dashed: cancel</text>')
     parts.append("</svg>")
     return mark_safe("".join(parts))
 
