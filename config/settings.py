@@ -396,7 +396,7 @@ LEITSTAND_WEBHOOK = {
     "url": env_str("LEITSTAND_WEBHOOK_URL", ""),
     "secret": env_str("LEITSTAND_WEBHOOK_SECRET", ""),
     "events": env_list("LEITSTAND_WEBHOOK_EVENTS",
-                       ["job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended"]),
+                       ["job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended", "batch.finished"]),
     # Empty: every job type (the system's own deliveries never cause webhooks).
     "job_types": env_list("LEITSTAND_WEBHOOK_JOB_TYPES", []),
 }

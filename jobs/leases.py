@@ -186,10 +186,11 @@ def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
 
 _INSERT_SQL = """
 WITH created AS (
-    INSERT INTO jobs_job (id, type, pool, idempotency_key, correlation_id, parent_id, schema_version, priority,
-                          source, payload, max_attempts, due_at, state)
-    VALUES (%(id)s, %(type)s, %(pool)s, %(idempotency_key)s, %(correlation_id)s, %(parent_id)s, %(schema_version)s,
-            %(priority)s, %(source)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
+    INSERT INTO jobs_job (id, type, pool, idempotency_key, correlation_id, parent_id, batch_id, schema_version,
+                          priority, source, payload, max_attempts, due_at, state)
+    VALUES (%(id)s, %(type)s, %(pool)s, %(idempotency_key)s, %(correlation_id)s, %(parent_id)s, %(batch_id)s,
+            %(schema_version)s, %(priority)s, %(source)s, %(payload)s, %(max_attempts)s,
+            coalesce(%(due_at)s, leitstand_now()), %(state)s)
     ON CONFLICT (type, idempotency_key) DO NOTHING
     RETURNING id, state, lease_version
 ),
@@ -207,7 +208,7 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
 
     initial = Job._meta.get_field("state").default
     parent_id = columns.pop("parent_id", None)
-    row = _fetch_one(_INSERT_SQL, {**columns, "parent_id": _as_uuid(parent_id) if parent_id else None,
+    row = _fetch_one(_INSERT_SQL, {"batch_id": None, **columns, "parent_id": _as_uuid(parent_id) if parent_id else None,
                                    "payload": Jsonb(payload), "state": initial, "actor": actor[:255]})
     return row is not None
 

@@ -73,6 +73,8 @@ class Job(ConcurrentTransitionMixin, models.Model):
     idempotency_key = models.CharField(max_length=255, help_text="Unique per job type: the same key is the same job.")
     correlation_id = models.CharField(max_length=255, help_text="Joins every job of one business case.")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    batch = models.ForeignKey("Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs",
+                              db_index=False, help_text="The batch it belongs to (children inherit their parent's).")
     schema_version = models.PositiveSmallIntegerField(db_default=1, default=1)
     processing_version = models.CharField(
         max_length=64, blank=True, db_default="", default="", help_text="Handler version of the latest attempt."
@@ -148,6 +150,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
             # The dead-letter queue, newest first (the console's list and bulk retries of a filter):
             # dead jobs rarely change, so this index costs one entry per job that dies.
             models.Index(fields=["-created_at"], name="job_dead_idx", condition=Q(state="dead")),
+            # A batch's members by their last change (its page: done/h over time, the ETA); batch
+            # members only, and heartbeats touch neither column (they stay HOT updates).
+            models.Index(fields=["batch", "state_changed_at"], name="job_batch_idx", condition=Q(batch__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -447,10 +452,55 @@ class WebhookEvent(models.Model):
     id is the event ID the receiver deduplicates on."""
 
     kind = models.CharField(max_length=40)
-    job_id = models.UUIDField()
+    job_id = models.UUIDField(null=True, blank=True, help_text="Empty for a batch's event.")
+    batch_id = models.BigIntegerField(null=True, blank=True)
     transition_id = models.BigIntegerField(null=True, blank=True)
     occurred_at = models.DateTimeField(db_default=LeitstandNow())
     data = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"event {self.pk}: {self.kind} {self.job_id}"
+
+
+class Batch(models.Model):
+    """A named group of jobs (a crawl run, a bulk submission from the API) with live progress.
+
+    Its counters live in ``BatchCounter`` rows, updated by a trigger in the transaction of each
+    member's transition (``jobs/batches.py``); the control process finalizes it once, when every
+    member has ended (or was handed to a person or a recheck plan)."""
+
+    key = models.CharField(max_length=255, unique=True, help_text="Idempotency: one batch per key.")
+    name = models.CharField(max_length=200)
+    created_by = models.CharField(max_length=255)
+    correlation_id = models.CharField(max_length=255)
+    target_finish_at = models.DateTimeField(null=True, blank=True)
+    request_hash = models.CharField(max_length=64, blank=True, help_text="What the API submitted, to compare repeats.")
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+    finished_at = models.DateTimeField(null=True, blank=True)
+    stats = models.JSONField(default=dict, blank=True, help_text="Set once, at finalization.")
+
+    class Meta:
+        verbose_name_plural = "batches"
+        indexes = [models.Index(fields=["id"], name="batch_running_idx", condition=Q(finished_at__isnull=True))]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} {self.name}"
+
+
+class BatchCounter(models.Model):
+    """One shard of a batch's counters (one per database session's pid modulo 16), so concurrent
+    completions by different workers update different rows; the batch's figures are their sums.
+    ``total`` counts members created; the others count members *currently* in that state."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="counters", db_index=False)
+    shard = models.SmallIntegerField()
+    total = models.IntegerField(default=0)
+    done = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    dead = models.IntegerField(default=0)
+    in_review = models.IntegerField(default=0)
+    rechecking = models.IntegerField(default=0)
+    cancelled = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["batch", "shard"], name="batch_counter_shard_once")]

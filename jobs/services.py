@@ -90,12 +90,13 @@ def job_create(
     max_attempts: int = 5,
     schema_version: int = 1,
     due_at: datetime | None = None,
+    batch_id: int | None = None,
 ) -> Submission:
     """Create a job once per (type, idempotency key); a repeat with the same payload returns that job.
 
     Call it inside the transaction of the business change that causes the job, so both commit or
-    neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job).
-    Without a pool the job goes to the pool named like its type.
+    neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job); a
+    sub-job joins its parent's batch. Without a pool the job goes to the pool named like its type.
     """
     _validate(type=type, idempotency_key=idempotency_key, payload=payload, priority=priority,
               max_attempts=max_attempts, correlation_id=correlation_id, source=source,
@@ -105,14 +106,15 @@ def job_create(
         raise JobInputError("pool", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter")
     job_id = uuid.uuid4()
     with transaction.atomic():
-        if parent_id is not None and not correlation_id:
-            parent = Job.objects.filter(pk=parent_id).values_list("correlation_id", flat=True).first()
+        if parent_id is not None:
+            parent = Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id").first()
             if parent is None:
                 raise JobInputError("parent_id", f"job {parent_id} does not exist")
-            correlation_id = parent
+            correlation_id = correlation_id or parent["correlation_id"]
+            batch_id = batch_id if batch_id is not None else parent["batch_id"]
         created = leases.insert_planned(
             id=job_id, type=type, pool=pool, idempotency_key=idempotency_key, correlation_id=correlation_id or str(job_id),
-            parent_id=parent_id, schema_version=schema_version, priority=priority, source=source,
+            parent_id=parent_id, batch_id=batch_id, schema_version=schema_version, priority=priority, source=source,
             payload=payload, max_attempts=max_attempts, due_at=due_at, actor=actor,
         )
         if created:

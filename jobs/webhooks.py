@@ -17,18 +17,19 @@ from django.db import transaction
 from jobs.models import Job, Transition, WebhookEvent
 from jobs.services import job_create
 
-EVENT_KINDS = ("job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended")
+EVENT_KINDS = ("job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended", "batch.finished")
 DELIVERY_TYPE = "api_webhook"
 # The system's own deliveries never cause webhooks: a delivered webhook would announce itself.
 SILENT_TYPES = frozenset({DELIVERY_TYPE, "alert_notify"})
 ACTOR = "webhooks"
 
 
-def event_record(*, kind: str, job_id, data: dict) -> None:
-    """Record an event in the outbox; call it inside the transaction of the change it reports."""
+def event_record(*, kind: str, data: dict, job_id=None, batch_id: int | None = None) -> None:
+    """Record an event about a job or a batch in the outbox; call it inside the transaction of the
+    change it reports."""
     if kind not in EVENT_KINDS:
         raise ValueError(f"unknown webhook event kind {kind!r}; known: {', '.join(EVENT_KINDS)}")
-    WebhookEvent.objects.create(kind=kind, job_id=job_id, data=data)
+    WebhookEvent.objects.create(kind=kind, job_id=job_id, batch_id=batch_id, data=data)
 
 
 def webhook_sweep(*, limit: int = 500) -> int:
@@ -41,16 +42,23 @@ def webhook_sweep(*, limit: int = 500) -> int:
             return 0
         deliveries = 0
         if hook["url"]:
-            jobs = Job.objects.in_bulk({event.job_id for event in events})
+            jobs = Job.objects.in_bulk({event.job_id for event in events if event.job_id})
             causes = dict(Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id])
                           .values_list("pk", "cause"))
             for event in events:
-                job = jobs.get(event.job_id)
-                if job is None or not _subscribed(hook, event.kind, job.type):
-                    continue
+                if event.batch_id is not None:  # a batch's event: no job to filter by
+                    if event.kind not in hook["events"]:
+                        continue
+                    message = batch_message(event)
+                    correlation_id = event.data.get("batch", {}).get("correlation_id", "")
+                else:
+                    job = jobs.get(event.job_id)
+                    if job is None or not _subscribed(hook, event.kind, job.type):
+                        continue
+                    message = event_message(event, job, causes.get(event.transition_id, ""))
+                    correlation_id = job.correlation_id
                 job_create(type=DELIVERY_TYPE, pool="notify", idempotency_key=f"webhook-event-{event.pk}",
-                           payload={"event": event_message(event, job, causes.get(event.transition_id, ""))},
-                           actor=ACTOR, correlation_id=job.correlation_id, priority=1)
+                           payload={"event": message}, actor=ACTOR, correlation_id=correlation_id, priority=1)
                 deliveries += 1
         WebhookEvent.objects.filter(pk__in=[event.pk for event in events]).delete()
     return deliveries
@@ -60,6 +68,12 @@ def _subscribed(hook: dict, kind: str, job_type: str) -> bool:
     if job_type in SILENT_TYPES or kind not in hook["events"]:
         return False
     return not hook["job_types"] or job_type in hook["job_types"]
+
+
+def batch_message(event: WebhookEvent) -> dict:
+    """The body of a batch's webhook: the batch with its final counters and statistics."""
+    return {"id": f"evt_{event.pk}", "type": event.kind, "occurred_at": event.occurred_at.isoformat(),
+            "batch": event.data.get("batch", {})}
 
 
 def event_message(event: WebhookEvent, job: Job, cause: str = "") -> dict:

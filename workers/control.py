@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from jobs import leases
+from jobs.batches import batches_finalize
 from jobs.paths import attempts_check
 from jobs.webhooks import webhook_sweep
 from jobs.retry import RetryPolicy
@@ -56,6 +57,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "dispatcher": dispatch.dispatch_sweep,
     "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
     "bulk-actions": bulk_step,
+    "batches": batches_finalize,
     "webhooks": webhook_sweep,
     "path-checks": path_checks,
     "business-rules": Throttled(rules_evaluate, settings.LEITSTAND_BUSINESS_RULES_SECONDS),

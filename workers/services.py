@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs import services as job_services
+from jobs.batches import batch_create
 from jobs.models import LeitstandNow
 from jobs.services import JobInputError, Submission
 from workers import dispatch, images
@@ -31,6 +32,7 @@ def job_submit(
     source: str = "",
     due_at: datetime | None = None,
     parent_id=None,
+    batch_id: int | None = None,
 ) -> Submission:
     """Create a job of a registered type in its pool and wake the pool when the transaction commits."""
     try:
@@ -47,7 +49,7 @@ def job_submit(
             type=job_type, pool=pool, payload=payload, idempotency_key=idempotency_key, actor=actor,
             priority=declared.default_priority if priority is None else priority, correlation_id=correlation_id,
             source=source, due_at=due_at, parent_id=parent_id, max_attempts=declared.retry.max_attempts,
-            schema_version=declared.schema_version,
+            schema_version=declared.schema_version, batch_id=batch_id,
         )
         if submission.created:
             dispatch.wakeup_after_commit(pool)
@@ -127,14 +129,18 @@ def crawl_start(*, actor: str, sources: list[Source] | None = None, run: str | N
     run = run or timezone.now().strftime("run-%Y%m%d-%H%M%S")
     chosen = sources if sources is not None else list(Source.objects.filter(is_active=True).order_by("name"))
     submissions = []
-    for source in chosen:
-        if not source.is_active:
-            raise JobInputError("source", f"source {source.name!r} is inactive")
-        submissions.append(job_submit(
-            job_type="crawl", payload={"source_id": source.id, "url": source.base_url, "depth": 0, "run": run},
-            idempotency_key=f"{run}:{source.base_url}", actor=actor, priority=source.priority,
-            correlation_id=f"crawl:{run}:source-{source.id}", source=source.name,
-        ))
+    with transaction.atomic():
+        # The run is a batch: its crawl jobs, and every job they spawn, count towards its progress.
+        batch, _ = batch_create(key=f"crawl-run:{run}", name=f"crawl run {run}", created_by=actor,
+                                correlation_id=f"crawl:{run}")
+        for source in chosen:
+            if not source.is_active:
+                raise JobInputError("source", f"source {source.name!r} is inactive")
+            submissions.append(job_submit(
+                job_type="crawl", payload={"source_id": source.id, "url": source.base_url, "depth": 0, "run": run},
+                idempotency_key=f"{run}:{source.base_url}", actor=actor, priority=source.priority,
+                correlation_id=f"crawl:{run}:source-{source.id}", source=source.name, batch_id=batch.pk,
+            ))
     return submissions
 
 
