@@ -11,6 +11,7 @@ Every payload field has a default, so ``{}`` is a valid no-op job:
 | ``fail_attempts`` | all | fail only while the attempt number is at most this |
 | ``retry_after_s`` | — | with ``transient``: the Retry-After to report |
 | ``effect`` | ``false`` | apply a ledger effect keyed by the job ID (at most once across attempts) |
+| ``settle`` | ``false`` | end in ``done`` (the handler's own business rule decided) instead of ``result_stored`` |
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import os
 import time
 
 from jobs.errors import PermanentError, TransientError, UnclearError
-from workers.context import JobContext, Stored
+from workers.context import Done, JobContext, Stored
 
 FAILURE_MODES = {"none", "transient", "permanent", "unclear", "crash", "crash_after_effect", "hang"}
-FIELDS = {"pool", "duration_ms", "steps", "fail", "fail_attempts", "retry_after_s", "effect"}
+FIELDS = {"pool", "duration_ms", "steps", "fail", "fail_attempts", "retry_after_s", "effect", "settle"}
 
 
 class SyntheticTransientError(TransientError):
@@ -37,7 +38,7 @@ def parse(payload: dict) -> dict:
     if unknown:
         raise PermanentError(f"unknown synthetic payload fields: {', '.join(sorted(unknown))}")
     spec = {"duration_ms": 0, "steps": ["work"], "fail": "none", "fail_attempts": None, "retry_after_s": None,
-            "effect": False, **payload}
+            "effect": False, "settle": False, **payload}
     if not isinstance(spec["duration_ms"], (int, float)) or not 0 <= spec["duration_ms"] <= 3_600_000:
         raise PermanentError("payload.duration_ms must be a number from 0 to 3600000")
     if not isinstance(spec["steps"], list) or not all(isinstance(s, str) and 0 < len(s) <= 100 for s in spec["steps"]):
@@ -48,6 +49,8 @@ def parse(payload: dict) -> dict:
         raise PermanentError("payload.fail_attempts must be a non-negative integer")
     if not isinstance(spec["effect"], bool):
         raise PermanentError("payload.effect must be true or false")
+    if not isinstance(spec["settle"], bool):
+        raise PermanentError("payload.settle must be true or false")
     return spec
 
 
@@ -67,6 +70,8 @@ def handle(context: JobContext):
         result_ref += f":effect-by-attempt-{applied['applied_by_attempt']}"
     if failing and spec["fail"] == "crash_after_effect":
         os._exit(70)  # the effect is recorded, the status report is lost
+    if spec["settle"]:
+        return Done(reason="synthetic: settled", result_ref=result_ref)
     return Stored(result_ref=result_ref)
 
 

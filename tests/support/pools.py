@@ -50,14 +50,16 @@ class PoolProcesses:
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, str] = {}
 
-    def start(self, name: str) -> subprocess.Popen:
-        log_path = os.path.join(self.env["LEITSTAND_RUN_DIR"], f"{name}.log")
+    def start(self, name: str, *, key: str | None = None) -> subprocess.Popen:
+        """Start ``runpool name``; ``key`` names a second process of the same pool (default: the pool)."""
+        key = key or name
+        log_path = os.path.join(self.env["LEITSTAND_RUN_DIR"], f"{key}.log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         log = open(log_path, "ab")
         process = subprocess.Popen([sys.executable, "manage.py", "runpool", name], cwd=PROJECT_ROOT, env=self.env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.processes[name] = process
-        self.logs[name] = log_path
+        self.processes[key] = process
+        self.logs[key] = log_path
         return process
 
     def check_running(self) -> bool:
