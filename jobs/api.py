@@ -23,7 +23,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 from pydantic import AfterValidator
 
-from jobs.models import Job, State
+from jobs.models import Job, State, database_now
 from jobs.services import IdempotencyConflict, JobInputError, job_cancel
 from jobs.tokens import rate_count, token_check
 from rechecks.models import RecheckPlan
@@ -422,3 +422,116 @@ def rechecks_decide(request, plan_id: int, body: DecisionIn):
             raise HttpError(409, refused.message) from None
         raise
     return plan_out(plan)
+
+
+# --- batches -----------------------------------------------------------------------------------------
+
+
+class BatchJobIn(Schema):
+    type: Text = Field(max_length=64)
+    payload: dict[str, Any]
+    idempotency_key: Text = Field(max_length=255)
+    priority: int | None = Field(default=None, ge=0, le=9)
+    source: Text = Field(default="", max_length=255)
+
+
+class BatchIn(Schema):
+    key: Text = Field(min_length=1, max_length=255, description="One batch per key: a repeat answers 200.")
+    name: Text = Field(min_length=1, max_length=200)
+    target_finish_at: datetime | None = None
+    correlation_id: Text | None = Field(default=None, max_length=255)
+    jobs: list[BatchJobIn] = Field(min_length=1, max_length=1000)
+
+
+class BatchCountersOut(Schema):
+    total: int
+    done: int
+    failed: int
+    dead: int
+    in_review: int
+    rechecking: int
+    cancelled: int
+
+
+class BatchOut(Schema):
+    id: int
+    key: str
+    name: str
+    correlation_id: str
+    created_by: str
+    created_at: datetime
+    target_finish_at: datetime | None
+    finished_at: datetime | None
+    state: str = Field(description="running, or finished once every member ended or was handed over")
+    counters: BatchCountersOut
+    ended: int
+    rate_per_minute: float = Field(description="Members ended per minute over the last 15 minutes.")
+    eta: datetime | None
+    misses_target: bool
+    stats: dict[str, Any] = Field(description="Set at finalization: duration, throughput, failure rate.")
+    job_ids: list[uuid.UUID] = Field(default=[], description="The members submitted (on POST only).")
+
+
+def batch_record(batch, *, job_ids=()) -> dict:
+    from dataclasses import asdict
+
+    from jobs.batches import batch_eta, batch_progress
+
+    progress = batch_progress(batch.pk)
+    eta = batch_eta(batch, progress, database_now())
+    return {"id": batch.pk, "key": batch.key, "name": batch.name, "correlation_id": batch.correlation_id,
+            "created_by": batch.created_by, "created_at": batch.created_at, "target_finish_at": batch.target_finish_at,
+            "finished_at": batch.finished_at, "state": "finished" if batch.finished_at else "running",
+            "counters": asdict(progress), "ended": progress.ended, "rate_per_minute": round(eta["rate_per_minute"], 3),
+            "eta": eta["eta"], "misses_target": eta["misses_target"], "stats": batch.stats, "job_ids": list(job_ids)}
+
+
+@api.post("/batches", response={200: BatchOut, 201: BatchOut})
+def batches_create(request, body: BatchIn):
+    """Submit many jobs as one batch, in one transaction. The same key with the same contents answers
+    200 with the batch; with other contents, 422. A job whose idempotency key names a job of another
+    batch is refused (422), and nothing is created."""
+    from django.db import transaction
+
+    from jobs.batches import batch_create
+    from workers.services import job_submit
+
+    require(request, "jobs:write")
+    if any(job.type == "synthetic" for job in body.jobs):
+        require(request, "jobs:synthetic")
+    actor = f"api:{request.auth.name}"
+    correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
+    with transaction.atomic():
+        batch, created = batch_create(key=body.key, name=body.name, created_by=actor, correlation_id=correlation,
+                                      target_finish_at=utc(body.target_finish_at, "target_finish_at"),
+                                      request=body.model_dump(mode="json"))
+        if not created:
+            job_ids = list(Job.objects.filter(batch=batch, parent__isnull=True).order_by("created_at", "id")
+                           .values_list("id", flat=True))
+            return Status(200, batch_record(batch, job_ids=job_ids))
+        job_ids = []
+        for index, job in enumerate(body.jobs):
+            try:
+                submission = job_submit(job_type=job.type, payload=job.payload, idempotency_key=job.idempotency_key,
+                                        actor=actor, priority=job.priority, correlation_id=batch.correlation_id,
+                                        source=job.source, batch_id=batch.pk)
+            except JobInputError as refused:
+                raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
+            if submission.job.batch_id != batch.pk:
+                raise JobInputError(f"jobs[{index}].idempotency_key",
+                                    f"names job {submission.job.pk}, which is not in this batch")
+            job_ids.append(submission.job.pk)
+    logger.info("batch %s (%s, %d jobs) created by token %s", batch.pk, batch.key, len(job_ids), request.auth.name)
+    return Status(201, batch_record(batch, job_ids=job_ids))
+
+
+@api.get("/batches/{batch_id}", response=BatchOut)
+def batches_get(request, batch_id: int):
+    """A batch's live counters, rate and ETA; its statistics once finished."""
+    from jobs.models import Batch
+
+    require(request, "jobs:read")
+    batch = Batch.objects.filter(pk=batch_id).first()
+    if batch is None:
+        raise Http404(f"no batch {batch_id}")
+    return batch_record(batch)

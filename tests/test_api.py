@@ -206,3 +206,42 @@ def test_a_token_over_its_rate_gets_429_with_retry_after(client, bearer, setting
     assert limited.status_code == 429 and limited["Content-Type"] == "application/problem+json"
     assert 1 <= int(limited["Retry-After"]) <= 60
     assert client.get(url, **other).status_code == 404, "each token has its own budget"
+
+
+def batch_body(**fields):
+    return {"key": "import-7", "name": "nightly import", "jobs": [
+        {"type": "synthetic", "payload": {"steps": ["a"]}, "idempotency_key": f"import-7-{n}"} for n in range(3)],
+        **fields}
+
+
+def test_a_batch_is_submitted_once_per_key_and_reports_its_counters(client, bearer):
+    writer = bearer("jobs:read", "jobs:write", "jobs:synthetic")
+    url = "/api/v1/batches"
+    first = client.post(url, json.dumps(batch_body()), content_type="application/json", **writer)
+    assert first.status_code == 201, first.content
+    batch = first.json()
+    assert (batch["state"], batch["counters"]["total"], len(batch["job_ids"])) == ("running", 3, 3)
+    assert {job.batch_id for job in Job.objects.all()} == {batch["id"]}
+    again = client.post(url, json.dumps(batch_body()), content_type="application/json", **writer)
+    assert again.status_code == 200 and again.json()["id"] == batch["id"] and again.json()["job_ids"] == batch["job_ids"]
+    other = client.post(url, json.dumps(batch_body(name="another")), content_type="application/json", **writer)
+    assert other.status_code == 422 and other.json()["invalid_fields"][0]["field"] == "key"
+    assert Job.objects.count() == 3
+    got = client.get(f"/api/v1/batches/{batch['id']}", **writer).json()
+    assert got["counters"] == {"total": 3, "done": 0, "failed": 0, "dead": 0, "in_review": 0, "rechecking": 0,
+                               "cancelled": 0}
+    assert client.get("/api/v1/batches/999999", **writer).status_code == 404
+
+
+def test_a_batch_with_a_bad_job_creates_nothing(client, bearer):
+    writer = bearer("jobs:read", "jobs:write", "jobs:synthetic")
+    body = batch_body(key="import-8")
+    body["jobs"][2]["type"] = "nope"
+    response = client.post("/api/v1/batches", json.dumps(body), content_type="application/json", **writer)
+    assert response.status_code == 422 and response.json()["invalid_fields"][0]["field"] == "jobs[2].type"
+    assert not Job.objects.exists()
+    from jobs.models import Batch
+    assert not Batch.objects.exists(), "the batch and its first two jobs were rolled back"
+    empty = client.post("/api/v1/batches", json.dumps(batch_body(key="x", jobs=[])), content_type="application/json",
+                        **writer)
+    assert empty.status_code == 422 and empty.json()["invalid_fields"][0]["field"] == "jobs"

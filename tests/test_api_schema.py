@@ -1,7 +1,7 @@
 """The published OpenAPI schema, exercised by schemathesis in-process (WSGI): for every operation,
 generated valid and invalid requests never get a 5xx, and every answer matches the schema (status
 code, content type, headers, body). Operations on one record also run against records that exist
-(a review case with a finding and a recheck plan), so their success answers are checked too."""
+(a review case with a finding and a recheck plan, a batch), so their success answers are checked too."""
 
 import pytest
 import schemathesis
@@ -42,9 +42,12 @@ def existing(db):
     from rechecks.services import plan_request
     from tests.dashboard.test_console import review_case
 
+    from jobs.batches import batch_create
+
     case = review_case("schema")
     plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")
-    return {"job_id": str(case.pk), "plan_id": plan.pk}
+    batch, _ = batch_create(key="schema", name="schema", created_by="test")
+    return {"job_id": str(case.pk), "plan_id": plan.pk, "batch_id": batch.pk}
 
 
 @pytest.mark.parametrize("method,path,mode", [

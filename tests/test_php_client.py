@@ -111,7 +111,8 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
     assert results["first_submit_attempts"] == 2, "the lost answer was retried"
     assert results["first_submit_created"] is False, "the retry found the job the lost answer had created"
     job = Job.objects.get(idempotency_key="php-order-1")
-    assert Job.objects.filter(type="synthetic").count() == 1 and str(job.pk) == results["job_id"]
+    assert Job.objects.filter(type="synthetic", batch__isnull=True).count() == 1 and str(job.pk) == results["job_id"]
+    assert Job.objects.filter(batch_id=results["batch_id"]).count() == 2
     assert len(results["rejected"]) == 4 and any("old" in reason for reason in results["rejected"])
 
     # The job ends; its webhook goes to the PHP receiver, which verifies and records it.

@@ -133,6 +133,33 @@ final class Client
         return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/cancel', ['reason' => $reason])[1];
     }
 
+    /**
+     * Submit many jobs as one batch (idempotent per batch key: a repeat returns the batch, `created`
+     * false). Each job: ['type' => …, 'payload' => [...], 'idempotency_key' => …, 'priority'?, 'source'?].
+     *
+     * @param list<array<string, mixed>> $jobs
+     * @param array{target_finish_at?: string, correlation_id?: string} $options
+     * @return array<string, mixed> the batch with its counters and `job_ids`
+     */
+    public function submitBatch(string $key, string $name, array $jobs, array $options = []): array
+    {
+        foreach ($jobs as $i => $job) {
+            if (($job['payload'] ?? null) === []) {
+                $jobs[$i]['payload'] = new \stdClass();
+            }
+        }
+        [$status, $batch] = $this->request('POST', '/api/v1/batches',
+                                           ['key' => $key, 'name' => $name, 'jobs' => $jobs] + $options);
+        $batch['created'] = $status === 201;
+        return $batch;
+    }
+
+    /** @return array<string, mixed> the batch's live counters, rate, ETA, and statistics once finished */
+    public function getBatch(int $batchId): array
+    {
+        return $this->request('GET', '/api/v1/batches/' . $batchId)[1];
+    }
+
     /** @return array<string, mixed> */
     public function getRecheckPlan(int $planId): array
     {

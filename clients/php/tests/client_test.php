@@ -63,6 +63,15 @@ try {
     check($e->status() === 401 && $e->problem['title'] === 'Unauthorized', 'a wrong token gets 401');
 }
 
+// 6b. A batch, submitted twice with the same key: one batch.
+$jobs = [['type' => 'synthetic', 'payload' => [], 'idempotency_key' => 'php-batch-1-a'],
+         ['type' => 'synthetic', 'payload' => ['steps' => ['x']], 'idempotency_key' => 'php-batch-1-b']];
+$batch = $client->submitBatch('php-batch-1', 'PHP import', $jobs);
+$repeat = $client->submitBatch('php-batch-1', 'PHP import', $jobs);
+check($batch['created'] && !$repeat['created'] && $repeat['id'] === $batch['id'], 'a batch is submitted once per key');
+check($client->getBatch($batch['id'])['counters']['total'] === 2, 'the batch counts its two jobs');
+$results['batch_id'] = $batch['id'];
+
 // 7. Signature checks on a delivery signed here as Leitstand signs it.
 $secret = (string) getenv('LEITSTAND_WEBHOOK_SECRET');
 $body = '{"id":"evt_1","type":"job.done"}';
