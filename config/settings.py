@@ -340,6 +340,7 @@ LEITSTAND_ALERTS = {
     "source_quiet": {**_ALERT_TIMING, "hours": 48},
     "disk_low": {**_ALERT_TIMING, "bytes": 5 * 2**30},
     "business_rule_violated": {**_ALERT_TIMING, "for_seconds": 0, "count": 1},
+    "batch_will_miss_target": {**_ALERT_TIMING, "for_seconds": 120},
 }
 
 # Business rules across jobs (dashboard/rules.py), evaluated by the control process.

@@ -200,6 +200,18 @@ class ParentFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
+class BatchFilter(ParentFilter):
+    """``?batch=<id>``: a batch's members (linked from the batch page; not shown in the sidebar)."""
+
+    title, parameter_name = "batch", "batch"
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(batch_id=int(value)) if value.isdigit() else queryset.none()
+
+
 class PoolFilter(admin.SimpleListFilter):
     title, parameter_name = "pool", "pool"
 
@@ -244,7 +256,7 @@ class JobAdmin(ReadOnlyAdmin):
     list_display = ("short_id", "type", "state_badge", "priority", "attempt", "age", "in_state_for", "lease_owner",
                     "heartbeat_age", "next_attempt_at", "error_class")
     list_display_links = ("short_id",)
-    list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter)
+    list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter, BatchFilter)
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
     paginator = EstimatedCountPaginator
@@ -533,3 +545,4 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 
 from . import admin_pipeline  # noqa: E402,F401  (the pipeline's pages)
 from . import admin_rechecks  # noqa: E402,F401  (recheck plans)
+from . import admin_batches  # noqa: E402,F401  (batches)

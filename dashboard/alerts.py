@@ -241,6 +241,29 @@ def _business_rules(now: datetime, memory: dict) -> list[Firing]:
     return firings
 
 
+def _batch_late(now: datetime, memory: dict) -> list[Firing]:
+    from jobs.batches import batch_eta, batches_progress
+    from jobs.models import Batch
+
+    batches = list(Batch.objects.filter(finished_at__isnull=True, target_finish_at__isnull=False).order_by("id")[:200])
+    progress = batches_progress([b.pk for b in batches])
+    firings = []
+    for batch in batches:
+        counts = progress[batch.pk]
+        if counts.total == 0:
+            continue
+        eta = batch_eta(batch, counts, now)
+        if not eta["misses_target"]:
+            continue
+        late_by = ((eta["eta"] or now) - batch.target_finish_at).total_seconds()
+        pace = (f"at {eta['rate_per_minute']:.1f} a minute (last 15 min) the {counts.open} open members need until "
+                f"{clock(eta['eta'])}" if eta["eta"] else "nothing ended in the last 15 minutes")
+        firings.append(Firing(f"batch:{batch.pk}", round(max(late_by, 0) / 60, 1), 0,
+                              f"batch {batch.name!r}: {counts.ended} of {counts.total} ended; {pace}; target "
+                              f"{clock(batch.target_finish_at)} — see the batch sizing rule and the pool's consumers"))
+    return firings
+
+
 RULES = {rule.name: rule for rule in (
     Rule("pool_no_consumers", "A pool has no live consumers but due jobs", _no_consumers),
     Rule("queue_growing", "Queue depth keeps growing", _queue_growing),
@@ -253,6 +276,7 @@ RULES = {rule.name: rule for rule in (
     Rule("source_quiet", "A source is unusually quiet", _source_quiet, route="business"),
     Rule("disk_low", "A worker host is low on disk", _disk_low, route="infrastructure"),
     Rule("business_rule_violated", "A business rule across jobs is broken", _business_rules, route="business"),
+    Rule("batch_will_miss_target", "A batch will miss its target finish time", _batch_late),
 )}
 
 _memory: dict = {}  # rule state between evaluations in the leading control process (queue samples)

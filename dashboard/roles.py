@@ -17,7 +17,8 @@ OPERATORS = "operator"
 REVIEWERS = "reviewer"
 VIEWERS = "viewer"
 
-_VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent")] + [
+_VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent",
+                                           "batch")] + [
     f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate", "source",
                                           "protectedasset", "candidate", "finding")] + [
     f"rechecks.view_{model}" for model in ("recheckplan", "observation")] + [

@@ -2,7 +2,7 @@
 
 | | anonymous | viewer | reviewer | operator |
 | --- | --- | --- | --- | --- |
-| pages (home, lists, job page, review queue and case, stuck leases, audit log) | login | 200 | 200 | 200 |
+| pages (home, lists, job page, review queue and case, stuck leases, audit log, paths, flow, business rules, batches, a job's export) | login | 200 | 200 | 200 |
 | take a review case / decide it | login | 403 | allowed | 403 |
 | job actions, release stuck leases, pause pools, bulk actions | login | refused | refused | allowed |
 | add sources and assets | login | 403 | 403 | 200 |
@@ -38,7 +38,9 @@ def pages(job, case):
             reverse("admin:stuck_leases"), reverse("admin:jobs_job_changelist"),
             reverse("admin:jobs_job_change", args=[job.id]), reverse("admin:dashboard_auditentry_changelist"),
             reverse("admin:workers_finding_changelist"), reverse("admin:rechecks_recheckplan_changelist"),
-            reverse("admin:workers_pool_changelist"), reverse("admin:workers_workerprocess_changelist")]
+            reverse("admin:workers_pool_changelist"), reverse("admin:workers_workerprocess_changelist"),
+            reverse("admin:paths") + "?type=crawl", reverse("admin:flow"), reverse("admin:business_rules"),
+            reverse("admin:jobs_batch_changelist"), reverse("admin:jobs_job_export", args=[job.id])]
 
 
 @pytest.mark.parametrize("role", ROLES)

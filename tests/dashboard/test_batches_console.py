@@ -1,0 +1,52 @@
+"""The console's batch pages: the list with progress bars and the sizing table, the batch page with
+its counters, rate, ETA and members; the alert rule for a batch that will miss its target."""
+
+from datetime import timedelta
+
+import pytest
+
+from dashboard import alerts
+from dashboard.models import Alert
+from jobs.batches import batch_create
+from jobs.models import Batch, Job, database_now
+from jobs.services import job_confirm
+from tests.dashboard.test_console import login  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def batch(make_job, pool_runtime):
+    batch, _ = batch_create(key="nightly", name="nightly import", created_by="api:php-core")
+    Batch.objects.filter(pk=batch.pk).update(created_at=database_now() - timedelta(minutes=30),
+                                             target_finish_at=database_now() + timedelta(minutes=1))
+    jobs = [make_job("synthetic", pool="crawl", batch_id=batch.pk, payload={}) for _ in range(10)]
+    pool_runtime("crawl").wake()
+    for job in jobs[:2]:
+        job_confirm(job_id=job.pk, actor="test")
+    return Batch.objects.get(pk=batch.pk)
+
+
+def test_the_batch_list_shows_progress_and_the_sizing_rule(client, login, batch):  # noqa: F811
+    login("viewer")
+    page = client.get("/admin/jobs/batch/").content.decode()
+    assert 'aria-label="2 of 10 ended (done 2)"' in page and "nightly import" in page
+    assert "Batch size for 15 minutes" in page and "<td>crawl</td>" in page
+
+
+def test_the_batch_page_shows_counters_rate_eta_and_members(client, login, batch):  # noqa: F811
+    login("viewer")
+    page = client.get(f"/admin/jobs/batch/{batch.pk}/change/").content.decode()
+    assert "<strong>2</strong> of <strong>10</strong> members ended" in page
+    assert "misses it" in page and "ETA" in page
+    members = client.get(f"/admin/jobs/job/?batch={batch.pk}").content.decode()
+    assert members.count("/admin/jobs/job/") and all(str(j.pk)[:8] in members for j in Job.objects.filter(batch=batch))
+
+
+def test_a_batch_that_will_miss_its_target_fires_the_alert(batch, settings):
+    settings.LEITSTAND_ALERTS = {**settings.LEITSTAND_ALERTS, "batch_will_miss_target": {
+        **settings.LEITSTAND_ALERTS["batch_will_miss_target"], "for_seconds": 0}}
+    alerts.alerts_evaluate()
+    alert = Alert.objects.get(rule="batch_will_miss_target")
+    assert alert.scope == f"batch:{batch.pk}" and alert.state == Alert.State.FIRING
+    assert "batch 'nightly import': 2 of 10 ended" in alert.diagnosis
