@@ -73,15 +73,25 @@ def leitstand_path(n: int, k: int) -> float:
     return n / (time.perf_counter() - started)
 
 
-def settle_batches(n: int, *, outbox: bool) -> float:
+TRIGGERS = ("jobs_transition_webhook_outbox", "jobs_transition_batch_counters")
+
+
+def settle_batches(n: int, *, triggers: bool, batch: bool = False) -> float:
     """The runtime's path for jobs that end in done: claim-and-start 100, complete them in one
-    statement (result_stored → done). With ``outbox``, the webhook outbox's trigger writes one event
-    per job in the same statement; without it, the trigger is disabled (the baseline)."""
+    statement (result_stored → done). With ``triggers``, the transition log's two statement
+    triggers run (the webhook outbox writes one event per job; the batch counters find no batch
+    member unless ``batch``, when every job belongs to one batch); without, both are disabled (the
+    baseline)."""
     job_type = make_jobs(n)
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE jobs_webhookevent")
-        if not outbox:
-            cursor.execute("ALTER TABLE jobs_transition DISABLE TRIGGER jobs_transition_webhook_outbox")
+        if batch:
+            cursor.execute("INSERT INTO jobs_batch (key, name, created_by, correlation_id, request_hash, stats, created_at) "
+                           "VALUES (%s, 'bench', 'bench', 'bench', '', '{}', now()) RETURNING id", [job_type])
+            (batch_id,) = cursor.fetchone()
+            cursor.execute("UPDATE jobs_job SET batch_id = %s WHERE type = %s", [batch_id, job_type])
+        for trigger in TRIGGERS if not triggers else ():
+            cursor.execute(f"ALTER TABLE jobs_transition DISABLE TRIGGER {trigger}")
     try:
         started = time.perf_counter()
         while claimed := leases.claim(pool=job_type, worker=WORKER, lease_seconds=60, limit=100, start=True):
@@ -90,11 +100,16 @@ def settle_batches(n: int, *, outbox: bool) -> float:
         elapsed = time.perf_counter() - started
     finally:
         with connection.cursor() as cursor:
-            cursor.execute("ALTER TABLE jobs_transition ENABLE TRIGGER jobs_transition_webhook_outbox")
+            for trigger in TRIGGERS:
+                cursor.execute(f"ALTER TABLE jobs_transition ENABLE TRIGGER {trigger}")
     assert not Job.objects.filter(type=job_type).exclude(state="done").exists()
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM jobs_webhookevent")
-        assert cursor.fetchone()[0] == (n if outbox else 0)
+        assert cursor.fetchone()[0] == (n if triggers else 0)
+        if batch and triggers:
+            cursor.execute("SELECT sum(done) FROM jobs_batchcounter c JOIN jobs_batch b ON b.id = c.batch_id "
+                           "WHERE b.key = %s", [job_type])
+            assert cursor.fetchone()[0] == n
     return n / elapsed
 
 
@@ -123,8 +138,9 @@ def main() -> None:
         "naive queue: pick + mark done, 1 tx/job": lambda: naive_queue(n),
         "leitstand k=1: claim + start + complete": lambda: leitstand_path(n, 1),
         "leitstand k=10: claim 10, start + complete each": lambda: leitstand_path(n, 10),
-        "batches of 100 to done, outbox trigger off": lambda: settle_batches(n, outbox=False),
-        "batches of 100 to done, webhook outbox": lambda: settle_batches(n, outbox=True),
+        "batches of 100 to done, triggers off": lambda: settle_batches(n, triggers=False),
+        "batches of 100 to done, outbox + counters": lambda: settle_batches(n, triggers=True),
+        "the same, every job a batch member": lambda: settle_batches(n, triggers=True, batch=True),
         "plain single-row UPDATE": lambda: heartbeats(n, fenced=False),
         "leitstand heartbeat (fenced, job + attempt)": lambda: heartbeats(n, fenced=True),
     }
@@ -135,7 +151,7 @@ def main() -> None:
             results[name].append(run())
     median = {name: statistics.median(rates) for name, rates in results.items()}
     baselines = {"naive queue: pick + mark done, 1 tx/job": "naive queue: pick + mark done, 1 tx/job",
-                 "batches of 100 to done, outbox trigger off": "batches of 100 to done, outbox trigger off",
+                 "batches of 100 to done, triggers off": "batches of 100 to done, triggers off",
                  "plain single-row UPDATE": "plain single-row UPDATE"}
     print(f"{args.jobs} jobs per scenario, median of {args.rounds} interleaved rounds")
     print(f"{'scenario':<50} {'per s':>9} {'ratio':>7}  runs")

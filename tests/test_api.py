@@ -79,8 +79,11 @@ def test_submission_is_idempotent_and_the_record_is_complete(client, bearer):
     ({"type": "synthetic", "payload": {}, "idempotency_key": "k\u0000"}, 422, "idempotency_key"),
     ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "source": "\u0000"}, 422, "source"),
     ({"type": "synthetic", "payload": {"a": "\u0000"}, "idempotency_key": "k"}, 422, "payload"),
+    ({"type": "crawl", "payload": {"url": "https://site.example/"}, "idempotency_key": "k"}, 422, "payload"),
+    ({"type": "synthetic", "payload": {"fail": "sometimes"}, "idempotency_key": "k"}, 422, "payload"),
 ])
 def test_bad_input_gets_a_precise_problem_and_nothing_is_stored(client, bearer, body, status, field):
+    # A payload the type's handler would refuse is refused at submission, with the handler's reason.
     response = post(client, body, bearer("jobs:write", "jobs:synthetic"))
     assert response.status_code == status and response["Content-Type"] == "application/problem+json"
     problem = response.json()

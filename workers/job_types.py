@@ -12,6 +12,7 @@ from workers.registry import JobType, register
 
 register(JobType(
     name="synthetic",
+    parse_payload=synthetic.parse,
     description="Canaries, benchmarks and fault drills; payload {} is a no-op.",
     handler=synthetic.handle,
     pool="crawl",
@@ -38,6 +39,7 @@ _PIPELINE_TIMING = {
 
 register(JobType(
     name="crawl",
+    parse_payload=crawl.parse,
     description="Fetch one page of a source: candidates for its images, crawl jobs for its in-scope links.",
     handler=crawl.handle,
     pool="crawl",
@@ -49,6 +51,7 @@ register(JobType(
 
 register(JobType(
     name="analysis",
+    parse_payload=analysis.parse,
     description="Download a candidate image and compare it with the protected assets.",
     handler=analysis.handle,
     pool="analysis",
@@ -62,6 +65,7 @@ register(JobType(
 
 register(JobType(
     name="recheck",
+    parse_payload=recheck.parse,
     description="Check a reported copy again and let its recheck plan's policy decide what follows.",
     handler=recheck.handle,
     pool="recheck",

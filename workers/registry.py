@@ -44,6 +44,9 @@ class JobType:
     # A synthetic job may name its pool in the payload; every other type runs in its own pool.
     may_choose_pool: bool = False
     description: str = field(default="", compare=False)
+    # Checks a payload at submission (raises PermanentError naming the field): a job the handler
+    # would refuse is refused before it exists (the API answers 422).
+    parse_payload: Callable[[dict], object] | None = field(default=None, compare=False)
     # Other handler versions (processing version → handler) for shadow runs on the same input.
     shadow_versions: Mapping[str, Callable] = field(default_factory=dict, compare=False)
     paths: PathSpec = field(init=False, compare=False, repr=False)  # compiled from expected_paths

@@ -15,6 +15,7 @@ from django.db import transaction
 from jobs import services as job_services
 from jobs.batches import batch_create
 from jobs.models import LeitstandNow
+from jobs.errors import PermanentError
 from jobs.services import JobInputError, Submission
 from workers import dispatch, images
 from workers.models import Pool, ProtectedAsset, Source
@@ -39,6 +40,11 @@ def job_submit(
         declared = registry.get(job_type)
     except UnknownJobType as exc:
         raise JobInputError("type", str(exc)) from None
+    if declared.parse_payload is not None and isinstance(payload, dict):
+        try:
+            declared.parse_payload(payload)
+        except PermanentError as refused:
+            raise JobInputError("payload", str(refused)) from None
     pool = declared.pool
     if declared.may_choose_pool and isinstance(payload, dict) and payload.get("pool"):
         pool = payload["pool"]
