@@ -10,6 +10,7 @@ from django.db.models import Sum
 from django.urls import reverse
 from django.utils.html import format_html
 
+from dashboard.explain import ago
 from dashboard.templatetags.console import progress_bar
 from jobs.batches import COUNTERS, Progress, batch_eta, batch_progress, batch_timeline
 from jobs.models import Batch, database_now
@@ -28,6 +29,9 @@ class BatchAdmin(ReadOnlyAdmin):
     readonly_fields = fields
     change_form_template = "admin/jobs/batch/console_change_form.html"
     change_list_template = "admin/jobs/batch/console_change_list.html"
+
+    class Media:
+        css = {"all": ["dashboard/console.css"]}
 
     def get_queryset(self, request):
         # The counters' sums in the list's own query (one GROUP BY over the page's batches).
@@ -52,12 +56,12 @@ class BatchAdmin(ReadOnlyAdmin):
         context = dict(extra_context or {})
         if batch is not None:
             progress = batch_progress(batch.pk)
-            timeline = batch_timeline(batch)
+            bucket, timeline = batch_timeline(batch)
             top = max((count for _, count in timeline), default=0) or 1
             context.update(
                 progress=progress, eta=batch_eta(batch, progress, database_now()),
                 timeline=[{"at": at, "count": count, "x": i * 14, "height": round(60 * count / top),
                            "y": 60 - round(60 * count / top)} for i, (at, count) in enumerate(timeline)],
-                timeline_width=14 * len(timeline),
+                timeline_width=14 * len(timeline), bucket=ago(bucket.total_seconds()),
                 members_url=reverse("admin:jobs_job_changelist") + f"?batch={batch.pk}")
         return super().change_view(request, object_id, form_url, context)

@@ -106,20 +106,24 @@ def batch_eta(batch: Batch, progress: Progress, now: datetime) -> dict:
     return {"rate_per_minute": rate, "eta": eta, "misses_target": late}
 
 
-def batch_timeline(batch: Batch, *, bucket_minutes: int = 5, buckets: int = 24) -> list[tuple[datetime, int]]:
-    """Members ended per bucket over the batch's last ``buckets`` buckets (done/h over time)."""
+BUCKETS = (timedelta(seconds=10), timedelta(seconds=30), timedelta(minutes=1), timedelta(minutes=5),
+           timedelta(minutes=15), timedelta(hours=1))
+
+
+def batch_timeline(batch: Batch, *, buckets: int = 24) -> tuple[timedelta, list[tuple[datetime, int]]]:
+    """Members ended per bucket over the batch's life (its last ``buckets`` buckets): the bucket is
+    the smallest of 10 s … 1 h that fits the batch's duration into ``buckets`` bars."""
     end = batch.finished_at or database_now()
-    start = max(end - timedelta(minutes=bucket_minutes * buckets), batch.created_at)
+    step = next((b for b in BUCKETS if b * buckets >= end - batch.created_at), BUCKETS[-1])
+    start = max(end - step * buckets, batch.created_at)
     with connection.cursor() as cursor:
         cursor.execute("""
             SELECT date_bin(%s, state_changed_at, %s) AS bucket, count(*) FROM jobs_job
             WHERE batch_id = %s AND state = ANY(%s) AND state_changed_at >= %s
-            GROUP BY bucket ORDER BY bucket""",
-            [timedelta(minutes=bucket_minutes), start, batch.pk, list(ENDED_STATES), start])
+            GROUP BY bucket ORDER BY bucket""", [step, start, batch.pk, list(ENDED_STATES), start])
         counts = dict(cursor.fetchall())
-    step = timedelta(minutes=bucket_minutes)
     count = int((end - start) / step) + 1
-    return [(start + k * step, counts.get(start + k * step, 0)) for k in range(count)]
+    return step, [(start + k * step, counts.get(start + k * step, 0)) for k in range(count)]
 
 
 def batches_finalize(*, limit: int = 100) -> int:

@@ -98,7 +98,8 @@ def test_eta_and_timeline_from_the_members_changes(make_job, pool_runtime):
     assert eta["rate_per_minute"] == pytest.approx(2 / 10, rel=0.05)  # two ended in the batch's 10 minutes
     assert eta["eta"] == pytest.approx(now + timedelta(minutes=2 / eta["rate_per_minute"]), abs=timedelta(seconds=1))
     assert eta["misses_target"] is True
-    assert sum(count for _, count in batch_timeline(batch)) == 2
+    bucket, series = batch_timeline(batch)
+    assert bucket == timedelta(seconds=30) and sum(count for _, count in series) == 2  # 10 min in 24 bars
 
 
 def test_the_sizing_rule_multiplies_the_measured_factors(make_job, pool_runtime, settings):

@@ -7,14 +7,18 @@ and only newly created ones are driven; each call starts a new crawl run.
 """
 
 import time
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.utils import timezone
 
 from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from jobs import leases, services
+from jobs.batches import batch_create
 from jobs.errors import ErrorKind
+from jobs.models import database_now
 from jobs.retry import RetryPolicy
 from workers import demoweb
 from workers.services import asset_register, crawl_start, job_submit, source_upsert
@@ -42,7 +46,22 @@ class Command(BaseCommand):
                 user.groups.add(groups[group])
         created = self._jobs()
         crawled = self._pipeline(web, start_crawl=not no_crawl)
-        self.stdout.write(f"demo data ready: users operator, reviewer, viewer; {created} new synthetic jobs; {crawled}")
+        loaded = self._load_batch() if not no_crawl else "no load batch"
+        self.stdout.write(f"demo data ready: users operator, reviewer, viewer; {created} new synthetic jobs; {crawled}; "
+                          f"{loaded}")
+
+    def _load_batch(self) -> str:
+        # A batch that takes about a minute in the bulk lane of the crawl pool, with a target it
+        # will narrowly miss: the console's batch page shows its progress, rate and ETA meanwhile.
+        key = timezone.now().strftime("demo-load-%Y%m%d-%H%M%S")
+        with transaction.atomic():
+            batch, _ = batch_create(key=key, name="demo load: 400 synthetic jobs", created_by="demo",
+                                    target_finish_at=database_now() + timedelta(seconds=45))
+            for n in range(400):
+                job_submit(job_type="synthetic", idempotency_key=f"{key}-{n}", actor="demo", priority=8,
+                           batch_id=batch.pk, payload={"pool": "crawl", "settle": True, "duration_ms": 500,
+                                                       "steps": ["fetch", "parse", "store"]})
+        return f"load batch {batch.pk} (400 jobs) started"
 
     def _pipeline(self, web: str, *, start_crawl: bool) -> str:
         targets = [t.strip() for t in web.split(",") if t.strip()]
