@@ -11,10 +11,12 @@ import base64
 import json
 import logging
 import uuid
+from dataclasses import asdict
 from datetime import datetime, timezone as dt_timezone
 from typing import Annotated, Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django_fsm import TransitionNotAllowed
@@ -23,7 +25,8 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 from pydantic import AfterValidator
 
-from jobs.models import Job, State, database_now
+from jobs.batches import batch_create, batch_eta, batch_progress
+from jobs.models import Batch, Job, State, database_now
 from jobs.services import IdempotencyConflict, JobInputError, job_cancel
 from jobs.tokens import rate_count, token_check
 from rechecks.models import RecheckPlan
@@ -473,10 +476,6 @@ class BatchOut(Schema):
 
 
 def batch_record(batch, *, job_ids=()) -> dict:
-    from dataclasses import asdict
-
-    from jobs.batches import batch_eta, batch_progress
-
     progress = batch_progress(batch.pk)
     eta = batch_eta(batch, progress, database_now())
     return {"id": batch.pk, "key": batch.key, "name": batch.name, "correlation_id": batch.correlation_id,
@@ -491,9 +490,6 @@ def batches_create(request, body: BatchIn):
     """Submit many jobs as one batch, in one transaction. The same key with the same contents answers
     200 with the batch; with other contents, 422. A job whose idempotency key names a job of another
     batch is refused (422), and nothing is created."""
-    from django.db import transaction
-
-    from jobs.batches import batch_create
     from workers.services import job_submit
 
     require(request, "jobs:write")
@@ -528,8 +524,6 @@ def batches_create(request, body: BatchIn):
 @api.get("/batches/{batch_id}", response=BatchOut)
 def batches_get(request, batch_id: int):
     """A batch's live counters, rate and ETA; its statistics once finished."""
-    from jobs.models import Batch
-
     require(request, "jobs:read")
     batch = Batch.objects.filter(pk=batch_id).first()
     if batch is None:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,8 +177,6 @@ def _describe(returned) -> tuple[str, str, str]:
 
 
 def _jsonable(value):
-    import json
-
     return json.loads(json.dumps(value, default=str))
 
 
