@@ -115,7 +115,7 @@ def observed_path(steps: list[tuple[str, str, float]], outcome: str, skipped: bo
     return Observed(tuple((name, result) for name, result, _ in steps), exit)
 
 
-def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 500) -> list[tuple]:
+def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 1000) -> list[tuple]:
     """Check up to ``limit`` ended attempts; returns (job ID, type, exit) of each one checked (exit
     None: not judged)."""
     _baseline.refresh_if_due()

@@ -12,7 +12,7 @@ in the end, the dead-letter queue. The receiver deduplicates on the event ID ``e
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from jobs.models import Job, Transition, WebhookEvent
 from jobs.services import job_create
@@ -32,34 +32,38 @@ def event_record(*, kind: str, data: dict, job_id=None, batch_id: int | None = N
     WebhookEvent.objects.create(kind=kind, job_id=job_id, batch_id=batch_id, data=data)
 
 
-def webhook_sweep(*, limit: int = 500) -> int:
-    """Turn up to ``limit`` outbox events into delivery jobs (or drop them when no webhook is
-    configured, or the event or job type is not subscribed); returns the number of deliveries."""
+def webhook_sweep(*, limit: int = 1000) -> int:
+    """Turn up to ``limit`` outbox events into delivery jobs (or drop them when the event or job type
+    is not subscribed); returns the number of deliveries. Without a webhook URL every event written
+    so far is dropped in one statement, so the outbox never grows however fast jobs end."""
     hook = settings.LEITSTAND_WEBHOOK
+    if not hook["url"]:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM jobs_webhookevent WHERE id <= (SELECT max(id) FROM jobs_webhookevent)")
+        return 0
     with transaction.atomic():
         events = list(WebhookEvent.objects.select_for_update(skip_locked=True).order_by("id")[:limit])
         if not events:
             return 0
         deliveries = 0
-        if hook["url"]:
-            jobs = Job.objects.in_bulk({event.job_id for event in events if event.job_id})
-            causes = dict(Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id])
-                          .values_list("pk", "cause"))
-            for event in events:
-                if event.batch_id is not None:  # a batch's event: no job to filter by
-                    if event.kind not in hook["events"]:
-                        continue
-                    message = batch_message(event)
-                    correlation_id = event.data.get("batch", {}).get("correlation_id", "")
-                else:
-                    job = jobs.get(event.job_id)
-                    if job is None or not _subscribed(hook, event.kind, job.type):
-                        continue
-                    message = event_message(event, job, causes.get(event.transition_id, ""))
-                    correlation_id = job.correlation_id
-                job_create(type=DELIVERY_TYPE, pool="notify", idempotency_key=f"webhook-event-{event.pk}",
-                           payload={"event": message}, actor=ACTOR, correlation_id=correlation_id, priority=1)
-                deliveries += 1
+        jobs = Job.objects.in_bulk({event.job_id for event in events if event.job_id})
+        causes = dict(Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id])
+                      .values_list("pk", "cause"))
+        for event in events:
+            if event.batch_id is not None:  # a batch's event: no job to filter by
+                if event.kind not in hook["events"]:
+                    continue
+                message = batch_message(event)
+                correlation_id = event.data.get("batch", {}).get("correlation_id", "")
+            else:
+                job = jobs.get(event.job_id)
+                if job is None or not _subscribed(hook, event.kind, job.type):
+                    continue
+                message = event_message(event, job, causes.get(event.transition_id, ""))
+                correlation_id = job.correlation_id
+            job_create(type=DELIVERY_TYPE, pool="notify", idempotency_key=f"webhook-event-{event.pk}",
+                       payload={"event": message}, actor=ACTOR, correlation_id=correlation_id, priority=1)
+            deliveries += 1
         WebhookEvent.objects.filter(pk__in=[event.pk for event in events]).delete()
     return deliveries
 
