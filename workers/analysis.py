@@ -104,9 +104,8 @@ def _finding_record(context: JobContext, candidate: Candidate, asset_id: int, sc
                     evidence: dict, content_hash: str, dhash: str, thumbnail: bytes) -> dict:
     with transaction.atomic():
         finding, _ = Finding.objects.update_or_create(
-            candidate=candidate, asset_id=asset_id, analysis_version=PROCESSING_VERSION,
-            defaults={"score": score, "verdict": verdict, "job_id": context.job_id, "evidence": evidence,
-                      "thumbnail": thumbnail},
+            candidate=candidate, asset_id=asset_id, analysis_version=PROCESSING_VERSION, job_id=context.job_id,
+            defaults={"score": score, "verdict": verdict, "evidence": evidence, "thumbnail": thumbnail},
         )
         Candidate.objects.filter(pk=candidate.pk).update(content_hash=content_hash, dhash=dhash,
                                                          analysed_at=LeitstandNow())

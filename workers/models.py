@@ -156,7 +156,7 @@ class Candidate(models.Model):
 
 
 class Finding(models.Model):
-    """The comparison of a candidate with its closest protected asset, by one analysis version."""
+    """The comparison of a candidate with its closest protected asset, by one analysis job and version."""
 
     class Verdict(models.TextChoices):
         MATCH = "match"
@@ -176,8 +176,11 @@ class Finding(models.Model):
     created_at = models.DateTimeField(db_default=LeitstandNow())
 
     class Meta:
+        # One finding per analysis job (and asset, version): a later crawl run's analysis of the same
+        # image records its own finding, so an earlier job's review case keeps its evidence.
         constraints = [
-            models.UniqueConstraint(fields=["candidate", "asset", "analysis_version"], name="finding_once_per_version"),
+            models.UniqueConstraint(fields=["candidate", "asset", "analysis_version", "job"],
+                                    name="finding_once_per_job_and_version"),
         ]
         indexes = [models.Index(fields=["verdict", "created_at"], name="finding_verdict_idx")]
 

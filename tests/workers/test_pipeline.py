@@ -187,3 +187,18 @@ def test_a_bad_crawl_payload_is_a_permanent_error_naming_the_field(payload, mess
     from jobs.errors import PermanentError
     with pytest.raises(PermanentError, match=message):
         parse(payload)
+
+
+def test_a_second_crawl_run_records_its_own_findings_and_keeps_the_first_run_s(web, pool_runtime):
+    for run in ("r1", "r2"):
+        crawl_job(web, "/werke/2.html", run=run)
+        pool_runtime("crawl").wake()
+        runtime = pool_runtime("analysis")
+        while runtime.wake().claimed:
+            pass
+    collage = Candidate.objects.get(image_url=web.base_url(0) + "img/kreise-collage.jpg")
+    analyses = list(Job.objects.filter(type="analysis", payload__candidate_id=collage.id).order_by("created_at"))
+    assert len(analyses) == 2
+    findings = [Finding.objects.get(job=job) for job in analyses]
+    assert findings[0].pk != findings[1].pk, "each analysis job keeps the finding it made (its review case's evidence)"
+    assert all(f.candidate_id == collage.id and f.verdict == "unclear" for f in findings)
