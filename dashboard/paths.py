@@ -6,12 +6,16 @@ jobs."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django.db import connection
 
 from workers.models import ShadowRun
 from workers.registry import JobType
 
 WINDOW = 5_000
+# The drop-off per step reads the step events of the newest attempts only (one index probe each).
+FUNNEL_WINDOW = 2_000
 
 _WINDOW_CTE = """
 WITH recent AS MATERIALIZED (
@@ -38,61 +42,73 @@ def step_order(job_type: JobType) -> list[str]:
     return order
 
 
+def _ending(signature: str) -> str:
+    if signature.endswith("-> skipped"):
+        return "skipped"
+    if signature.endswith(("-> done", "-> recheck", "-> review")):
+        return "completed"
+    if signature.startswith("(no steps)"):
+        return "ended before its first step"
+    return "partial (failed or interrupted after some steps)"
+
+
 def type_paths(job_type: JobType) -> dict:
-    params = {"type": job_type.name, "window": WINDOW}
-    frequencies = _query("""
-        SELECT path_signature, path_conforms, count(*), max(path_divergence),
+    """Three reads of the window: its paths grouped, its divergent and slow attempts, and the step
+    events of its newest attempts."""
+    params = {"type": job_type.name, "window": WINDOW, "funnel": FUNNEL_WINDOW}
+    groups = _query("""
+        SELECT path_signature, path_conforms, path_divergence_kind, count(*), max(path_divergence),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms)
-        FROM recent GROUP BY path_signature, path_conforms ORDER BY count(*) DESC LIMIT 40""", params)
-    total = sum(row[2] for row in frequencies)
+        FROM recent GROUP BY 1, 2, 3 ORDER BY 4 DESC""", params)
+    flagged = _query("""
+        SELECT id, job_id, lease_version, path_signature, path_conforms, path_divergence, path_divergence_kind,
+               duration_ms, slow, slow_reason, finished_at
+        FROM recent WHERE path_conforms = false OR slow ORDER BY id DESC LIMIT 100""", params)
+    total = sum(row[3] for row in groups)
+    endings: Counter = Counter()
+    kinds: Counter = Counter()
+    for signature, conforms, kind, count, _, _ in groups:
+        endings[_ending(signature)] += count
+        if conforms is False:
+            kinds[kind] += count
     funnel_rows = _query("""
         SELECT s.step, count(*),
                count(*) FILTER (WHERE s.outcome = 'ok'), count(*) FILTER (WHERE s.outcome = 'skipped'),
                count(*) FILTER (WHERE s.outcome = 'failed'),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY s.duration_ms),
                percentile_cont(0.99) WITHIN GROUP (ORDER BY s.duration_ms)
-        FROM recent r JOIN jobs_stepevent s ON s.job_id = r.job_id AND s.lease_version = r.lease_version
+        FROM (SELECT job_id, lease_version FROM recent ORDER BY id DESC LIMIT %(funnel)s) r
+        -- LATERAL … OFFSET 0: one probe of stepevent_job_idx per attempt (without the fence the
+        -- planner prefers a hash join that reads every step event).
+        CROSS JOIN LATERAL (SELECT step, outcome, duration_ms FROM jobs_stepevent
+                            WHERE job_id = r.job_id AND lease_version = r.lease_version OFFSET 0) s
         GROUP BY s.step""", params)
     order = step_order(job_type)
     funnel_rows.sort(key=lambda row: (order.index(row[0]) if row[0] in order else len(order), row[0]))
-    endings = dict(_query("""
-        SELECT CASE
-                 WHEN path_signature LIKE '%%-> skipped' THEN 'skipped'
-                 WHEN path_signature LIKE '%%-> done' OR path_signature LIKE '%%-> recheck'
-                      OR path_signature LIKE '%%-> review' THEN 'completed'
-                 WHEN path_signature LIKE '(no steps)%%' THEN 'ended before its first step'
-                 ELSE 'partial (failed or interrupted after some steps)' END, count(*)
-        FROM recent GROUP BY 1""", params))
-    divergent = _query("""
-        SELECT id, job_id, lease_version, path_signature, path_divergence_kind, path_divergence, finished_at
-        FROM recent WHERE path_conforms = false ORDER BY id DESC LIMIT 50""", params)
-    slow = _query("""
-        SELECT id, job_id, lease_version, duration_ms, slow_reason, finished_at
-        FROM recent WHERE slow ORDER BY id DESC LIMIT 20""", params)
-    kinds = _query("""
-        SELECT path_divergence_kind, count(*) FROM recent WHERE path_conforms = false
-        GROUP BY 1 ORDER BY 2 DESC""", params)
     started = max((row[1] for row in funnel_rows), default=0)
     return {
         "total": total,
-        "conforming": sum(row[2] for row in frequencies if row[1]),
-        "divergent_count": sum(row[2] for row in frequencies if row[1] is False),
-        "frequencies": [{"signature": s, "conforms": c, "count": n, "share": n / total if total else 0,
-                         "divergence": d, "median_ms": m} for s, c, n, d, m in frequencies],
+        "conforming": sum(row[3] for row in groups if row[1]),
+        "divergent_count": sum(kinds.values()),
+        "frequencies": [{"signature": signature, "conforms": conforms, "count": count, "share": count / total,
+                         "divergence": divergence, "median_ms": median}
+                        for signature, conforms, _, count, divergence, median in groups[:40]],
         "funnel": [{"step": step, "started": n, "finished": ok, "skipped": skipped, "failed": failed,
                     "dropped": n - ok - skipped, "median_ms": p50, "p99_ms": p99,
                     "declared": step in order,
                     "bar": round(300 * n / started) if started else 0,
                     "bar_ok": round(300 * ok / started) if started else 0}
                    for step, n, ok, skipped, failed, p50, p99 in funnel_rows],
-        "endings": sorted(endings.items(), key=lambda item: -item[1]),
-        "divergent": [{"attempt": a, "job_id": j, "lease_version": v, "signature": s, "kind": k, "divergence": d,
-                       "finished_at": f} for a, j, v, s, k, d, f in divergent],
-        "kinds": kinds,
-        "slow": [{"attempt": a, "job_id": j, "lease_version": v, "duration_ms": ms, "reason": r, "finished_at": f}
-                 for a, j, v, ms, r, f in slow],
+        "endings": endings.most_common(),
+        "divergent": [{"attempt": row[0], "job_id": row[1], "lease_version": row[2], "signature": row[3],
+                       "kind": row[6], "divergence": row[5], "finished_at": row[10]}
+                      for row in flagged if row[4] is False][:50],
+        "kinds": kinds.most_common(),
+        "slow": [{"attempt": row[0], "job_id": row[1], "lease_version": row[2], "duration_ms": row[7],
+                  "reason": row[9], "finished_at": row[10]} for row in flagged if row[8]][:20],
         "shadows": shadow_summary(job_type.name),
         "window": WINDOW,
+        "funnel_window": FUNNEL_WINDOW,
     }
 
 
