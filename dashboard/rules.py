@@ -40,10 +40,6 @@ class BusinessRule:
     check: Callable[[datetime, dict], list[Broken]]
 
 
-def _option(rule: str, key: str):
-    return settings.LEITSTAND_BUSINESS_RULES[rule][key]
-
-
 def _match_has_plan(now: datetime, options: dict) -> list[Broken]:
     within = timedelta(seconds=options["within_seconds"])
     findings = (Finding.objects.filter(verdict=Finding.Verdict.MATCH, created_at__lt=now - within,

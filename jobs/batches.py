@@ -49,9 +49,6 @@ class Progress:
     def open(self) -> int:
         return self.total - self.ended
 
-    def share(self, name: str) -> float:
-        return getattr(self, name) / self.total if self.total else 0.0
-
 
 def request_hash(document) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()
