@@ -81,14 +81,14 @@ class TimingBaseline:
 _baseline = TimingBaseline()
 
 _UNCHECKED_SQL = """
-SELECT a.id, a.job_id, a.lease_version, a.outcome, j.type,
+SELECT a.id, a.job_id, a.lease_version, a.outcome, a.job_type,
        EXTRACT(EPOCH FROM (a.finished_at - a.started_at)) * 1000 AS duration_ms,
        EXISTS (SELECT 1 FROM jobs_transition t WHERE t.job_id = a.job_id AND t.lease_version = a.lease_version
                AND t.cause LIKE 'skipped:%%') AS skipped
-FROM jobs_attempt a JOIN jobs_job j ON j.id = a.job_id
+FROM jobs_attempt a
 WHERE NOT a.path_checked AND a.finished_at IS NOT NULL
 ORDER BY a.id LIMIT %s
-FOR UPDATE OF a SKIP LOCKED
+FOR UPDATE SKIP LOCKED
 """
 
 _STEPS_SQL = """
