@@ -4,6 +4,7 @@ evaluator fires pool_no_consumers, and the console home shows it with its runboo
 import uuid
 
 import pytest
+from django.db import transaction
 from django.urls import reverse
 
 from dashboard.models import Alert
@@ -24,8 +25,9 @@ def test_stopping_the_only_worker_fires_the_zero_consumer_alert(tmp_path, client
         wait_for(lambda: pools.check_running() and pool_consumers()["crawl"] == 1, timeout=30,
                  message="one live crawl consumer")
         assert pools.terminate("crawl") == 0
-        jobs = [job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
-                for _ in range(3)]
+        with transaction.atomic():  # all three at once: the evaluator runs every 0.2 s and counts what it sees
+            jobs = [job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
+                    for _ in range(3)]
         alert = wait_for(lambda: Alert.objects.filter(rule="pool_no_consumers", scope="pool:crawl",
                                                       state="firing").first(), timeout=30,
                          message="the zero-consumer alert to fire")
