@@ -153,6 +153,10 @@ class Job(ConcurrentTransitionMixin, models.Model):
             # A batch's members by their last change (its page: done/h over time, the ETA); batch
             # members only, and heartbeats touch neither column (they stay HOT updates).
             models.Index(fields=["batch", "state_changed_at"], name="job_batch_idx", condition=Q(batch__isnull=False)),
+            # The API's job list (the PHP core's sync: ``updated_after`` and the keyset cursor) in the
+            # order of the last change. Transitions are not HOT updates anyway (``state`` is indexed),
+            # so this is one more index entry per transition; heartbeats touch neither column.
+            models.Index(fields=["state_changed_at", "id"], name="job_changed_idx"),
         ]
 
     def __str__(self) -> str:

@@ -3,9 +3,11 @@ kind of bad input, the body limit, and correlation IDs."""
 
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from jobs.models import ApiToken, Job
 from jobs.tokens import token_create, token_revoke
@@ -131,6 +133,26 @@ def test_listing_pages_by_cursor_without_gaps(client, bearer):
     bad = client.get("/api/v1/jobs", {"cursor": "garbage"}, **writer)
     assert bad.status_code == 400 and bad["Content-Type"] == "application/problem+json"
     assert client.get("/api/v1/jobs", {"state": "sleeping"}, **writer).status_code == 422
+
+
+def test_listing_pages_through_jobs_that_changed_at_the_same_moment(client, bearer, make_job):
+    """The keyset is (state_changed_at, id): ties on the moment are ordered by ID, none skipped."""
+    reader = bearer("jobs:read")
+    jobs = [make_job(correlation_id="ties") for _ in range(9)]
+    moment = timezone.now()
+    Job.objects.filter(pk__in=[j.pk for j in jobs[:2]]).update(state_changed_at=moment - timedelta(seconds=1))
+    Job.objects.filter(pk__in=[j.pk for j in jobs[2:8]]).update(state_changed_at=moment)
+    Job.objects.filter(pk=jobs[8].pk).update(state_changed_at=moment + timedelta(seconds=1))
+    expected = [str(j.pk) for j in sorted(jobs[:2], key=lambda j: j.pk)] + \
+        [str(j.pk) for j in sorted(jobs[2:8], key=lambda j: j.pk)] + [str(jobs[8].pk)]
+    seen, cursor = [], None
+    while True:
+        page = client.get("/api/v1/jobs", {"correlation_id": "ties", "limit": 2, **({"cursor": cursor} if cursor else {})},
+                          **reader).json()
+        seen += [job["id"] for job in page["items"]]
+        if (cursor := page["next_cursor"]) is None:
+            break
+    assert seen == expected
 
 
 def test_cancel_answers_409_once_the_job_ended(client, bearer):
