@@ -80,7 +80,8 @@ attempts AS (
                               duration_ms)
     SELECT id, 1, type, 'bench-host:1/x', 'bench-host', 1, '', created_at, created_at + interval '1 second',
            created_at + interval '2 seconds', 'completed', '', '', 0, '',
-           true, CASE WHEN id::text < '1' THEN 'robots > fetch > spawn -> done'
+           true, CASE WHEN state = 'dead' THEN 'robots > fetch! -> failed'
+                      WHEN id::text < '1' THEN 'robots > fetch > spawn -> done'
                       ELSE 'robots > fetch > extract > candidates > spawn -> done' END,
            id::text >= '1', CASE WHEN id::text < '1' THEN 'missing step extract' ELSE '' END,
            CASE WHEN id::text < '1' THEN 'missing_step' ELSE '' END, 1000 FROM newest
@@ -157,6 +158,11 @@ def main() -> None:
     started = time.perf_counter()
     rules_evaluate()
     print(f"business rules evaluated by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
+    from dashboard.deadletters import dead_letters_refresh
+
+    started = time.perf_counter()
+    dead_letters_refresh()
+    print(f"dead letters grouped by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
     if args.snapshot_only:
         return
 
@@ -183,6 +189,9 @@ def main() -> None:
         "paths of crawl": "/admin/paths/?type=crawl",
         "the flow (state diagram)": "/admin/flow/",
         "business rules": "/admin/rules/",
+        "dead letters (40,000 dead jobs, snapshot)": "/admin/deadletters/",
+        "jobs list, dead letters of one group": "/admin/jobs/job/?state__exact=dead&type__exact=crawl"
+                                                "&error_class=httpx.ReadTimeout&step=fetch",
     }
     stock = {
         "jobs list": "/stock/jobs/job/",

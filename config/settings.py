@@ -310,6 +310,8 @@ LEITSTAND_RECHECK = {
 LEITSTAND_CONSOLE = {
     # How often the control process refreshes the home page's counts snapshot.
     "snapshot_seconds": env_float("LEITSTAND_CONSOLE_SNAPSHOT_SECONDS", 5, minimum=0.5),
+    # How often the control process regroups the dead-letter queue for its console page.
+    "deadletters_seconds": env_float("LEITSTAND_CONSOLE_DEADLETTERS_SECONDS", 30, minimum=1),
     # An active source without a new candidate for this long is shown as unusually quiet.
     "quiet_source_hours": env_float("LEITSTAND_QUIET_SOURCE_HOURS", 24, minimum=0.01),
     # A recheck plan whose next check is this late is overdue.

@@ -11,7 +11,7 @@ import uuid
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import EmptyResultSet, PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count, Q
@@ -22,6 +22,7 @@ from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
 from dashboard.audit import audit_record
+from dashboard.deadletters import STEP, ended_in_step
 from dashboard.diagram import state_diagram
 from dashboard.export import job_export_json
 from dashboard.explain import ago, job_explain
@@ -147,7 +148,10 @@ class EstimatedCountPaginator(Paginator):
             if row and row[0] > self.CAP:
                 return int(row[0])
         else:
-            sql, params = query.query.sql_with_params()
+            try:
+                sql, params = query.query.sql_with_params()
+            except EmptyResultSet:  # a filter that matches nothing by construction (queryset.none())
+                return 0
             with connection.cursor() as cursor:
                 cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
                 plan = cursor.fetchone()[0]
@@ -181,15 +185,14 @@ class PriorityFilter(admin.SimpleListFilter):
 
 
 class ParentFilter(admin.SimpleListFilter):
-    """``?parent=<job id>``: the children of a job (linked from the job page; not shown in the sidebar)."""
+    """``?parent=<job id>``: the children of a job (linked from the job page). Shown in the sidebar
+    only while it is applied — with its one value, and "All" to clear it: Django applies only the
+    filters that have output, so a hidden filter would silently list every job."""
 
     title, parameter_name = "parent", "parent"
 
     def lookups(self, request, model_admin):
-        return []
-
-    def has_output(self):
-        return False
+        return [(self.value(), self.value())] if self.value() else []
 
     def queryset(self, request, queryset):
         if not self.value():
@@ -201,7 +204,7 @@ class ParentFilter(admin.SimpleListFilter):
 
 
 class BatchFilter(ParentFilter):
-    """``?batch=<id>``: a batch's members (linked from the batch page; not shown in the sidebar)."""
+    """``?batch=<id>``: a batch's members (linked from the batch page)."""
 
     title, parameter_name = "batch", "batch"
 
@@ -210,6 +213,18 @@ class BatchFilter(ParentFilter):
         if not value:
             return queryset
         return queryset.filter(batch_id=int(value)) if value.isdigit() else queryset.none()
+
+
+class StepFilter(ParentFilter):
+    """``?step=<name>``: jobs whose latest attempt ended in that step (linked from the dead letters)."""
+
+    title, parameter_name = "ended in step", "step"
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(ended_in_step(value)) if STEP.fullmatch(value) else queryset.none()
 
 
 class PoolFilter(admin.SimpleListFilter):
@@ -256,7 +271,7 @@ class JobAdmin(ReadOnlyAdmin):
     list_display = ("short_id", "type", "state_badge", "priority", "attempt", "age", "in_state_for", "lease_owner",
                     "heartbeat_age", "next_attempt_at", "error_class")
     list_display_links = ("short_id",)
-    list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter, BatchFilter)
+    list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter, BatchFilter, StepFilter)
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
     paginator = EstimatedCountPaginator

@@ -10,6 +10,7 @@ from django.db.models import Sum
 from django.urls import reverse
 from django.utils.html import format_html
 
+from dashboard.deadletters import dead_letter_groups
 from dashboard.explain import ago
 from dashboard.templatetags.console import progress_bar
 from jobs.batches import COUNTERS, Progress, batch_eta, batch_progress, batch_timeline
@@ -63,5 +64,7 @@ class BatchAdmin(ReadOnlyAdmin):
                 timeline=[{"at": at, "count": count, "x": i * 14, "height": round(60 * count / top),
                            "y": 60 - round(60 * count / top)} for i, (at, count) in enumerate(timeline)],
                 timeline_width=14 * len(timeline), bucket=ago(bucket.total_seconds()),
-                members_url=reverse("admin:jobs_job_changelist") + f"?batch={batch.pk}")
+                members_url=reverse("admin:jobs_job_changelist") + f"?batch={batch.pk}",
+                dead_letters=dead_letter_groups(batch_id=batch.pk)[:10],
+                dead_letters_url=reverse("admin:dead_letters") + f"?batch={batch.pk}")
         return super().change_view(request, object_id, form_url, context)

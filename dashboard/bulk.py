@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 
 from dashboard.audit import audit_record
+from dashboard.deadletters import STEP, ended_in_step
 from dashboard.models import BulkOperation
 from jobs import leases
 from jobs.models import Job, LeitstandNow, database_now
@@ -24,7 +25,8 @@ from jobs.services import JobInputError
 
 ACTIONS = {"retry_now": "Retry now", "cancel": "Cancel"}
 FILTER_KEYS = {"state__exact": "state", "type__exact": "type", "pool": "pool", "priority__exact": "priority",
-               "source": "source", "error_class": "error_class"}
+               "source": "source", "error_class": "error_class", "batch": "batch",
+               "step": "step"}
 BATCH = 200
 
 
@@ -37,13 +39,16 @@ def filter_from(params) -> dict:
         if key not in FILTER_KEYS:
             raise JobInputError("filter", f"{key} is not a filter bulk actions support ({', '.join(FILTER_KEYS)}, q)")
         chosen[FILTER_KEYS[key]] = value
+    if "step" in chosen and not STEP.fullmatch(chosen["step"]):
+        raise JobInputError("step", "must be a step name (lower-case letters, digits, _)")
     if params.get("q"):
         chosen["q"] = params["q"].strip()
-    if "priority" in chosen:
-        try:
-            chosen["priority"] = int(chosen["priority"])
-        except ValueError:
-            raise JobInputError("priority", "must be an integer") from None
+    for field in ("priority", "batch"):
+        if field in chosen:
+            try:
+                chosen[field] = int(chosen[field])
+            except ValueError:
+                raise JobInputError(field, "must be an integer") from None
     return chosen
 
 
@@ -57,6 +62,8 @@ def matching(job_filter: dict) -> QuerySet:
             except ValueError:
                 pass
             query = query.filter(match)
+        elif field == "step":
+            query = query.filter(ended_in_step(value))
         else:
             query = query.filter(**{field: value})
     return query

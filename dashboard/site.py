@@ -5,6 +5,7 @@ the service it calls and is written to the audit log."""
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -19,6 +20,7 @@ from django_fsm import TransitionNotAllowed
 
 from dashboard import alerts, bulk, review
 from dashboard.audit import audit_record
+from dashboard.deadletters import WINDOWS, dead_letter_groups, dead_letters_snapshot
 from dashboard.diagram import declared_edges, state_diagram
 from dashboard.display import data_uri
 from dashboard.explain import ago, heartbeat_limit_seconds
@@ -26,8 +28,9 @@ from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, RuleViolation
 from dashboard.paths import type_paths
 from dashboard.rules import RULES as BUSINESS_RULES
 from jobs import leases
+from jobs.batches import batches_progress
 from jobs.leases import JobNotFound
-from jobs.models import Attempt, Job, State, StepEvent, database_now
+from jobs.models import Attempt, Batch, Job, State, StepEvent, database_now
 from jobs.services import JobInputError, ReviewHeld, job_release
 from workers.models import WorkerProcess
 from workers.registry import registry
@@ -51,6 +54,7 @@ class ConsoleSite(admin.AdminSite):
             path("paths/", self.admin_view(self.paths), name="paths"),
             path("flow/", self.admin_view(self.flow), name="flow"),
             path("rules/", self.admin_view(self.business_rules), name="business_rules"),
+            path("deadletters/", self.admin_view(self.dead_letters), name="dead_letters"),
         ]
         return views + super().get_urls()
 
@@ -156,6 +160,33 @@ class ConsoleSite(admin.AdminSite):
             "every": settings.LEITSTAND_BUSINESS_RULES_SECONDS,
         })
 
+    def dead_letters(self, request):
+        _require(request, "jobs.view_job")
+        batch, scope = None, {}
+        if request.GET.get("batch"):
+            if not request.GET["batch"].isdigit() or not (batch := Batch.objects.filter(pk=request.GET["batch"]).first()):
+                raise Http404(f"no batch {request.GET['batch']!r}")
+            scope = {"batch": batch.pk}
+        snapshot = None
+        if batch:
+            now = database_now()
+            groups = dead_letter_groups(batch_id=batch.pk, now=now)
+        else:
+            groups, now, snapshot = dead_letters_snapshot()
+        for group in groups:
+            group.links = dead_letter_links(group, scope, now)
+            group.cells = list(zip(group.counts, group.links["windows"]))
+        return TemplateResponse(request, "admin/console/deadletters.html", {
+            **self.each_context(request), "title": f"Dead letters of batch {batch.name}" if batch else "Dead letters",
+            "groups": groups, "windows": [label for label, _ in WINDOWS], "batch": batch,
+            "total": sum(g.total for g in groups), "can_operate": request.user.has_perm("jobs.operate_job"),
+            "snapshot": snapshot, "snapshot_age": ago((database_now() - snapshot.refreshed_at).total_seconds())
+            if snapshot else None,
+            "snapshot_stale": bool(snapshot) and (database_now() - snapshot.refreshed_at).total_seconds()
+            > max(settings.LEITSTAND_CONSOLE["deadletters_seconds"] * 6, 30),
+            "every": settings.LEITSTAND_CONSOLE["deadletters_seconds"],
+        })
+
     # --- bulk actions on a filter --------------------------------------------------------------
 
     def bulk(self, request):
@@ -253,6 +284,24 @@ def stuck_leases(limit: int = 200) -> list[dict]:
     return rows
 
 
+def dead_letter_links(group, scope: dict, now) -> dict:
+    """Where a group's numbers lead: the jobs list (per window: those dead since then) and the bulk
+    actions, filtered to the group's type, error class and step (a group without a step: to its
+    type and error class)."""
+    query = {"state__exact": "dead", "type__exact": group.type, "error_class": group.error_class, **scope,
+             **({"step": group.step} if group.step else {})}
+    jobs = reverse("admin:jobs_job_changelist")
+    return {
+        "windows": [f"{jobs}?{urlencode({**query, 'finished_at__gt': (now - span).isoformat()})}" for _, span in WINDOWS],
+        "all": f"{jobs}?{urlencode(query)}",
+        "retry": f"{reverse('admin:bulk')}?{urlencode({**query, 'action_name': 'retry_now'})}",
+        "cancel": f"{reverse('admin:bulk')}?{urlencode({**query, 'action_name': 'cancel'})}",
+    }
+
+
+OPEN_BATCHES = 5  # the newest running batches on the home page; the rest on the batch list
+
+
 def home_context() -> dict:
     now = database_now()
     snapshot = ConsoleSnapshot.objects.filter(name="home").first()
@@ -277,7 +326,11 @@ def home_context() -> dict:
     for source in data["business"]["sources"]:
         age_s = source.get("last_candidate_age_seconds")
         source["last_candidate"] = "never" if age_s is None else f"{ago(age_s)} ago"
+    running = list(Batch.objects.filter(finished_at__isnull=True).order_by("-id")[:OPEN_BATCHES + 1])
+    progress = batches_progress([b.pk for b in running[:OPEN_BATCHES]])
     return {
+        "open_batches": [{"batch": b, "progress": progress[b.pk]} for b in running[:OPEN_BATCHES]],
+        "open_batches_more": len(running) > OPEN_BATCHES,
         "snapshot": data, "snapshot_age": None if age is None else ago(age),
         "snapshot_stale": age is None or age > stale_after, "snapshot_took_ms": snapshot.took_ms if snapshot else None,
         "pools": pools, "hosts": hosts, "states": [s.value for s in State],

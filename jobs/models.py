@@ -150,6 +150,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
             # The dead-letter queue, newest first (the console's list and bulk retries of a filter):
             # dead jobs rarely change, so this index costs one entry per job that dies.
             models.Index(fields=["-created_at"], name="job_dead_idx", condition=Q(state="dead")),
+            # One group of the dead-letter page (type, error class), newest first; dead jobs only.
+            models.Index(fields=["type", "error_class", "-created_at"], name="job_dead_group_idx",
+                         condition=Q(state="dead")),
             # A batch's members by their last change (its page: done/h over time, the ETA); batch
             # members only, and heartbeats touch neither column (they stay HOT updates).
             models.Index(fields=["batch", "state_changed_at"], name="job_batch_idx", condition=Q(batch__isnull=False)),

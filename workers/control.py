@@ -24,6 +24,7 @@ from jobs.retry import RetryPolicy
 from dashboard.alerts import alerts_evaluate
 from dashboard.bulk import bulk_step
 from dashboard.rules import rules_evaluate
+from dashboard.deadletters import dead_letters_refresh
 from dashboard.snapshot import Throttled, snapshot_refresh
 from rechecks.services import planner_sweep
 from workers import dispatch
@@ -56,6 +57,7 @@ SWEEPS: dict[str, Callable[[], object]] = {
     "recheck-planner": lambda: planner_sweep().__dict__,
     "dispatcher": dispatch.dispatch_sweep,
     "console-snapshot": Throttled(snapshot_refresh, settings.LEITSTAND_CONSOLE["snapshot_seconds"]),
+    "dead-letters": Throttled(dead_letters_refresh, settings.LEITSTAND_CONSOLE["deadletters_seconds"]),
     "bulk-actions": bulk_step,
     "batches": batches_finalize,
     "webhooks": webhook_sweep,

@@ -39,8 +39,10 @@ def test_the_batch_page_shows_counters_rate_eta_and_members(client, login, batch
     page = client.get(f"/admin/jobs/batch/{batch.pk}/change/").content.decode()
     assert "<strong>2</strong> of <strong>10</strong> members ended" in page
     assert "misses it" in page and "ETA" in page
-    members = client.get(f"/admin/jobs/job/?batch={batch.pk}").content.decode()
-    assert members.count("/admin/jobs/job/") and all(str(j.pk)[:8] in members for j in Job.objects.filter(batch=batch))
+    outsider = Job.objects.create(type="synthetic", pool="crawl", idempotency_key="not-a-member", correlation_id="x")
+    members = client.get(f"/admin/jobs/job/?batch={batch.pk}")
+    assert {j.pk for j in members.context["cl"].result_list} == set(Job.objects.filter(batch=batch).values_list("pk", flat=True))
+    assert outsider.pk not in {j.pk for j in members.context["cl"].result_list}
 
 
 def test_a_batch_that_will_miss_its_target_fires_the_alert(batch, settings):
@@ -50,3 +52,21 @@ def test_a_batch_that_will_miss_its_target_fires_the_alert(batch, settings):
     alert = Alert.objects.get(rule="batch_will_miss_target")
     assert alert.scope == f"batch:{batch.pk}" and alert.state == Alert.State.FIRING
     assert "batch 'nightly import': 2 of 10 ended" in alert.diagnosis
+
+
+def test_a_member_job_page_links_its_batch(client, login, batch):  # noqa: F811
+    login("viewer")
+    member = Job.objects.filter(batch=batch).first()
+    page = client.get(f"/admin/jobs/job/{member.pk}/change/").content.decode()
+    assert f'href="/admin/jobs/batch/{batch.pk}/change/"' in page
+
+
+def test_home_shows_the_open_batches_with_progress(client, login, batch):  # noqa: F811
+    finished, _ = batch_create(key="done-already", name="yesterday's import", created_by="test")
+    Batch.objects.filter(pk=finished.pk).update(finished_at=database_now())
+    login("viewer")
+    home = client.get("/admin/")
+    assert [row["batch"].pk for row in home.context["open_batches"]] == [batch.pk]
+    html = home.content.decode()
+    assert 'id="open-batches"' in html and "nightly import" in html and "yesterday&#x27;s import" not in html
+    assert 'aria-label="2 of 10 ended (done 2)"' in html

@@ -233,3 +233,16 @@ def test_release_and_send_to_review_from_the_job_page_go_through_the_jobs_servic
     assert Job.objects.get(pk=unclear.pk).state == State.READY_FOR_REVIEW
     act(running, "release", "again")
     assert AuditEntry.objects.order_by("-id").first().result == "refused: job: the job is planned: no lease to release"
+
+
+def test_the_children_link_lists_exactly_the_children(client, login, make_job):
+    """Django applies only list filters that have output: the hidden ones once listed every job."""
+    login(VIEWERS)
+    parent = make_job()
+    children = {make_job(parent_id=parent.pk).pk for _ in range(2)}
+    make_job()
+    listed = client.get(f"/admin/jobs/job/?parent={parent.pk}")
+    assert {j.pk for j in listed.context["cl"].result_list} == children
+    assert "By parent" in listed.content.decode(), "the applied filter is shown, with All to clear it"
+    nothing = client.get("/admin/jobs/job/?parent=not-a-uuid")
+    assert nothing.status_code == 200 and list(nothing.context["cl"].result_list) == []
