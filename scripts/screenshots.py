@@ -59,6 +59,8 @@ def main() -> None:
         operator.screenshot(path=OUT / "flow.png", full_page=True)
         operator.goto(f"{url}/admin/rules/")
         operator.screenshot(path=OUT / "business-rules.png", full_page=True)
+        operator.goto(f"{url}/admin/deadletters/")
+        operator.screenshot(path=OUT / "dead-letters.png", full_page=True)
         operator.goto(f"{url}/admin/jobs/batch/")
         operator.screenshot(path=OUT / "batches.png", full_page=True)
         batch = first_link(operator, f"{url}/admin/jobs/batch/", r"/admin/jobs/batch/\d+/change/")
