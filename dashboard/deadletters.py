@@ -4,9 +4,10 @@ Each group counts its jobs that went dead within 1 h, 3 h, 24 h, 3 d and 7 d and
 the error was first and last seen, which processing versions produced it, and shows the newest
 job's message. The step is the last step of the job's final attempt, read from the path signature
 the control process records (``robots > fetch! -> failed``: ``fetch``); an attempt not judged yet
-has none ("—"). The jobs list and the bulk actions filter by it too (``?step=fetch``). A group is marked **new with V** when V, the type's current processing version,
-is the only version that produced this error while the type's other dead letters show older
-versions: the error came with the new handler.
+has none ("—"). The jobs list and the bulk actions filter by it too (``?step=fetch``). A group is
+marked **new with V** when V, the type's current processing version, is the only version that
+produced this error while the type's other dead letters show older versions: the error came with
+the new handler.
 
 One grouped query over the dead jobs (``job_dead_idx``), each with an index probe of its final
 attempt by the unique ``(job, lease_version)``. It costs about 0.25 s at 40,000 dead jobs, so the

@@ -167,12 +167,14 @@ class ConsoleSite(admin.AdminSite):
             if not request.GET["batch"].isdigit() or not (batch := Batch.objects.filter(pk=request.GET["batch"]).first()):
                 raise Http404(f"no batch {request.GET['batch']!r}")
             scope = {"batch": batch.pk}
-        snapshot = None
+        every = settings.LEITSTAND_CONSOLE["deadletters_seconds"]
+        snapshot, age = None, None
         if batch:
             now = database_now()
             groups = dead_letter_groups(batch_id=batch.pk, now=now)
         else:
             groups, now, snapshot = dead_letters_snapshot()
+            age = (database_now() - snapshot.refreshed_at).total_seconds()
         for group in groups:
             group.links = dead_letter_links(group, scope, now)
             group.cells = list(zip(group.counts, group.links["windows"]))
@@ -180,11 +182,8 @@ class ConsoleSite(admin.AdminSite):
             **self.each_context(request), "title": f"Dead letters of batch {batch.name}" if batch else "Dead letters",
             "groups": groups, "windows": [label for label, _ in WINDOWS], "batch": batch,
             "total": sum(g.total for g in groups), "can_operate": request.user.has_perm("jobs.operate_job"),
-            "snapshot": snapshot, "snapshot_age": ago((database_now() - snapshot.refreshed_at).total_seconds())
-            if snapshot else None,
-            "snapshot_stale": bool(snapshot) and (database_now() - snapshot.refreshed_at).total_seconds()
-            > max(settings.LEITSTAND_CONSOLE["deadletters_seconds"] * 6, 30),
-            "every": settings.LEITSTAND_CONSOLE["deadletters_seconds"],
+            "snapshot": snapshot, "snapshot_age": None if age is None else ago(age),
+            "snapshot_stale": age is not None and age > max(every * 6, 30), "every": every,
         })
 
     # --- bulk actions on a filter --------------------------------------------------------------
