@@ -40,7 +40,8 @@ _GROUPS_SQL = """
 -- is the maximum of a sortable text (UTC time, then the job's ID).
 SELECT type, error_class, step, processing_version, {windows},
        count(*), min(finished_at), max(finished_at),
-       split_part(max(to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '|' || id), '|', 2)
+       split_part(max(coalesce(to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), '')
+                      || '|' || id), '|', 2)
 FROM (
     SELECT j.id, j.type, j.error_class, j.processing_version, j.finished_at,
            coalesce(substring((SELECT a.path_signature FROM jobs_attempt AS a
@@ -74,8 +75,8 @@ class Group:
     step: str
     counts: list[int]  # per window of WINDOWS
     total: int
-    first_seen: datetime
-    last_seen: datetime
+    first_seen: datetime | None  # None only for dead jobs without a finishing time (not written by the engine)
+    last_seen: datetime | None
     newest_job_id: str
     versions: set[str] = field(default_factory=set)
     newest_message: str = ""
@@ -84,13 +85,15 @@ class Group:
     def as_data(self) -> dict:
         return {**{name: getattr(self, name) for name in ("type", "error_class", "step", "counts", "total",
                                                            "newest_job_id", "new_with", "newest_message")},
-                "first_seen": self.first_seen.isoformat(), "last_seen": self.last_seen.isoformat(),
+                **{name: moment.isoformat() if (moment := getattr(self, name)) else None
+                   for name in ("first_seen", "last_seen")},
                 "versions": sorted(self.versions)}
 
     @classmethod
     def from_data(cls, data: dict) -> Group:
-        return cls(**{**data, "first_seen": datetime.fromisoformat(data["first_seen"]),
-                      "last_seen": datetime.fromisoformat(data["last_seen"]), "versions": set(data["versions"])})
+        return cls(**{**data, "versions": set(data["versions"]),
+                      **{name: datetime.fromisoformat(data[name]) if data[name] else None
+                         for name in ("first_seen", "last_seen")}})
 
     @property
     def version_list(self) -> list[str]:
@@ -125,9 +128,10 @@ def dead_letter_groups(*, batch_id: int | None = None, now: datetime | None = No
         group.counts = [a + b for a, b in zip(group.counts, counts)]
         group.total += total
         group.versions.add(version)
-        if last > group.last_seen:
+        if last and (group.last_seen is None or last > group.last_seen):
             group.newest_job_id = job_id
-        group.first_seen, group.last_seen = min(group.first_seen, first), max(group.last_seen, last)
+        group.first_seen = min(filter(None, (group.first_seen, first)), default=None)
+        group.last_seen = max(filter(None, (group.last_seen, last)), default=None)
     messages = dict(Job.objects.filter(pk__in=[g.newest_job_id for g in groups.values()])
                     .values_list("pk", "error_message"))
     for group in groups.values():

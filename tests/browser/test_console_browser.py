@@ -5,7 +5,8 @@ console must stay free of Content-Security-Policy violations."""
 import pytest
 
 from dashboard.roles import OPERATORS, REVIEWERS
-from jobs.models import Job, State
+from dashboard.bulk import bulk_step
+from jobs.models import Job, State, database_now
 from tests.conftest import job_in_state
 from tests.dashboard.test_console import review_case
 
@@ -69,6 +70,29 @@ def test_a_bulk_retry_acts_on_everything_the_filter_matches(page_as, live_server
     assert {Job.objects.get(pk=j.pk).state for j in dead} == {State.PLANNED}
     assert Job.objects.get(pk=other.pk).state == State.DEAD, "outside the filter: untouched"
     no_policy_violations(page)
+
+
+def test_an_operator_retries_a_dead_letter_group_after_a_fix(page_as, live_server, make_job):
+    timeouts = [job_in_state(make_job("crawl", pool="crawl"), State.DEAD) for _ in range(2)]
+    gone = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    Job.objects.filter(pk__in=[j.pk for j in timeouts]).update(error_class="httpx.ReadTimeout", finished_at=database_now())
+    Job.objects.filter(pk=gone.pk).update(error_class="workers.fetching.PageGone", finished_at=database_now())
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/")
+    page.click("text=Dead letters")
+    row = page.locator("#dead-letter-groups tr", has_text="ReadTimeout")
+    assert row.locator("td.num strong").text_content() == "2"
+    row.locator("text=retry all…").click()
+    page.wait_for_selector("#bulk-eligible")
+    assert page.text_content("#bulk-eligible") == "2"
+    page.fill("input[name=reason]", "the site is reachable again")
+    page.click("#bulk-start")
+    page.wait_for_selector(".messagelist")
+    no_policy_violations(page)
+    while bulk_step():
+        pass
+    assert {Job.objects.get(pk=j.pk).state for j in timeouts} == {State.PLANNED}
+    assert Job.objects.get(pk=gone.pk).state == State.DEAD, "another group: untouched"
 
 
 def test_the_home_page_renders_without_policy_violations(page_as, live_server):

@@ -11,6 +11,7 @@ from dashboard.deadletters import dead_letter_groups, dead_letters_refresh
 from jobs.batches import batch_create
 from jobs.models import Job, State, database_now
 from jobs.paths import attempts_check
+from tests.conftest import job_in_state
 from tests.dashboard.test_console import login  # noqa: F401 (the fixture)
 from workers.control import SWEEPS
 from workers.registry import registry
@@ -115,3 +116,13 @@ def test_the_page_reads_the_groups_the_control_process_stored(client, login, dea
     assert SWEEPS["dead-letters"].function is dead_letters_refresh  # the control process's sweep, throttled
     dead_letters_refresh()
     assert sum(g.counts[0] for g in client.get("/admin/deadletters/").context["groups"]) == 3
+
+
+def test_dead_jobs_without_a_finishing_time_are_grouped_too(make_job, client, login):  # noqa: F811
+    """The engine always writes finished_at with dead; a row without it (set up here) must not break the page."""
+    job = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    Job.objects.filter(pk=job.pk).update(error_class="httpx.ConnectError", finished_at=None)
+    dead_letters_refresh()
+    login("viewer")
+    (group,) = client.get("/admin/deadletters/").context["groups"]
+    assert (group.total, group.counts, group.first_seen, group.newest_job_id) == (1, [0] * 5, None, str(job.pk))
