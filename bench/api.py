@@ -14,8 +14,6 @@ list's index (``job_changed_idx``) dropped inside a transaction that is rolled b
 import argparse
 import base64
 import os
-import statistics
-import time
 from datetime import timedelta
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.test_settings")
@@ -30,22 +28,11 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from bench.console import load  # noqa: E402
+from bench.console import load, measure  # noqa: E402
 from jobs.models import Job  # noqa: E402
 from jobs.tokens import token_create  # noqa: E402
 
 INDEX = "job_changed_idx"
-
-
-def measure(client: Client, url: str, repeat: int) -> float:
-    response = client.get(url)  # warm: plans, caches
-    assert response.status_code == 200, (url, response.status_code, response.content[:300])
-    timings = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        response = client.get(url)
-        timings.append((time.perf_counter() - started) * 1000)
-    return statistics.median(timings)
 
 
 def cursor_at(job: Job) -> str:
@@ -75,11 +62,16 @@ def main() -> None:
         "correlation_id": f"/api/v1/jobs?correlation_id={some.correlation_id}",
         "one job (GET /jobs/{id})": f"/api/v1/jobs/{some.id}",
     }
-    with_index = {name: measure(client, url, args.repeat) for name, url in requests.items()}
+    def timed(url: str) -> float:
+        ms, _, status = measure(client, url, args.repeat)
+        assert status == 200, (url, status)
+        return ms
+
+    with_index = {name: timed(url) for name, url in requests.items()}
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(f"DROP INDEX {INDEX}")
-        without = {name: measure(client, url, args.repeat) for name, url in requests.items()}
+        without = {name: timed(url) for name, url in requests.items()}
         transaction.set_rollback(True)
     print(f"\n{args.jobs:,} jobs; median of {args.repeat} requests; server time in this process")
     print(f"{'request':<36} {'ms':>8} {'without ' + INDEX + ' ms':>26} {'ratio':>7}")

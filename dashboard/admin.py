@@ -184,12 +184,11 @@ class PriorityFilter(admin.SimpleListFilter):
         return queryset.filter(priority=int(self.value())) if self.value() else queryset
 
 
-class ParentFilter(admin.SimpleListFilter):
-    """``?parent=<job id>``: the children of a job (linked from the job page). Shown in the sidebar
+class LinkFilter(admin.SimpleListFilter):
+    """A filter the console's links set (``?parent=``, ``?batch=``, ``?step=``). Shown in the sidebar
     only while it is applied — with its one value, and "All" to clear it: Django applies only the
-    filters that have output, so a hidden filter would silently list every job."""
-
-    title, parameter_name = "parent", "parent"
+    filters that have output, so a hidden filter would silently list every job. A value that cannot
+    match (a malformed ID) lists nothing."""
 
     def lookups(self, request, model_admin):
         return [(self.value(), self.value())] if self.value() else []
@@ -197,34 +196,42 @@ class ParentFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if not self.value():
             return queryset
+        condition = self.condition(self.value())
+        return queryset.none() if condition is None else queryset.filter(condition)
+
+    def condition(self, value: str):
+        """A condition for ``QuerySet.filter`` (a ``Q`` or a boolean expression), or None: matches nothing."""
+        raise NotImplementedError
+
+
+class ParentFilter(LinkFilter):
+    """``?parent=<job id>``: the children of a job (linked from the job page)."""
+
+    title, parameter_name = "parent", "parent"
+
+    def condition(self, value):
         try:
-            return queryset.filter(parent_id=uuid.UUID(self.value()))
+            return Q(parent_id=uuid.UUID(value))
         except ValueError:
-            return queryset.none()
+            return None
 
 
-class BatchFilter(ParentFilter):
+class BatchFilter(LinkFilter):
     """``?batch=<id>``: a batch's members (linked from the batch page)."""
 
     title, parameter_name = "batch", "batch"
 
-    def queryset(self, request, queryset):
-        value = self.value()
-        if not value:
-            return queryset
-        return queryset.filter(batch_id=int(value)) if value.isdigit() else queryset.none()
+    def condition(self, value):
+        return Q(batch_id=int(value)) if value.isdigit() else None
 
 
-class StepFilter(ParentFilter):
+class StepFilter(LinkFilter):
     """``?step=<name>``: jobs whose latest attempt ended in that step (linked from the dead letters)."""
 
     title, parameter_name = "ended in step", "step"
 
-    def queryset(self, request, queryset):
-        value = self.value()
-        if not value:
-            return queryset
-        return queryset.filter(ended_in_step(value)) if STEP.fullmatch(value) else queryset.none()
+    def condition(self, value):
+        return ended_in_step(value) if STEP.fullmatch(value) else None
 
 
 class PoolFilter(admin.SimpleListFilter):
