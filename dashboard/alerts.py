@@ -34,7 +34,7 @@ from dashboard.models import Alert, AlertEvent
 from jobs.models import Job, StaleWrite, State, database_now
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
-from workers.models import Candidate, Source, WorkerProcess
+from workers.models import Candidate, Pool, Source, WorkerProcess
 from workers.selectors import LIVE_WITHIN_SECONDS, pool_consumers
 
 RUNBOOKS = Path(settings.BASE_DIR) / "docs" / "runbooks"
@@ -83,6 +83,13 @@ def _no_consumers(now: datetime, memory: dict) -> list[Firing]:
             history = "no worker of this pool has ever run"
         firings.append(Firing(f"pool:{pool}", 0, 1, f"{pool}: {history}; {n_due:,} jobs due"))
     return firings
+
+
+def _stalled(now: datetime, memory: dict) -> list[Firing]:
+    """Pools whose supervisor could not heal a stall: due work, idle workers, no claim (workers.supervisor)."""
+    return [Firing(f"pool:{pool.name}", (now - pool.stalled_since).total_seconds(), 0,
+                   f"{pool.name}: stalled since {clock(pool.stalled_since)} ({pool.stalled_on}): {pool.stall_note}")
+            for pool in Pool.objects.filter(stalled_since__isnull=False, is_paused=False)]
 
 
 def _queue_growing(now: datetime, memory: dict) -> list[Firing]:
@@ -266,6 +273,7 @@ def _batch_late(now: datetime, memory: dict) -> list[Firing]:
 
 RULES = {rule.name: rule for rule in (
     Rule("pool_no_consumers", "A pool has no live consumers but due jobs", _no_consumers),
+    Rule("pool_stalled", "A pool claims nothing although work is due and its healing failed", _stalled),
     Rule("queue_growing", "Queue depth keeps growing", _queue_growing),
     Rule("oldest_due_age", "The oldest due job waits too long", _oldest_due),
     Rule("dlq_growth", "The dead-letter queue grows", _dlq_growth),

@@ -259,7 +259,8 @@ def stuck_leases(limit: int = 200) -> list[dict]:
     silent |= ~Q(type__in=[t.name for t in registry.all()]) & Q(heartbeat_at__lt=now - timedelta(seconds=10 * k))
     silent |= Q(heartbeat_at__isnull=True, state_changed_at__lt=now - timedelta(seconds=10 * k))
     last_step = StepEvent.objects.filter(job=OuterRef("pk")).order_by("-id").values("step")[:1]
-    rescued = (Attempt.objects.filter(job=OuterRef("pk"), outcome=Attempt.Outcome.LEASE_EXPIRED).order_by()
+    rescued = (Attempt.objects.filter(job=OuterRef("pk"),
+                                      outcome__in=(Attempt.Outcome.LEASE_EXPIRED, Attempt.Outcome.WORKER_DIED)).order_by()
                .values("job").annotate(n=Count("id")).values("n"))
     jobs = (Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
             .filter(Q(lease_expires_at__lt=now) | silent)

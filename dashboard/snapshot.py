@@ -79,7 +79,7 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
     for job_type, p50, p95, sampled, retried in _rows(
             "SELECT j.type, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.ms), "
             "percentile_cont(0.95) WITHIN GROUP (ORDER BY a.ms), count(*), "
-            "count(*) FILTER (WHERE a.outcome IN ('failed', 'lease_expired')) "
+            "count(*) FILTER (WHERE a.outcome IN ('failed', 'lease_expired', 'worker_died')) "
             "FROM (SELECT job_id, outcome, extract(epoch FROM finished_at - started_at) * 1000 AS ms "
             "      FROM jobs_attempt WHERE finished_at IS NOT NULL AND started_at IS NOT NULL "
             "      ORDER BY id DESC LIMIT %(sample)s) AS a "

@@ -706,15 +706,20 @@ def fail(
 
 
 def release(job_id, lease_version: int, *, actor: str, reason: str, delay_seconds: float = 0.0) -> WriteResult:
-    """Hand the job back cleanly (on SIGTERM; or deferred while a host is busy): → planned, due now or
-    after ``delay_seconds``; the attempt is not counted against the retry budget."""
+    """Hand the job back cleanly (on SIGTERM; or deferred while a host is busy): → planned; the
+    attempt is not counted against the retry budget.
+
+    Handed back without a delay, the job keeps its due time and so its place in line: a pool that
+    shuts down must not send its jobs behind the whole backlog. Deferred by ``delay_seconds``, it
+    is due that much later."""
     result, _ = _fenced_write(
         "release",
         job_id=job_id,
         lease_version=lease_version,
         sources=sources_of("release"),
         job_set=f"state = %(target)s, state_changed_at = clock.now, "
-        f"due_at = clock.now + %(delay)s * interval '1 second', attempts = greatest(j.attempts - 1, 0), {_END_LEASE}",
+        f"due_at = CASE WHEN %(delay)s > 0 THEN clock.now + %(delay)s * interval '1 second' ELSE j.due_at END, "
+        f"attempts = greatest(j.attempts - 1, 0), {_END_LEASE}",
         attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.RELEASED}', error_message = %(reason)s",
         cause=f"released: {reason}",
         actor=actor,
@@ -824,6 +829,57 @@ def reap_expired(*, grace_seconds: float, policy: RetryPolicy, job_type: str | N
         actor=actor,
         limit=limit,
         params={"grace": grace_seconds, "failed": failed, "dead": dead, "job_type": job_type},
+    )
+
+
+assert sources_of("release") == sources_of("fail_for_retry") == sources_of("dead_letter"), \
+    "a rescue chooses among release, fail_for_retry and dead_letter per row"
+
+# How many of a job's attempts ended with their worker process dying, this one included.
+_DEATHS = f"(1 + (SELECT count(*) FROM jobs_attempt AS d WHERE d.job_id = j.id AND d.outcome = '{Attempt.Outcome.WORKER_DIED}'))"
+
+
+def rescue_from_dead_worker(*, lease_owner: str, reason: str, policy: RetryPolicy, poison_deaths: int,
+                            job_type: str | None = None, actor: str = "supervisor", limit: int = 1000) -> list[WriteResult]:
+    """Hand back at once the jobs a worker process held when it died, instead of waiting out the lease.
+
+    Only the pool's supervisor calls this, after it saw the process end, so nobody can still write
+    for that owner; the statement is fenced all the same (owner and leased state, row-locked), so a
+    result the process committed before it died stands. The attempt counts against the retry
+    budget (it ran). After a job's first worker death it is due again at once and keeps its place
+    in line (due time and priority): as far as anyone knows it did nothing wrong (the OOM killer or
+    an operator chose the process). A job whose attempts keep ending in worker deaths is the
+    suspected cause: from its second death on it waits out the type's backoff, and at
+    ``poison_deaths`` deaths it goes to the dead-letter queue as a suspected poison job (with its
+    budget spent, earlier).
+    """
+    if poison_deaths < 2:
+        raise ValueError("poison_deaths must be at least 2: a single death says little about the job")
+    has_budget = "j.attempts < j.max_attempts"
+    again_now = f"{_DEATHS} <= 1 AND {has_budget}"
+    after_backoff = f"{_DEATHS} > 1 AND {_DEATHS} < %(poison)s AND {has_budget}"
+    return _sweep(
+        sources=sources_of("release"),
+        where="j.lease_owner = %(owner)s AND (%(job_type)s::text IS NULL OR j.type = %(job_type)s::text)",
+        order="j.id",
+        job_set=f"""
+            state = CASE WHEN {again_now} THEN %(planned)s WHEN {after_backoff} THEN %(failed)s ELSE %(dead)s END,
+            next_attempt_at = CASE WHEN {after_backoff} THEN clock.now + {policy.delay_sql("j.attempts")} END,
+            finished_at = CASE WHEN {again_now} OR {after_backoff} THEN NULL ELSE clock.now END,
+            completion_reason = CASE WHEN {again_now} OR {after_backoff} THEN ''
+                WHEN {_DEATHS} >= %(poison)s THEN 'suspected poison job: its worker died in ' || {_DEATHS} || ' attempts'
+                ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || '): worker died' END,
+            error_class = 'WorkerDied', error_message = %(reason)s,
+            state_changed_at = clock.now, {_END_LEASE}
+        """,
+        attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.WORKER_DIED}', "
+        "error_class = 'WorkerDied', error_message = %(reason)s",
+        cause=_text(f"worker died: {reason}", 500),
+        actor=actor,
+        limit=limit,
+        params={"owner": lease_owner, "job_type": job_type, "reason": _text(reason, 10_000), "poison": poison_deaths,
+                "planned": target_of("release"), "failed": target_of("fail_for_retry"),
+                "dead": target_of("dead_letter")},
     )
 
 

@@ -298,6 +298,7 @@ class Attempt(models.Model):
         DEAD = "dead"
         RELEASED = "released"
         LEASE_EXPIRED = "lease_expired"
+        WORKER_DIED = "worker_died"
         CANCELLED = "cancelled"
 
     # No index of its own: the unique (job, lease_version) index serves every lookup by job.

@@ -28,7 +28,7 @@ def production_env():
 
 @pytest.mark.django_db
 def test_check_deploy_reports_no_issues_in_the_production_configuration():
-    result = manage("check", "--deploy", "--fail-level", "DEBUG", env=production_env())
+    result = manage("check", "--deploy", "--fail-level", "DEBUG", env=production_env(), check=False)
     assert "System check identified no issues" in result.stdout, result.stdout + result.stderr
 
 

@@ -158,4 +158,5 @@ class JobContext:
         if self._spawn is None:
             raise RuntimeError("this context cannot spawn jobs")
         return self._spawn(job_type=job_type, payload=payload, idempotency_key=key, priority=priority,
-                           parent_id=self.job_id, correlation_id=self.correlation_id, source=source)
+                           parent_id=self.job_id, parent_lease_version=self.lease_version,
+                           correlation_id=self.correlation_id, source=source)

@@ -9,6 +9,7 @@ finished or handed back at once, and nothing new is claimed.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -34,3 +35,18 @@ def is_draining() -> bool:
     """True in a worker whose pool's main process is stopping (a stat call: cheap enough per job)."""
     main_pid = os.environ.get(MAIN_PID_VARIABLE)
     return bool(main_pid) and drain_flag(int(main_pid)).exists()
+
+
+# When the loop that takes work last showed it was alive (monotonic); None: no supervised loop runs
+# in this process (a runtime driven directly, as in tests and ``manage.py`` commands).
+_loop_seen: float | None = None
+
+
+def loop_beat() -> None:
+    """The worker's task loop is alive: waiting for work (at least every second) or taking a task."""
+    global _loop_seen
+    _loop_seen = time.monotonic()
+
+
+def loop_is_alive(*, within: float) -> bool:
+    return _loop_seen is None or time.monotonic() - _loop_seen <= within

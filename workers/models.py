@@ -17,6 +17,11 @@ class Pool(models.Model):
     changed_at = models.DateTimeField(db_default=LeitstandNow())
     changed_by = models.CharField(max_length=255, blank=True)
     reason = models.CharField(max_length=500, blank=True)
+    # Written by the pool's supervisor: set while the pool has due work, idle workers and no claim
+    # that its healing could restore (the pool_stalled alert reads it); cleared by the next claim.
+    stalled_since = models.DateTimeField(null=True, blank=True)
+    stalled_on = models.CharField(max_length=255, blank=True, help_text="host:pid of the supervisor that reported it")
+    stall_note = models.CharField(max_length=500, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({'paused' if self.is_paused else 'running'})"

@@ -40,6 +40,9 @@ from workers.registry import JobType, registry
 
 logger = logging.getLogger("leitstand.worker")
 
+# A worker's task loop beats at least every second while it waits for work.
+LOOP_STALE_SECONDS = 5.0
+
 
 class JobTimeout(TransientError):
     """The handler ran past its job type's timeout; counts as an attempt."""
@@ -122,6 +125,7 @@ class PoolRuntime:
         self.wakeups = 0
         self.duplicate_wakeups = 0
         self.current_job_id = None
+        self.in_wakeup = False
         self._heartbeat_thread: threading.Thread | None = None
         self._closed = threading.Event()
         self._stop_recorded = False
@@ -130,9 +134,17 @@ class PoolRuntime:
 
     def wake(self) -> WakeupReport:
         """Claim and run batches until the pool has no due work or the wake-up's budget is spent."""
-        report = WakeupReport()
         self.wakeups += 1
         self._ensure_heartbeat_thread()
+        self.in_wakeup = True
+        try:
+            return self._wake()
+        finally:
+            self.in_wakeup = False
+            lifecycle.loop_beat()
+
+    def _wake(self) -> WakeupReport:
+        report = WakeupReport()
         if lifecycle.is_draining() or Pool.objects.filter(name=self.pool, is_paused=True).exists():
             return report
         until = time.monotonic() + settings.LEITSTAND_WAKEUP_BUDGET_SECONDS
@@ -315,7 +327,10 @@ class PoolRuntime:
             while not self._closed.wait(0.1):
                 try:
                     self._heartbeat_round()
-                    if time.monotonic() >= next_registry_update and not self._stop_recorded:
+                    # Live means the loop that takes work is alive (in a wake-up, or waiting for one),
+                    # not merely this thread: a worker whose loop froze stops looking live.
+                    if (time.monotonic() >= next_registry_update and not self._stop_recorded
+                            and (self.in_wakeup or lifecycle.loop_is_alive(within=LOOP_STALE_SECONDS))):
                         self._registry_update()
                         next_registry_update = time.monotonic() + 5
                 except Exception:

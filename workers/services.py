@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.conf import settings
 from django.db import transaction
 
+from jobs import leases
 from jobs import services as job_services
 from jobs.batches import batch_create
 from jobs.models import LeitstandNow
@@ -33,9 +34,15 @@ def job_submit(
     source: str = "",
     due_at: datetime | None = None,
     parent_id=None,
+    parent_lease_version: int | None = None,
     batch_id: int | None = None,
 ) -> Submission:
-    """Create a job of a registered type in its pool and wake the pool when the transaction commits."""
+    """Create a job of a registered type in its pool and wake the pool when the transaction commits.
+
+    A handler's child (``parent_lease_version`` given) is created only while that attempt still
+    holds the parent's lease, locked for the insert: a stale attempt's spawn is refused
+    (``leases.StaleAttempt``) and recorded, like its other writes.
+    """
     try:
         declared = registry.get(job_type)
     except UnknownJobType as exc:
@@ -51,14 +58,19 @@ def job_submit(
         if pool not in settings.LEITSTAND_POOLS:
             raise JobInputError("payload.pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
     with transaction.atomic():
-        submission = job_services.job_create(
-            type=job_type, pool=pool, payload=payload, idempotency_key=idempotency_key, actor=actor,
-            priority=declared.default_priority if priority is None else priority, correlation_id=correlation_id,
-            source=source, due_at=due_at, parent_id=parent_id, max_attempts=declared.retry.max_attempts,
-            schema_version=declared.schema_version, batch_id=batch_id,
-        )
-        if submission.created:
+        if parent_lease_version is not None and not leases.lease_lock_if_held(parent_id, parent_lease_version):
+            submission = None
+        else:
+            submission = job_services.job_create(
+                type=job_type, pool=pool, payload=payload, idempotency_key=idempotency_key, actor=actor,
+                priority=declared.default_priority if priority is None else priority, correlation_id=correlation_id,
+                source=source, due_at=due_at, parent_id=parent_id, max_attempts=declared.retry.max_attempts,
+                schema_version=declared.schema_version, batch_id=batch_id,
+            )
+        if submission is not None and submission.created:
             dispatch.wakeup_after_commit(pool)
+    if submission is None:
+        raise leases.refusal_record(parent_id, parent_lease_version, "spawn")
     return submission
 
 

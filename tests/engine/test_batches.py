@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from jobs import leases
+from jobs.errors import ErrorKind
 from jobs.batches import batch_create, batch_eta, batch_progress, batch_timeline, batches_finalize
 from jobs.models import Batch, Job, WebhookEvent, database_now
 from jobs.services import JobInputError, job_confirm, job_retry_now
@@ -75,6 +76,19 @@ def test_a_rolled_back_transition_leaves_the_counters_alone(make_job):
         leases.transition_apply(job.pk, "cancel", actor="t", cause="cancelled: x", reason="x")
         raise RuntimeError("undo")
     assert counters(batch)["cancelled"] == 0 and counters(batch) == recount(batch)
+
+
+def test_a_member_waiting_for_its_retry_leaves_failed_when_it_runs_again(make_job, worker, db_clock):
+    batch, _ = batch_create(key="b4", name="retry", created_by="test")
+    job = make_job("synthetic", pool="crawl", batch_id=batch.pk, payload={})
+    (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
+    leases.fail(claimed.id, claimed.lease_version, actor="w", kind=ErrorKind.TRANSIENT, error_class="Flaky",
+                message="try again", retry_delay_seconds=5)
+    assert counters(batch)["failed"] == 1 == recount(batch)["failed"]
+    db_clock.advance(6)
+    assert leases.retries_promote_due()
+    assert counters(batch) == recount(batch) and counters(batch)["failed"] == 0, "the retry took it out of failed"
+    assert Job.objects.get(pk=job.pk).state == "planned"
 
 
 def test_the_same_key_with_other_contents_is_refused():

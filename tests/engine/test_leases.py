@@ -7,7 +7,7 @@ import time_machine
 from django.db import DatabaseError, connection, transaction
 from django_fsm import TransitionNotAllowed
 
-from jobs import leases
+from jobs import leases, services
 from jobs.effects import effect_apply_once
 from jobs.errors import ErrorKind
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
@@ -179,8 +179,10 @@ def test_release_hands_the_job_back_without_spending_budget(make_job, worker):
     c = claim_one(worker)
     leases.start(c.id, c.lease_version, actor="w")
     leases.release(c.id, c.lease_version, actor="w", reason="SIGTERM")
+    due_at = job.due_at
     job.refresh_from_db()
     assert (job.state, job.attempts) == (State.PLANNED, 0)
+    assert job.due_at == due_at, "handed back without a delay, it keeps its place in line"
     assert Attempt.objects.get(job=job).outcome == Attempt.Outcome.RELEASED
     again = claim_one(worker)
     assert (again.lease_version, again.attempt) == (2, 1)
@@ -380,3 +382,65 @@ def test_step_events_are_fenced_by_the_lease(make_job, worker, db_clock):
     assert (recorded.step, recorded.correlation_id, recorded.data, recorded.lease_version) == (
         "fetch", "case-1", {"status": 200}, 1)
     assert StaleWrite.objects.get(job=job).operation == "step"
+
+
+def test_retry_now_gives_a_dead_job_a_fresh_retry_budget(make_job, worker):
+    job = make_job(max_attempts=2)
+    for _ in range(2):
+        (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True)
+        leases.fail(claimed.id, claimed.lease_version, actor="w", kind=ErrorKind.TRANSIENT, error_class="Flaky",
+                    message="again", retry_delay_seconds=0)
+        leases.retries_promote_due()
+    job.refresh_from_db()
+    assert (job.state, job.attempts) == (State.DEAD, 2)
+
+    services.job_retry_now(job_id=job.pk, actor="operator", reason="the upstream site is back")
+    job.refresh_from_db()
+    assert (job.state, job.attempts) == (State.PLANNED, 0), "a fresh budget, not the spent one"
+    (again,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True)
+    assert again.attempt == 1
+    leases.fail(again.id, again.lease_version, actor="w", kind=ErrorKind.TRANSIENT, error_class="Flaky", message="m")
+    assert Job.objects.get(pk=job.pk).state == State.FAILED, "the retry budget allows another attempt"
+
+
+def test_a_deferred_release_is_due_after_its_delay(make_job, worker, db_clock):
+    job = make_job()
+    c = claim_one(worker)
+    leases.release(c.id, c.lease_version, actor="w", reason="deferred: host busy", delay_seconds=30)
+    job.refresh_from_db()
+    assert job.due_at > db_clock.now() + timedelta(seconds=29)
+
+
+def test_a_dead_workers_jobs_come_back_at_once_then_back_off_then_die_as_suspected_poison(make_job, db_clock):
+    job = make_job(max_attempts=10)
+    other = make_job(priority=9)
+    due_at = job.due_at
+    deaths = []
+    for pid in (101, 102, 103):
+        db_clock.advance(POLICY.cap_seconds)  # past any backoff
+        leases.retries_promote_due()
+        dying = leases.WorkerIdentity("host-a", pid, "crawl")
+        (claimed,) = leases.claim(pool="crawl", worker=dying, lease_seconds=LEASE, start=True)
+        assert claimed.id == job.id
+        deaths.append(leases.rescue_from_dead_worker(lease_owner=dying.lease_owner, reason=f"worker {pid} died",
+                                                     policy=POLICY, poison_deaths=3))
+        job.refresh_from_db()
+        if pid == 101:
+            assert (job.state, job.attempts, job.due_at) == (State.PLANNED, 1, due_at), "due again at once, in its place"
+        elif pid == 102:
+            assert (job.state, job.attempts) == (State.FAILED, 2) and job.next_attempt_at is not None
+    assert [[r.to_state for r in rescued] for rescued in deaths] == [[State.PLANNED], [State.FAILED], [State.DEAD]]
+    assert (job.state, job.error_class) == (State.DEAD, "WorkerDied")
+    assert job.completion_reason == "suspected poison job: its worker died in 3 attempts"
+    assert list(Attempt.objects.filter(job=job).values_list("outcome", flat=True).order_by("lease_version")) == [
+        Attempt.Outcome.WORKER_DIED] * 3
+    assert Job.objects.get(pk=other.pk).state == State.PLANNED, "other owners' jobs are left alone"
+
+
+def test_a_dead_workers_job_without_budget_left_goes_dead(make_job, worker):
+    job = make_job(max_attempts=1)
+    claim_one(worker)
+    (rescued,) = leases.rescue_from_dead_worker(lease_owner=worker.lease_owner, reason="worker died", policy=POLICY,
+                                                poison_deaths=3)
+    job.refresh_from_db()
+    assert (rescued.to_state, job.completion_reason) == (State.DEAD, "retry budget spent (1 of 1): worker died")

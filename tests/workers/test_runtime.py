@@ -116,17 +116,22 @@ def test_heartbeats_keep_a_long_job_leased(job_type_factory, pool_runtime):
 
 
 def test_a_lost_lease_tells_the_handler_to_stop_and_nothing_more_is_written(job_type_factory, pool_runtime):
+    seen = {}
+
     def cancelled_meanwhile(ctx):
         job_services.job_cancel(job_id=ctx.job_id, actor="operator", reason="withdrawn by the customer")
         deadline = time.monotonic() + 5
         while not ctx.should_stop() and time.monotonic() < deadline:
             time.sleep(0.05)
+        seen.update(stopped=ctx.should_stop(), reason=ctx.stop_reason)
         ctx.check_stop()
         return Stored(result_ref="must not be written")
 
     job = submit(job_type_factory(cancelled_meanwhile, heartbeat_seconds=0.1))
     report = pool_runtime().wake()
     job = reload(job)
+    # The refused heartbeat stopped the handler: a worker that lost its lease does not keep working.
+    assert seen["stopped"] and seen["reason"].startswith("lease lost"), seen
     assert report.refused == 1 and report.completed == 0
     assert (job.state, job.result_ref) == (State.CANCELLED, "")
     assert Attempt.objects.get(job=job).refused_writes >= 1

@@ -2,15 +2,15 @@
 
 A pool's cluster is selected by ``Q_CLUSTER_NAME``, which django-q2 reads while Django starts
 (``qcluster -n`` is read too late and silently serves the default queue), so this command re-executes
-itself with the variable set. SIGTERM or Ctrl-C to this process stops the pool gracefully: workers
-finish or hand back the job in hand, claim nothing new, and exit.
+itself with the variable set. SIGTERM or Ctrl-C to this process stops the pool within
+``LEITSTAND_POOL_SHUTDOWN_SECONDS``: workers finish or hand back the jobs in hand and claim nothing
+new; what is still running then is killed and its jobs handed back (``workers.supervisor``).
 """
 
 import os
 import signal
 import sys
 import threading
-import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -35,26 +35,18 @@ class Command(BaseCommand):
         self._pool(pool)
 
     def _pool(self, pool: str) -> None:
-        from django_q.cluster import Cluster
-
         from workers import lifecycle
+        from workers.supervisor import PoolCluster
 
         main_pid = os.getpid()
         os.environ[lifecycle.MAIN_PID_VARIABLE] = str(main_pid)  # inherited by the forked workers
         lifecycle.drain_clear(main_pid)
-
-        class DrainingCluster(Cluster):
-            def sig_handler(self, signum, frame):
-                # Tell the workers first, so they hand back what they hold instead of finishing a queue.
-                lifecycle.drain_begin(main_pid)
-                super().sig_handler(signum, frame)
-
-        cluster = DrainingCluster()
-        cluster.start()
-        self.stdout.write(f"pool {pool}: {settings.LEITSTAND_POOLS[pool]['workers']} workers, pid {main_pid}")
+        cluster = PoolCluster(main_pid)
         try:
-            while cluster.sentinel is not None and cluster.sentinel.is_alive():
-                time.sleep(0.2)
+            cluster.start()
+            self.stdout.write(f"pool {pool}: {settings.LEITSTAND_POOLS[pool]['workers']} workers, pid {main_pid}, "
+                              f"supervisor {cluster.sentinel.pid}")
+            cluster.run()
         finally:
             lifecycle.drain_clear(main_pid)
 
