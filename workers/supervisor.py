@@ -299,8 +299,8 @@ class PoolSentinel(Sentinel):
 
     def _dispatch(self) -> None:
         for w in self.workers:
-            if w.task is not None or w.told_to_stop:
-                continue
+            if w.task is not None or w.told_to_stop or w.timer.get_obj().value == -2:
+                continue  # busy, stopping, or recycling itself (it exits after its last result)
             task = self._next_task()
             if task is None:
                 return
@@ -359,6 +359,9 @@ class PoolSentinel(Sentinel):
         self.workers.remove(w)
         self._sync_pool()
         w.handoff.sentinel_end.close()
+        if w.task is not None and not w.task.get("local"):
+            # A wake-up it was handed, taken or not: another worker runs it (running it twice is harmless).
+            self.pending.appendleft(w.task)
         timer = w.timer.get_obj().value  # never the lock: a dead worker may hold it
         recycled = w.process.exitcode == 0 and timer == -2
         if timer == 0 and not why:
@@ -513,6 +516,7 @@ class PoolSentinel(Sentinel):
             last = now
         for w in list(self.workers):
             self._kill(w, f"was still running when the pool's shutdown time of {self.shutdown_seconds:g} s ran out")
+        self._drop_waiting_wakeups()  # those the ended workers held
         self._retry_rescues()
         try:
             self.result_queue.put("STOP")

@@ -11,11 +11,12 @@ import uuid
 
 import psutil
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 
 from dashboard.models import Alert
 from jobs.models import Attempt, Job, State, database_now
 from tests.support.pools import PoolProcesses, wait_for
+from workers import dispatch
 from workers.models import Pool
 from workers.services import job_submit, pool_pause, pool_resume
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 STALL = 1.0  # LEITSTAND_POOL_STALL_SECONDS for these pools
 # Long leases: every rescue seen here is the supervisor's, never the reaper's (lease + grace = 41 s).
-TIMING = {"LEITSTAND_SYNTHETIC_LEASE_SECONDS": "40", "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "10",
+TIMING = {"LEITSTAND_WORKER_RECYCLE_AFTER": "10", "LEITSTAND_SYNTHETIC_LEASE_SECONDS": "40", "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "10",
           "LEITSTAND_NOTIFY_TIMEOUT_SECONDS": "8", "LEITSTAND_NOTIFY_HTTP_TIMEOUT_SECONDS": "4",
           "LEITSTAND_POOL_SHUTDOWN_SECONDS": "12", "LEITSTAND_POOL_STALL_SECONDS": str(STALL)}
 
@@ -104,6 +105,23 @@ def submissions_complete_within(seconds: float, count: int = 20) -> float:
         jobs = [submit({"duration_ms": 10}) for _ in range(count)]
     all_complete(jobs, timeout=seconds)
     return time.monotonic() - started
+
+
+def test_recycled_workers_lose_no_wake_up(pools):
+    # Workers here recycle after 10 wake-ups. A wake-up handed to a worker right after its last
+    # result, as it exits to be recycled, once stayed fetched (locked) in the broker until
+    # django-q2's retry time. A burst of wake-ups makes that moment common.
+    found = tree(pools)
+    dispatch.wakeup_send("crawl", count=300)
+
+    def wakeups_waiting():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM django_q_ormq WHERE key = 'crawl'")
+            return cursor.fetchone()[0]
+
+    wait_for(lambda: wakeups_waiting() == 0, timeout=30, message="every wake-up to be run and acknowledged")
+    assert not {w.pid for w in tree(pools).workers} & {w.pid for w in found.workers}, "the workers recycled"
+    assert submissions_complete_within(5) < 5
 
 
 def test_kill_9_of_an_idle_worker_the_pool_keeps_working(pools):
