@@ -3,12 +3,14 @@
 Run: .venv/bin/python -m bench.throughput [--jobs 20000] [--tasks 2000] [--workers 2]
 (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
 
-Both sides run on the same cluster settings (ORM broker, save_limit=-1, the same worker count) in
-the same run. Work is queued first with the pool stopped; then the pool starts and the rate is
-measured between the first and the last completion seen by polling (50 ms), so start-up time is
-not counted on either side. Leitstand's side is the whole machinery: wake-ups, the control
-process, a claim that starts the batch, handlers with contexts, one fenced batch completion with
-attempt and transition rows for every job.
+The baseline is stock django-q2 (`manage.py qcluster`, its own Sentinel) running no-op tasks; the
+same tasks then run through `runpool` (Leitstand's supervisor with per-worker hand-offs). Every side
+runs on the same cluster settings (ORM broker, save_limit=-1, the same worker count) in the same
+run. Work is queued first with the pool stopped; then the pool starts and the rate is measured
+between the first and the last completion seen by polling (50 ms), so start-up time is not counted
+on any side. Leitstand's side is the whole machinery: wake-ups, the control process, a claim that
+starts the batch, handlers with contexts, one fenced batch completion with attempt and transition
+rows for every job.
 """
 
 import argparse
@@ -41,8 +43,11 @@ def pool_env(workers: int) -> dict:
             "PYTHONPATH": str(ROOT)}
 
 
-def start(name: str, workers: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "manage.py", "runpool", name], cwd=ROOT, env=pool_env(workers),
+def start(name: str, workers: int, *, stock: bool = False) -> subprocess.Popen:
+    """``runpool`` (Leitstand's supervisor), or with ``stock`` django-q2's own ``qcluster`` (its Sentinel)."""
+    command = ["qcluster"] if stock else ["runpool", name]
+    env = {**pool_env(workers), "Q_CLUSTER_NAME": name} if stock else pool_env(workers)
+    return subprocess.Popen([sys.executable, "manage.py", *command], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -75,12 +80,12 @@ def measure(remaining, total: int, timeout: float = 600) -> float:
     return (total - first_done) / max(last - first, 1e-6)
 
 
-def bare_django_q(tasks: int, workers: int) -> float:
+def bare_django_q(tasks: int, workers: int, *, stock: bool = False) -> float:
     from django_q.tasks import async_task
 
     for _ in range(tasks):
         async_task("bench.throughput.noop", cluster="crawl")
-    pool = start("crawl", workers)
+    pool = start("crawl", workers, stock=stock)
     try:
         return measure(lambda: count("SELECT count(*) FROM django_q_ormq WHERE key = 'crawl'"), tasks)
     finally:
@@ -115,11 +120,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    bare = bare_django_q(args.tasks, args.workers)
+    bare = bare_django_q(args.tasks, args.workers, stock=True)
+    supervised = bare_django_q(args.tasks, args.workers)
     ours = leitstand_jobs(args.jobs, args.workers)
     print(f"{args.workers} workers, ORM broker on PostgreSQL, save_limit=-1")
     print(f"{'scenario':<58} {'per s':>8} {'ratio':>7}")
     print(f"{f'bare django-q2 no-op tasks ({args.tasks}) (baseline)':<58} {bare:>8.0f} {1:>7.2f}")
+    print(f"{f'the same tasks through the pool supervisor ({args.tasks})':<58} {supervised:>8.0f} "
+          f"{supervised / bare:>7.2f}")
     print(f"{f'leitstand synthetic no-op jobs, end to end ({args.jobs})':<58} {ours:>8.0f} {ours / bare:>7.2f}")
 
 

@@ -50,6 +50,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import psutil
 import setproctitle
 
 from django import db
@@ -63,7 +64,7 @@ from django_q.status import Stat
 from django_q.worker import worker
 
 from jobs import leases
-from jobs.models import LeitstandNow
+from jobs.models import LEASED_STATES, LeitstandNow
 from jobs.retry import RetryPolicy
 from workers import lifecycle
 from workers.models import Pool, WorkerProcess
@@ -267,6 +268,7 @@ class PoolSentinel(Sentinel):
             if now >= next_progress_check:
                 next_progress_check = now + PROGRESS_CHECK_SECONDS
                 self._retry_rescues()
+                self._rescue_orphans()
                 self._watch_progress()
             if now >= next_stat:
                 next_stat = now + Conf.GUARD_CYCLE
@@ -411,6 +413,29 @@ class PoolSentinel(Sentinel):
             if not self.stopping:
                 self._wake_idle()  # start them again now, not at the next wake-up from elsewhere
         return True
+
+    def _rescue_orphans(self) -> None:
+        """Hand back the jobs of this host's workers of this pool that are gone although nobody saw
+        them die: the children of a supervisor that was killed, or of an earlier run of this pool
+        that crashed. A worker counts as gone when no process has its pid here and its jobs missed
+        two heartbeats; a live worker of another PID namespace with the same host name heartbeats,
+        so it is never taken for gone. Otherwise only the reaper would find them, after lease + grace."""
+        silent = 2 * max((t.heartbeat_seconds for t in registry.for_pool(self.pool_name)), default=10.0)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT DISTINCT lease_owner FROM jobs_job WHERE state = ANY(%(leased)s) "
+                    "AND lease_owner LIKE %(mine)s AND heartbeat_at < leitstand_now() - %(silent)s * interval '1 second'",
+                    {"leased": list(LEASED_STATES), "mine": f"{self.host}:%/{self.pool_name}", "silent": silent})
+                owners = [row[0] for row in cursor.fetchall()]
+        except DatabaseError:
+            db.connections.close_all()
+            return
+        mine = {w.pid for w in self.workers}
+        for owner in owners:
+            pid = int(owner[len(self.host) + 1:owner.rindex("/")])
+            if pid not in mine and not psutil.pid_exists(pid):
+                self._rescue(pid, f"worker {self.host}:{pid} is gone (no such process, no heartbeat for {silent:g} s)")
 
     def _registry_stopped(self, pid: int, reason: str) -> None:
         WorkerProcess.objects.filter(host=self.host, pid=pid, pool=self.pool_name, stopped_at__isnull=True).update(

@@ -152,14 +152,24 @@ def test_kill_9_of_the_pusher_and_of_the_monitor_the_pool_keeps_working(pools):
     assert submissions_complete_within(5) < 5
 
 
-def test_kill_9_of_the_supervisor_a_new_one_takes_over(pools):
+def test_kill_9_of_the_supervisor_a_new_one_takes_over_and_hands_back_the_orphaned_jobs(pools):
     found = tree(pools)
+    job = submit({"duration_ms": 8000})
+    first = wait_for(lambda: Attempt.objects.filter(job=job, started_at__isnull=False).first(), timeout=20)
+    killed_at = database_now()
     kill(found.supervisor)
     wait_for(lambda: not any(alive(p) for p in found.workers),
              timeout=5, message="the old supervisor's children to die with it")
     replaced = tree(pools)
     assert replaced.supervisor.pid != found.supervisor.pid and replaced.main.pid == found.main.pid
     assert submissions_complete_within(5) < 5
+    # Nobody saw its workers die; the new supervisor finds their jobs (no such process, no
+    # heartbeat for two intervals) long before the 40 s lease runs out.
+    second = wait_for(lambda: Attempt.objects.filter(job=job, lease_version=2, started_at__isnull=False).first(),
+                      timeout=15, message="the orphaned job to start again")
+    assert (second.started_at - killed_at).total_seconds() < 8
+    first.refresh_from_db()
+    assert first.outcome == Attempt.Outcome.WORKER_DIED and "is gone" in first.error_message
 
 
 def test_a_crashed_busy_workers_job_starts_again_within_5_s_ahead_of_a_backlog_of_2000(pools):
