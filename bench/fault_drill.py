@@ -8,11 +8,11 @@ Two pool processes of the crawl pool (as two hosts would run them) and two contr
 while a feeder submits synthetic jobs with a ledger effect. Every ``--every`` seconds one fault
 strikes, drawn at random: kill -9 of an idle worker, a busy worker, every worker of a pool, the
 pusher, the monitor, the supervisor, the pool's main process (started again a second later), one
-of the control processes (likewise; half the time the leader), SIGSTOP of a busy worker past its lease + grace, or an immediate
-PostgreSQL restart. Afterwards every job must end, and the drill prints: jobs lost, effects
-duplicated, results that disagree with their effect, stale writes refused, the longest time the
-pools completed nothing while jobs were due, and per fault kind the delay from the fault to the next
-start of each job the victim held.
+of the control processes (likewise; half the time the leader), SIGSTOP of a busy worker past its
+lease + grace, or an immediate PostgreSQL restart. Afterwards every job must end, and the drill
+prints: jobs lost, effects duplicated, results that disagree with their effect, stale writes
+refused, the longest time the pools completed nothing while jobs were due, and per fault kind the
+delay from the fault to the next start of each job the victim held.
 """
 
 from __future__ import annotations

@@ -836,11 +836,13 @@ assert sources_of("release") == sources_of("fail_for_retry") == sources_of("dead
     "a rescue chooses among release, fail_for_retry and dead_letter per row"
 
 # How many of a job's attempts ended with their worker process dying, this one included.
-_DEATHS = f"(1 + (SELECT count(*) FROM jobs_attempt AS d WHERE d.job_id = j.id AND d.outcome = '{Attempt.Outcome.WORKER_DIED}'))"
+_DEATHS = ("(1 + (SELECT count(*) FROM jobs_attempt AS d "
+           f"WHERE d.job_id = j.id AND d.outcome = '{Attempt.Outcome.WORKER_DIED}'))")
 
 
 def rescue_from_dead_worker(*, lease_owner: str, reason: str, policy: RetryPolicy, poison_deaths: int,
-                            job_type: str | None = None, actor: str = "supervisor", limit: int = 1000) -> list[WriteResult]:
+                            job_type: str | None = None, actor: str = "supervisor",
+                            limit: int = 1000) -> list[WriteResult]:
     """Hand back at once the jobs a worker process held when it died, instead of waiting out the lease.
 
     Only the pool's supervisor calls this, after it saw the process end, so nobody can still write

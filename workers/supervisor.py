@@ -263,7 +263,6 @@ class PoolSentinel(Sentinel):
             last = now
             if os.getppid() != self.parent_pid:
                 logger.critical("pool %s: the pool's main process is gone; stopping", self.pool_name)
-                lifecycle.drain_begin(int(os.environ.get(lifecycle.MAIN_PID_VARIABLE) or self.parent_pid))
                 break
             if now >= next_progress_check:
                 next_progress_check = now + PROGRESS_CHECK_SECONDS
@@ -424,8 +423,8 @@ class PoolSentinel(Sentinel):
         try:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT DISTINCT lease_owner FROM jobs_job WHERE state = ANY(%(leased)s) "
-                    "AND lease_owner LIKE %(mine)s AND heartbeat_at < leitstand_now() - %(silent)s * interval '1 second'",
+                    "SELECT DISTINCT lease_owner FROM jobs_job WHERE state = ANY(%(leased)s) AND lease_owner LIKE %(mine)s "
+                    "AND heartbeat_at < leitstand_now() - %(silent)s * interval '1 second'",
                     {"leased": list(LEASED_STATES), "mine": f"{self.host}:%/{self.pool_name}", "silent": silent})
                 owners = [row[0] for row in cursor.fetchall()]
         except DatabaseError:

@@ -5,15 +5,14 @@ import os
 import signal
 import threading
 import time
-import uuid
 
 import pytest
 from django.db import connection, transaction
 
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
-from tests.support.pools import PoolProcesses, wait_for
+from tests.support.pools import PoolProcesses, state_of, submit, wait_for
 from workers.selectors import pool_consumers
-from workers.services import job_submit, pool_pause, pool_resume
+from workers.services import pool_pause, pool_resume
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -25,15 +24,6 @@ def pools(django_db_setup, django_db_blocker, tmp_path_factory):
     processes.start("crawl")
     yield processes
     processes.stop_all()
-
-
-def submit(payload=None, **fields):
-    return job_submit(job_type="synthetic", payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test",
-                      **fields).job
-
-
-def state_of(job):
-    return Job.objects.values_list("state", flat=True).get(pk=job.pk)
 
 
 def running_attempt(job, lease_version=1):

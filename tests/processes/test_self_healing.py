@@ -7,7 +7,6 @@ task queue's lock with a dead process and froze the pool for good (django-q2 #23
 import os
 import signal
 import time
-import uuid
 
 import psutil
 import pytest
@@ -15,16 +14,17 @@ from django.db import connection, connections, transaction
 
 from dashboard.models import Alert
 from jobs.models import Attempt, Job, State, database_now
-from tests.support.pools import PoolProcesses, wait_for
+from tests.support.pools import PoolProcesses, state_of, submit, wait_for
 from workers import dispatch
 from workers.models import Pool
-from workers.services import job_submit, pool_pause, pool_resume
+from workers.services import pool_pause, pool_resume
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 STALL = 1.0  # LEITSTAND_POOL_STALL_SECONDS for these pools
 # Long leases: every rescue seen here is the supervisor's, never the reaper's (lease + grace = 41 s).
-TIMING = {"LEITSTAND_WORKER_RECYCLE_AFTER": "10", "LEITSTAND_SYNTHETIC_LEASE_SECONDS": "40", "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "10",
+TIMING = {"LEITSTAND_WORKER_RECYCLE_AFTER": "10",
+          "LEITSTAND_SYNTHETIC_LEASE_SECONDS": "40", "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "10",
           "LEITSTAND_NOTIFY_TIMEOUT_SECONDS": "8", "LEITSTAND_NOTIFY_HTTP_TIMEOUT_SECONDS": "4",
           "LEITSTAND_POOL_SHUTDOWN_SECONDS": "12", "LEITSTAND_POOL_STALL_SECONDS": str(STALL)}
 
@@ -37,15 +37,6 @@ def pools(django_db_setup, django_db_blocker, tmp_path_factory):
     processes.start("crawl")
     yield processes
     processes.stop_all()
-
-
-def submit(payload=None, **fields):
-    return job_submit(job_type="synthetic", payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test",
-                      **fields).job
-
-
-def state_of(job):
-    return Job.objects.values_list("state", flat=True).get(pk=job.pk)
 
 
 class Tree:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 
 from tests.support.db import PROJECT_ROOT, child_env
@@ -92,3 +93,17 @@ class PoolProcesses:
     def log(self, name: str) -> str:
         with open(self.logs[name], errors="replace") as f:
             return f.read()
+
+
+def submit(payload=None, **fields):
+    """Submit a synthetic job (``payload`` as in workers/synthetic.py) the way the API would."""
+    from workers.services import job_submit
+
+    return job_submit(job_type="synthetic", payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test",
+                      **fields).job
+
+
+def state_of(job) -> str:
+    from jobs.models import Job
+
+    return Job.objects.values_list("state", flat=True).get(pk=job.pk)
