@@ -25,7 +25,7 @@ from dashboard.audit import audit_record
 from dashboard.deadletters import STEP, ended_in_step
 from dashboard.diagram import state_diagram
 from dashboard.export import job_export_json
-from dashboard.explain import ago, job_explain
+from dashboard.explain import ago, clock, job_explain
 from dashboard.alerts import alert_acknowledge, alert_resolve
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
 from dashboard.paths import attempt_timeline
@@ -466,8 +466,11 @@ def _run_pool_action(modeladmin, request, queryset, service, verb):
 
 @admin.register(Pool)
 class PoolAdmin(ReadOnlyAdmin):
-    list_display = ("name", "is_paused", "live_consumers", "changed_at", "changed_by", "reason")
+    list_display = ("name", "is_paused", "live_consumers", "health", "changed_at", "changed_by", "reason")
     actions = [pause_pools, resume_pools]
+
+    class Media:
+        css = {"all": ["dashboard/console.css"]}
 
     def get_queryset(self, request):
         return pools_with_consumers()
@@ -476,16 +479,29 @@ class PoolAdmin(ReadOnlyAdmin):
     def live_consumers(self, pool):
         return pool.live_consumers
 
+    @admin.display(description="health", ordering="stalled_since")
+    def health(self, pool):
+        """What the pool's supervisor last reported: a stall its own healing could not end."""
+        if pool.stalled_since is None:
+            return "claiming"
+        return format_html('<span class="badge gone">stalled</span> since {} on {}: {}', clock(pool.stalled_since),
+                           pool.stalled_on, pool.stall_note)
+
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
 
 
 @admin.register(WorkerProcess)
 class WorkerProcessAdmin(ReadOnlyAdmin):
-    list_display = ("host", "pid", "pool", "started_at", "last_seen_at", "current_job_id", "rss_mb", "jobs_done",
-                    "wakeups", "duplicate_wakeups")
+    list_display = ("host", "pid", "pool", "started_at", "last_seen_at", "stopped", "current_job_id", "rss_mb",
+                    "jobs_done", "wakeups", "duplicate_wakeups")
     list_filter = ("pool",)
     ordering = ("-last_seen_at",)
+
+    @admin.display(description="stopped", ordering="stopped_at")
+    def stopped(self, worker):
+        """When and why, as its supervisor saw it (recycled, SIGTERM, killed by SIGKILL, …)."""
+        return f"{clock(worker.stopped_at)}: {worker.stop_reason}" if worker.stopped_at else "—"
 
     @admin.display(description="RSS (MB)", ordering="rss_bytes")
     def rss_mb(self, worker):

@@ -478,18 +478,19 @@ class PoolSentinel(Sentinel):
         if heals == 1:
             logger.warning("pool %s: due work and %d idle workers, no claim for %.0f s; waking them",
                            self.pool_name, len(idle), quiet)
-        else:
-            logger.critical("pool %s: still no claim after %d healing steps; restarting %d idle workers and "
-                            "the pusher", self.pool_name, heals - 1, len(idle))
+        elif heals == 2:
+            logger.critical("pool %s: still no claim after waking its workers; restarting %d idle workers and "
+                            "the pusher", self.pool_name, len(idle))
             for w in idle:
                 self._kill(w, "restarted: its pool claimed nothing while work was due")
             self.pusher.kill()
             self.pusher.join(timeout=5)
             self._replace_pusher("restarted: its pool claimed nothing while work was due")
-        if heals >= 3 and not self.progress.recorded:
+        elif not self.progress.recorded:
+            # Restarting again would only churn processes: report, and keep waking the workers.
             self._record_stall(f"due work, {len(idle)} idle workers and no claim for "
-                               f"{self.stall_seconds * heals:.0f} s on {self.host}, through {heals - 1} healing "
-                               "steps (wake-ups, restarted workers and pusher)")
+                               f"{self.stall_seconds * heals:.0f} s on {self.host}, through 2 healing steps "
+                               "(wake-ups, then restarted workers and pusher)")
         self._wake_idle()
 
     def _wake_idle(self) -> None:

@@ -9,12 +9,12 @@ from dashboard.models import AuditEntry
 from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from dashboard.snapshot import snapshot_refresh
 from jobs import leases
-from jobs.models import Job, ReviewEscalation, ReviewLease, State
+from jobs.models import Job, ReviewEscalation, ReviewLease, State, database_now
 from jobs.services import review_take
 from rechecks.models import RecheckPlan
 from tests.conftest import job_in_state
 from workers import demoweb
-from workers.models import Candidate, Finding, Source
+from workers.models import Candidate, Finding, Pool, Source, WorkerProcess
 from workers.services import asset_register, job_submit
 
 pytestmark = pytest.mark.django_db
@@ -246,3 +246,16 @@ def test_the_children_link_lists_exactly_the_children(client, login, make_job):
     assert "By parent" in listed.content.decode(), "the applied filter is shown, with All to clear it"
     nothing = client.get("/admin/jobs/job/?parent=not-a-uuid")
     assert nothing.status_code == 200 and list(nothing.context["cl"].result_list) == []
+
+
+def test_the_pools_page_shows_a_stall_and_the_workers_page_how_each_worker_ended(client, login):
+    Pool.objects.filter(name="crawl").update(stalled_since=database_now(), stalled_on="host-a:4242",
+                                             stall_note="due work, 2 idle workers and no claim for 15 s")
+    WorkerProcess.objects.create(host="host-a", pid=77, pool="crawl", stopped_at=database_now(),
+                                 stop_reason="worker host-a:77 killed by SIGKILL")
+    login(OPERATORS)
+    pools = client.get(reverse("admin:workers_pool_changelist")).content.decode()
+    assert ">stalled</span> since" in pools and "host-a:4242" in pools and "no claim for 15 s" in pools
+    assert "claiming" in pools, "the other pools"
+    workers = client.get(reverse("admin:workers_workerprocess_changelist")).content.decode()
+    assert "worker host-a:77 killed by SIGKILL" in workers
