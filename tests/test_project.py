@@ -98,3 +98,21 @@ def test_database_sessions_end_idle_transactions_and_connections_persist():
         assert cursor.fetchone()[0] == "1min"
     database = settings.DATABASES["default"]
     assert (database["CONN_MAX_AGE"], database["CONN_HEALTH_CHECKS"]) == (600, True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_commands_the_demo_prints_work_as_printed_in_a_new_shell():
+    # The demo prints them with the one setting they need; a new shell has nothing else of the demo's
+    # environment (its database comes from DATABASE_URL here, from var/postgres on a reader's machine).
+    from workers.models import Source
+
+    Source.objects.create(name="Galerie Nord", base_url="http://127.0.0.1:8101/")
+    demo = (PROJECT_ROOT / "scripts" / "demo").read_text()
+    printed = demo[demo.index("  try "):demo.index("\nMSG")]
+    commands = [line.strip() for line in printed.splitlines() if "manage.py" in line and " db stop" not in line]
+    assert len(commands) == 3
+    clean = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": child_env()["DATABASE_URL"]}
+    for command in commands:
+        result = subprocess.run(["bash", "-c", command.replace("$PY", sys.executable)], cwd=PROJECT_ROOT, env=clean,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"

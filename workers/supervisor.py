@@ -48,6 +48,7 @@ import socket
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psutil
@@ -55,7 +56,8 @@ import setproctitle
 
 from django import db
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import Error as DatabaseError
+from django.db import connection, transaction
 from django_q.cluster import Cluster, Sentinel, get_mp_context
 from django_q.conf import Conf
 from django_q.monitor import monitor
@@ -79,6 +81,8 @@ FALLBACK_POLICY = RetryPolicy(base_seconds=30, cap_seconds=3600)
 HANDOFF_SECONDS = 5.0
 # How often the supervisor looks for a stall (one indexed query).
 PROGRESS_CHECK_SECONDS = 1.0
+# The longest a database statement of the supervisor may take.
+DATABASE_TIMEOUT_MS = 3000
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -86,6 +90,7 @@ _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 
 def _child(target, parent_pid: int, *args) -> None:
     """Run a child of the sentinel that dies with it, even when the sentinel is killed by SIGKILL."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the supervisor's own stop request
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the sentinel died before the request took effect
@@ -130,11 +135,27 @@ class _Worker:
     timer: object  # django-q2's shared Value: -1 idle, > 0 seconds left of its task, 0 timed out, -2 recycled
     task: dict | None = None  # handed to it, result not yet back
     handed_at: float = 0.0
+    taken: bool = False  # it was seen running the task handed to it
     told_to_stop: bool = False
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def is_available(self) -> bool:
+        """Idle, and neither stopping nor recycling itself (it exits after its last result)."""
+        return self.task is None and not self.told_to_stop and self.timer.get_obj().value != -2
+
+
+@contextmanager
+def _bounded():
+    """A transaction whose statements give up after a few seconds: the supervisor's loop also hands
+    out the work, so a database call must never hold it long (a lock wait, a slow server)."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(DATABASE_TIMEOUT_MS)])
+        yield
 
 
 def _local_wakeup(pool: str) -> dict:
@@ -250,35 +271,44 @@ class PoolSentinel(Sentinel):
     # --- the guard loop ------------------------------------------------------------------------
 
     def guard(self) -> None:
+        self._clear_stale_stalls()
         self.start_event.set()
         Stat(self).save()
         logger.info("pool %s: supervisor %s guarding %d workers", self.pool_name, self.pid, len(self.workers))
         last = time.monotonic()
         next_progress_check = last + PROGRESS_CHECK_SECONDS
         next_stat = last
-        while not self.stop_requested:
-            self._serve(timeout=0.05)
-            now = time.monotonic()
-            self._check_children(now - last)
-            last = now
-            if os.getppid() != self.parent_pid:
-                logger.critical("pool %s: the pool's main process is gone; stopping", self.pool_name)
-                break
-            if now >= next_progress_check:
-                next_progress_check = now + PROGRESS_CHECK_SECONDS
-                self._retry_rescues()
-                self._rescue_orphans()
-                self._watch_progress()
-            if now >= next_stat:
-                next_stat = now + Conf.GUARD_CYCLE
-                Stat(self).save()
-        self.stop()
+        try:
+            while not self.stop_requested:
+                if os.getppid() != self.parent_pid:
+                    logger.critical("pool %s: the pool's main process is gone; stopping", self.pool_name)
+                    break
+                try:
+                    self._serve(timeout=0.05)
+                    now = time.monotonic()
+                    # Capped: a round that blocked (a database call) must not count as the workers' time.
+                    self._check_children(min(now - last, 1.0))
+                    last = now
+                    if now >= next_progress_check:
+                        next_progress_check = now + PROGRESS_CHECK_SECONDS
+                        self._retry_rescues()
+                        self._rescue_orphans()
+                        self._watch_progress()
+                    if now >= next_stat:
+                        next_stat = now + Conf.GUARD_CYCLE
+                        Stat(self).save()
+                except Exception:  # noqa: BLE001 - the supervisor must outlive any one bad round
+                    logger.exception("pool %s: supervisor round failed; the next one follows", self.pool_name)
+                    db.connections.close_all()
+                    time.sleep(0.2)
+        finally:
+            self.stop()
 
     def _serve(self, timeout: float) -> None:
         """Wait briefly for results, deaths and wake-ups; hand wake-ups to idle workers."""
         by_end = {w.handoff.sentinel_end: w for w in self.workers}
         waitables = [*by_end, *(w.process.sentinel for w in self.workers)]
-        if any(w.task is None for w in self.workers) and not self.pending and not self.stopping:
+        if any(w.is_available for w in self.workers) and not self.pending and not self.stopping:
             waitables.append(self.task_queue._reader)  # noqa: SLF001 - a wake-up is waiting
         for ready in multiprocessing.connection.wait(waitables, timeout):
             if ready in by_end:
@@ -300,8 +330,8 @@ class PoolSentinel(Sentinel):
 
     def _dispatch(self) -> None:
         for w in self.workers:
-            if w.task is not None or w.told_to_stop or w.timer.get_obj().value == -2:
-                continue  # busy, stopping, or recycling itself (it exits after its last result)
+            if not w.is_available:
+                continue
             task = self._next_task()
             if task is None:
                 return
@@ -313,7 +343,7 @@ class PoolSentinel(Sentinel):
         except OSError:  # it just died; the next idle worker gets the task
             self.pending.appendleft(task)
             return
-        w.task, w.handed_at = task, time.monotonic()
+        w.task, w.handed_at, w.taken = task, time.monotonic(), False
 
     def _next_task(self) -> dict | None:
         if self.pending:
@@ -337,9 +367,15 @@ class PoolSentinel(Sentinel):
                     w.timer.value = timer = max(timer - elapsed, 0.0)
             finally:
                 lock.release()
+            if timer > 0:
+                w.taken = True
             if timer == 0:
                 self._kill(w, "ran past its wake-up timeout")
-            elif w.task is not None and timer == -1 and time.monotonic() - w.handed_at > HANDOFF_SECONDS:
+            elif (w.task is not None and not w.taken and timer == -1
+                  and time.monotonic() - w.handed_at > HANDOFF_SECONDS):
+                if w.handoff.sentinel_end.poll(0):  # it did run it, quicker than we looked: its result is here
+                    self._receive(w)
+                    continue
                 if not w.task.get("local"):
                     self.pending.appendleft(w.task)
                 w.task = None
@@ -379,7 +415,8 @@ class PoolSentinel(Sentinel):
             return
         # It ended as asked: its registry row says so at once (consoles and alerts count live rows).
         try:
-            self._registry_stopped(w.pid, "recycled" if recycled else "SIGTERM: the pool is shutting down")
+            with _bounded():
+                self._registry_stopped(w.pid, "recycled" if recycled else "SIGTERM: the pool is shutting down")
         except DatabaseError:
             db.connections.close_all()
 
@@ -390,18 +427,22 @@ class PoolSentinel(Sentinel):
             self.unrescued.append((pid, reason))  # the database is away: again next round
 
     def _retry_rescues(self) -> None:
-        self.unrescued = [(pid, reason) for pid, reason in self.unrescued if not self._try_rescue(pid, reason)]
+        mine = {w.pid for w in self.workers}
+        # A pid may have been reused by now (a long database outage): then the reaper takes over.
+        self.unrescued = [(pid, reason) for pid, reason in self.unrescued
+                          if pid not in mine and not psutil.pid_exists(pid) and not self._try_rescue(pid, reason)]
 
     def _try_rescue(self, pid: int, reason: str) -> bool:
         owner = leases.WorkerIdentity(self.host, pid, self.pool_name).lease_owner
         poison = settings.LEITSTAND_POISON_DEATHS
         try:
-            rescued = [r for t in registry.for_pool(self.pool_name)
-                       for r in leases.rescue_from_dead_worker(lease_owner=owner, reason=reason, policy=t.retry,
-                                                               poison_deaths=poison, job_type=t.name)]
-            rescued += leases.rescue_from_dead_worker(lease_owner=owner, reason=reason, policy=FALLBACK_POLICY,
-                                                      poison_deaths=poison)
-            self._registry_stopped(pid, reason)
+            with _bounded():
+                rescued = [r for t in registry.for_pool(self.pool_name)
+                           for r in leases.rescue_from_dead_worker(lease_owner=owner, reason=reason, policy=t.retry,
+                                                                   poison_deaths=poison, job_type=t.name)]
+                rescued += leases.rescue_from_dead_worker(lease_owner=owner, reason=reason, policy=FALLBACK_POLICY,
+                                                          poison_deaths=poison)
+                self._registry_stopped(pid, reason)
         except DatabaseError:
             logger.warning("pool %s: could not hand back the jobs of %s yet", self.pool_name, owner, exc_info=True)
             db.connections.close_all()
@@ -421,18 +462,22 @@ class PoolSentinel(Sentinel):
         so it is never taken for gone. Otherwise only the reaper would find them, after lease + grace."""
         silent = 2 * max((t.heartbeat_seconds for t in registry.for_pool(self.pool_name)), default=10.0)
         try:
-            with connection.cursor() as cursor:
+            with _bounded(), connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT DISTINCT lease_owner FROM jobs_job WHERE state = ANY(%(leased)s) AND lease_owner LIKE %(mine)s "
+                    "SELECT DISTINCT lease_owner FROM jobs_job WHERE state = ANY(%(leased)s) "
+                    "AND starts_with(lease_owner, %(host)s) "
                     "AND heartbeat_at < leitstand_now() - %(silent)s * interval '1 second'",
-                    {"leased": list(LEASED_STATES), "mine": f"{self.host}:%/{self.pool_name}", "silent": silent})
+                    {"leased": list(LEASED_STATES), "host": f"{self.host}:", "silent": silent})
                 owners = [row[0] for row in cursor.fetchall()]
         except DatabaseError:
             db.connections.close_all()
             return
         mine = {w.pid for w in self.workers}
         for owner in owners:
-            pid = int(owner[len(self.host) + 1:owner.rindex("/")])
+            pid_text = owner[len(self.host) + 1:-len(self.pool_name) - 1]
+            if not owner.endswith(f"/{self.pool_name}") or not pid_text.isdigit():
+                continue  # another pool's, or another host whose name starts like this one's
+            pid = int(pid_text)
             if pid not in mine and not psutil.pid_exists(pid):
                 self._rescue(pid, f"worker {self.host}:{pid} is gone (no such process, no heartbeat for {silent:g} s)")
 
@@ -449,9 +494,9 @@ class PoolSentinel(Sentinel):
             self._record_stall(None)
 
     def _watch_progress(self) -> None:
-        idle = [w for w in self.workers if w.task is None and not w.told_to_stop]
+        idle = [w for w in self.workers if w.is_available]
         try:
-            with connection.cursor() as cursor:
+            with _bounded(), connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = 'planned' AND pool = %(pool)s "
                     "               AND due_at <= leitstand_now()), "
@@ -495,20 +540,37 @@ class PoolSentinel(Sentinel):
 
     def _wake_idle(self) -> None:
         for w in self.workers:
-            if w.task is None and not w.told_to_stop:
+            if w.is_available:
                 self._hand(w, _local_wakeup(self.pool_name))
 
     def _record_stall(self, note: str | None) -> None:
         try:
-            if note is None:
-                Pool.objects.filter(name=self.pool_name, stalled_on=self.identity).update(
-                    stalled_since=None, stalled_on="", stall_note="")
-                logger.warning("pool %s: claiming again; stall cleared", self.pool_name)
-            else:
-                Pool.objects.filter(name=self.pool_name, stalled_since__isnull=True).update(
-                    stalled_since=LeitstandNow(), stalled_on=self.identity, stall_note=note[:500])
-                logger.critical("pool %s: stalled: %s", self.pool_name, note)
+            with _bounded():
+                self._write_stall(note)
             self.progress.recorded = note is not None
+        except DatabaseError:
+            db.connections.close_all()
+
+    def _write_stall(self, note: str | None) -> None:
+        if note is None:
+            if Pool.objects.filter(name=self.pool_name, stalled_on=self.identity).update(
+                    stalled_since=None, stalled_on="", stall_note=""):
+                logger.warning("pool %s: claiming again; stall cleared", self.pool_name)
+        elif Pool.objects.filter(name=self.pool_name, stalled_since__isnull=True).update(
+                stalled_since=LeitstandNow(), stalled_on=self.identity, stall_note=note[:500]):
+            logger.critical("pool %s: stalled: %s", self.pool_name, note)
+        else:
+            logger.critical("pool %s: stalled (another supervisor reported it first): %s", self.pool_name, note)
+
+    def _clear_stale_stalls(self) -> None:
+        """A stall reported by an earlier supervisor of this host that is gone would never clear."""
+        try:
+            with _bounded():
+                for pool in Pool.objects.filter(name=self.pool_name, stalled_on__startswith=f"{self.host}:"):
+                    pid = pool.stalled_on.rsplit(":", 1)[1]
+                    if not pid.isdigit() or not psutil.pid_exists(int(pid)):
+                        Pool.objects.filter(pk=pool.pk, stalled_on=pool.stalled_on).update(
+                            stalled_since=None, stalled_on="", stall_note="")
         except DatabaseError:
             db.connections.close_all()
 
@@ -613,5 +675,6 @@ class PoolCluster(Cluster):
                 return
             logger.critical("the pool's supervisor %s %s; starting a new one", self.sentinel.pid,
                             _describe_exit(self.sentinel.exitcode))
+            lifecycle.drain_clear(self.main_pid)  # it may have stopped on a signal of its own
             time.sleep(1)
             self.start()
