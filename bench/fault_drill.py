@@ -104,8 +104,7 @@ class Processes:
             (supervisor,) = psutil.Process(self.running[key][1].pid).children()
             tree = {"main": self.running[key][1].pid, "supervisor": supervisor.pid, "workers": [], "idle": []}
             for child in supervisor.children():
-                title = " ".join(child.cmdline())
-                role = title.rsplit(" ", 1)[-1]
+                role = " ".join(child.cmdline()).split()[-1]  # setproctitle may leave empty slots behind
                 if role in ("pusher", "monitor"):
                     tree[role] = child.pid
                 else:

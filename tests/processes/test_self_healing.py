@@ -14,7 +14,7 @@ from django.db import connection, connections, transaction
 
 from dashboard.models import Alert
 from jobs.models import Attempt, Job, State, database_now
-from tests.support.pools import PoolProcesses, state_of, submit, wait_for
+from tests.support.pools import PoolProcesses, process_title, state_of, submit, wait_for
 from workers import dispatch
 from workers.models import Pool
 from workers.services import pool_pause, pool_resume
@@ -47,7 +47,7 @@ class Tree:
         (self.supervisor,) = self.main.children()
         self.workers, self.pusher, self.monitor = [], None, None
         for child in self.supervisor.children():
-            title = " ".join(child.cmdline())
+            title = process_title(child)
             if title.endswith(" pusher"):
                 self.pusher = child
             elif title.endswith(" monitor"):
@@ -59,7 +59,7 @@ class Tree:
         idle = []
         for worker in self.workers:
             try:
-                if " ".join(worker.cmdline()).endswith(" idle"):
+                if process_title(worker).endswith(" idle"):
                     idle.append(worker)
             except psutil.Error:
                 pass  # recycled meanwhile (they are here, every 10 wake-ups)

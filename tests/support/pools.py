@@ -107,3 +107,8 @@ def state_of(job) -> str:
     from jobs.models import Job
 
     return Job.objects.values_list("state", flat=True).get(pk=job.pk)
+
+
+def process_title(process) -> str:
+    """A process's title as ``ps`` shows it (setproctitle may leave empty argument slots behind)."""
+    return " ".join(" ".join(process.cmdline()).split())
