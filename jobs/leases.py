@@ -510,6 +510,9 @@ class Completion:
     # Non-empty: the handler's business rule decided the outcome; the job goes on to done (settle).
     settled: str = ""
     steps: tuple[Step, ...] = ()
+    # The handler skipped the work (robots.txt forbade it, nothing changed): the attempt's outcome
+    # says so; ``settled`` carries the reason for people.
+    skipped: bool = False
 
 
 _COMPLETE_MANY_SQL = """
@@ -601,6 +604,8 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
     assert sources_of("settle") == (target_of("complete"),), "settling follows storing the result"
     if any(c.settled and c.recheck for c in completions):
         raise ValueError("a completion cannot both plan a recheck and settle the outcome")
+    if any(c.skipped and not c.settled for c in completions):
+        raise ValueError("a skipped completion settles the outcome: give its reason in settled")
     rows = _fetch_all(_COMPLETE_MANY_SQL, {
         "completions": Jsonb([{
             "id": str(_as_uuid(c.job_id)),
@@ -608,7 +613,8 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
             "result_ref": _text(c.result_ref, 500),
             "result_checksum": c.result_checksum[:128],
             "target": target_of("plan_recheck" if c.recheck else "complete"),
-            "outcome": Attempt.Outcome.RECHECK_PLANNED if c.recheck else Attempt.Outcome.COMPLETED,
+            "outcome": (Attempt.Outcome.SKIPPED if c.skipped else
+                        Attempt.Outcome.RECHECK_PLANNED if c.recheck else Attempt.Outcome.COMPLETED),
             "cause": "result stored; recheck planned" if c.recheck else "result stored",
             "settled": _text(c.settled, 500) or None,
         } for c in completions], dumps=_dumps),

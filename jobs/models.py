@@ -292,6 +292,7 @@ class Attempt(models.Model):
 
     class Outcome(models.TextChoices):
         COMPLETED = "completed"
+        SKIPPED = "skipped"  # completed, and the handler decided there was nothing to do (Skipped)
         RECHECK_PLANNED = "recheck_planned"
         UNCLEAR = "unclear"
         FAILED = "failed"

@@ -24,7 +24,8 @@ from jobs.pathspec import Observed, PathSpec
 
 # Attempt outcome → the exit of the pattern language; None: not judged (the attempt was interrupted).
 _EXITS = {
-    Attempt.Outcome.COMPLETED: "done", Attempt.Outcome.RECHECK_PLANNED: "recheck", Attempt.Outcome.UNCLEAR: "review",
+    Attempt.Outcome.COMPLETED: "done", Attempt.Outcome.SKIPPED: "skipped", Attempt.Outcome.RECHECK_PLANNED: "recheck",
+    Attempt.Outcome.UNCLEAR: "review",
     Attempt.Outcome.FAILED: "failed", Attempt.Outcome.DEAD: "failed",
 }
 
@@ -52,7 +53,7 @@ class TimingBaseline:
             cursor.execute("""
                 SELECT job_type, percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms), count(*)
                 FROM (SELECT job_type, duration_ms FROM jobs_attempt WHERE path_checked AND duration_ms IS NOT NULL
-                      AND outcome IN ('completed', 'recheck_planned', 'unclear') ORDER BY id DESC LIMIT %s) a
+                      AND outcome IN ('completed', 'skipped', 'recheck_planned', 'unclear') ORDER BY id DESC LIMIT %s) a
                 GROUP BY job_type""", [self.window])
             self.types = {t: Percentile(p99, n) for t, p99, n in cursor.fetchall()}
             cursor.execute("""
@@ -82,9 +83,7 @@ _baseline = TimingBaseline()
 
 _UNCHECKED_SQL = """
 SELECT a.id, a.job_id, a.lease_version, a.outcome, a.job_type,
-       EXTRACT(EPOCH FROM (a.finished_at - a.started_at)) * 1000 AS duration_ms,
-       EXISTS (SELECT 1 FROM jobs_transition t WHERE t.job_id = a.job_id AND t.lease_version = a.lease_version
-               AND t.cause LIKE 'skipped:%%') AS skipped
+       EXTRACT(EPOCH FROM (a.finished_at - a.started_at)) * 1000 AS duration_ms
 FROM jobs_attempt a
 WHERE NOT a.path_checked AND a.finished_at IS NOT NULL
 ORDER BY a.id LIMIT %s
@@ -108,8 +107,8 @@ WHERE a.id = r.id
 """
 
 
-def observed_path(steps: list[tuple[str, str, float]], outcome: str, skipped: bool) -> Observed | None:
-    exit = "skipped" if skipped and outcome == Attempt.Outcome.COMPLETED else _EXITS.get(outcome)
+def observed_path(steps: list[tuple[str, str, float]], outcome: str) -> Observed | None:
+    exit = _EXITS.get(outcome)
     if exit is None:
         return None
     return Observed(tuple((name, result) for name, result, _ in steps), exit)
@@ -130,9 +129,9 @@ def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 1000) -> list[
         for job_id, version, step, outcome, duration in cursor.fetchall():
             steps[(job_id, version)].append((step, outcome, duration))
         rows, checked = [], []
-        for attempt_id, job_id, version, outcome, job_type, duration_ms, skipped in attempts:
+        for attempt_id, job_id, version, outcome, job_type, duration_ms in attempts:
             ran = steps.get((job_id, version), [])
-            observed = observed_path(ran, outcome, skipped)
+            observed = observed_path(ran, outcome)
             checked.append((job_id, job_type, observed.exit if observed else None))
             spec = specs.get(job_type)
             if observed is None:

@@ -191,23 +191,22 @@ def dry_run(job_id) -> Run:
 
 def real_outcome(job: Job) -> dict:
     """What the job itself did, in the terms of a Run."""
-    attempt = (Attempt.objects.filter(job=job, outcome__in=["completed", "recheck_planned", "unclear", "failed", "dead"])
+    attempt = (Attempt.objects.filter(job=job, outcome__in=["completed", "skipped", "recheck_planned", "unclear",
+                                                             "failed", "dead"])
                .order_by("-lease_version").first())
     path = ""
     if attempt is not None:
         steps = StepEvent.objects.filter(job=job, lease_version=attempt.lease_version).order_by("id")
-        path = Observed(tuple((s.step, s.outcome) for s in steps), _exit_of(job, attempt)).signature
-    outcome = _exit_of(job, attempt) if attempt else job.state
+        path = Observed(tuple((s.step, s.outcome) for s in steps), _exit_of(attempt)).signature
+    outcome = _exit_of(attempt) if attempt else job.state
     detail = job.completion_reason or (f"{job.error_class}: {job.error_message}" if job.error_class else "")
     return {"outcome": outcome, "result_ref": job.result_ref, "path": path, "detail": detail,
             "children": Job.objects.filter(parent=job).exclude(type="shadow").count()}
 
 
-def _exit_of(job: Job, attempt: Attempt) -> str:
-    if attempt.outcome == "completed":
-        skipped = job.transitions.filter(lease_version=attempt.lease_version, cause__startswith="skipped:").exists()
-        return "skipped" if skipped else "done"
-    return {"recheck_planned": "recheck", "unclear": "review"}.get(attempt.outcome, "failed")
+def _exit_of(attempt: Attempt) -> str:
+    return {"completed": "done", "skipped": "skipped", "recheck_planned": "recheck",
+            "unclear": "review"}.get(attempt.outcome, "failed")
 
 
 def shadow_run(job_id, version: str, *, actor: str, sampled: bool = False) -> tuple[ShadowRun, Run, dict]:

@@ -251,7 +251,7 @@ class PoolRuntime:
                                      settled=outcome.reason or "done", steps=tuple(context.take_steps()))
         if isinstance(outcome, Skipped):
             return leases.Completion(job.id, job.lease_version, settled=f"skipped: {outcome.reason}"[:500],
-                                     steps=tuple(context.take_steps()))
+                                     skipped=True, steps=tuple(context.take_steps()))
         if isinstance(outcome, NeedsReview):
             self._fail(job, context, ErrorKind.UNCLEAR, "NeedsReview", outcome.reason, 0, report)
             return None

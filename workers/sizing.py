@@ -80,7 +80,7 @@ def batch_size_recommendation(*, pool: str, target_minutes: float, window_minute
             SELECT count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
             FROM jobs_attempt
             WHERE id > (SELECT coalesce(max(id), 0) FROM jobs_attempt) - %s AND pool = %s AND finished_at > %s
-              AND started_at IS NOT NULL AND outcome IN ('completed', 'recheck_planned', 'unclear', 'failed', 'dead')""",
+              AND started_at IS NOT NULL AND outcome IN ('completed', 'skipped', 'recheck_planned', 'unclear', 'failed', 'dead')""",
             [RECENT_ATTEMPTS, pool, since])
         attempts, busy_seconds = cursor.fetchone()
     busy_minutes = float(busy_seconds) / 60

@@ -7,6 +7,7 @@ import pytest
 from jobs import paths
 from jobs.models import Attempt
 from jobs.paths import Percentile, TimingBaseline, attempts_check
+from jobs.pathspec import PathSpec
 from workers.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,3 +69,62 @@ def test_a_slow_attempt_is_flagged_by_the_sweep(make_job, pool_runtime, settings
     monkeypatch.setattr(paths, "_baseline", baseline)
     attempt = run(make_job, pool_runtime, duration_ms=150)
     assert attempt.slow and "synthetic's p99 is 0.02 s" in attempt.slow_reason
+
+
+@pytest.fixture
+def skipping_type():
+    """A type whose handler looks at robots.txt and skips the work: its attempts end ``skipped``."""
+    from jobs.retry import RetryPolicy
+    from workers.context import Skipped
+    from workers.registry import JobType
+
+    def handler(ctx):
+        with ctx.step("robots"):
+            pass
+        return Skipped("robots.txt forbids the page")
+
+    declared = registry.register(JobType(
+        name="test_skipping", handler=handler, pool="crawl", timeout_seconds=5, lease_seconds=30, heartbeat_seconds=1,
+        retry=RetryPolicy(base_seconds=1, cap_seconds=5), processing_version="test@1",
+        expected_paths=("robots -> skipped",)))
+    yield declared
+    registry.unregister(declared.name)
+
+
+def test_a_skipped_attempt_ends_in_its_own_exit_not_done(make_job, pool_runtime, skipping_type):
+    job = make_job(skipping_type.name, pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    attempts_check(specs())
+    attempt = Attempt.objects.get(job=job)
+    assert attempt.outcome == Attempt.Outcome.SKIPPED
+    assert (attempt.path_signature, attempt.path_conforms) == ("robots -> skipped", True)
+    job.refresh_from_db()
+    assert (job.state, job.completion_reason) == ("done", "skipped: robots.txt forbids the page")
+    # A type that declares only "-> done" is told the attempt diverged: skipped is not done.
+    Attempt.objects.filter(pk=attempt.pk).update(path_checked=False)
+    attempts_check({skipping_type.name: PathSpec.parse("robots -> done")})
+    attempt.refresh_from_db()
+    assert attempt.path_conforms is False
+
+
+def test_the_migration_gives_attempts_skipped_before_it_their_outcome(make_job, worker):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from jobs import leases
+    from jobs.models import Transition
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("jobs", "0017_worker_deaths")])  # the schema is the same; only the outcome's meaning moves
+    skipped, done = make_job(), make_job()
+    for job in (skipped, done):
+        (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
+        leases.complete_many([leases.Completion(claimed.id, claimed.lease_version,
+                                                settled="skipped: robots.txt" if claimed.id == skipped.id else "done")],
+                             actor="old-runtime")
+    Attempt.objects.filter(job__in=[skipped, done]).update(outcome="completed")  # as the runtime wrote it before
+    assert Transition.objects.filter(job=skipped, cause__startswith="skipped:").exists()
+    executor = MigrationExecutor(connection)
+    executor.migrate([("jobs", "0018_attempt_skipped_outcome")])
+    assert Attempt.objects.get(job=skipped).outcome == "skipped"
+    assert Attempt.objects.get(job=done).outcome == "completed"
