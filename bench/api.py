@@ -62,6 +62,7 @@ def main() -> None:
         "correlation_id": f"/api/v1/jobs?correlation_id={some.correlation_id}",
         "one job (GET /jobs/{id})": f"/api/v1/jobs/{some.id}",
     }
+
     def timed(url: str) -> float:
         ms, _, status = measure(client, url, args.repeat)
         assert status == 200, (url, status)

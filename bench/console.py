@@ -130,8 +130,9 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     print(f"loading {args.jobs:,} jobs …", flush=True)
     print(f"loaded in {load(args.jobs):.0f} s")
-    from dashboard.metrics import registry
     from prometheus_client import generate_latest
+
+    from dashboard.metrics import registry
 
     started = time.perf_counter()
     generate_latest(registry())
@@ -149,12 +150,16 @@ def main() -> None:
 
     for label in ("with the minutely p99 refresh", "steady state"):
         with connection.cursor() as cursor:
-            cursor.execute("UPDATE jobs_attempt SET path_checked = false WHERE id IN "
-                           "(SELECT id FROM jobs_attempt ORDER BY id DESC LIMIT 500)")
+            cursor.execute(
+                "UPDATE jobs_attempt SET path_checked = false WHERE id IN "
+                "(SELECT id FROM jobs_attempt ORDER BY id DESC LIMIT 500)"
+            )
         started = time.perf_counter()
         checked = attempts_check({t.name: t.paths for t in job_types.all()}, limit=500)
-        print(f"path check of {len(checked)} ended attempts by the control process, {label}: "
-              f"{(time.perf_counter() - started) * 1000:.0f} ms")
+        print(
+            f"path check of {len(checked)} ended attempts by the control process, {label}: "
+            f"{(time.perf_counter() - started) * 1000:.0f} ms"
+        )
     started = time.perf_counter()
     rules_evaluate()
     print(f"business rules evaluated by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
@@ -191,7 +196,7 @@ def main() -> None:
         "business rules": "/admin/rules/",
         "dead letters (40,000 dead jobs, snapshot)": "/admin/deadletters/",
         "jobs list, dead letters of one group": "/admin/jobs/job/?state__exact=dead&type__exact=crawl"
-                                                "&error_class=httpx.ReadTimeout&step=fetch",
+        "&error_class=httpx.ReadTimeout&step=fetch",
     }
     stock = {
         "jobs list": "/stock/jobs/job/",

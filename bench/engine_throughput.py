@@ -52,7 +52,9 @@ def naive_queue(n: int) -> float:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE jobs_job SET state = 'done' WHERE id = (SELECT id FROM jobs_job WHERE state = 'planned' "
-                "AND pool = %s ORDER BY priority, due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id", [job_type])
+                "AND pool = %s ORDER BY priority, due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
+                [job_type],
+            )
             if cursor.fetchone() is None:
                 break
             done += 1
@@ -89,8 +91,11 @@ def settle_batches(n: int, *, triggers: bool, batch: bool = False, list_index: b
             cursor.execute("DROP INDEX job_changed_idx")
         cursor.execute("TRUNCATE jobs_webhookevent")
         if batch:
-            cursor.execute("INSERT INTO jobs_batch (key, name, created_by, correlation_id, request_hash, stats, created_at) "
-                           "VALUES (%s, 'bench', 'bench', 'bench', '', '{}', now()) RETURNING id", [job_type])
+            cursor.execute(
+                "INSERT INTO jobs_batch (key, name, created_by, correlation_id, request_hash, stats, created_at) "
+                "VALUES (%s, 'bench', 'bench', 'bench', '', '{}', now()) RETURNING id",
+                [job_type],
+            )
             (batch_id,) = cursor.fetchone()
             cursor.execute("UPDATE jobs_job SET batch_id = %s WHERE type = %s", [batch_id, job_type])
         for trigger in TRIGGERS if not triggers else ():
@@ -98,22 +103,26 @@ def settle_batches(n: int, *, triggers: bool, batch: bool = False, list_index: b
     try:
         started = time.perf_counter()
         while claimed := leases.claim(pool=job_type, worker=WORKER, lease_seconds=60, limit=100, start=True):
-            leases.complete_many([leases.Completion(job.id, job.lease_version, settled="done") for job in claimed],
-                                 actor=WORKER.lease_owner)
+            leases.complete_many(
+                [leases.Completion(job.id, job.lease_version, settled="done") for job in claimed],
+                actor=WORKER.lease_owner,
+            )
         elapsed = time.perf_counter() - started
     finally:
         with connection.cursor() as cursor:
             for trigger in TRIGGERS:
                 cursor.execute(f"ALTER TABLE jobs_transition ENABLE TRIGGER {trigger}")
             if not list_index:
-                cursor.execute('CREATE INDEX job_changed_idx ON jobs_job (state_changed_at, id)')
+                cursor.execute("CREATE INDEX job_changed_idx ON jobs_job (state_changed_at, id)")
     assert not Job.objects.filter(type=job_type).exclude(state="done").exists()
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM jobs_webhookevent")
         assert cursor.fetchone()[0] == (n if triggers else 0)
         if batch and triggers:
-            cursor.execute("SELECT sum(done) FROM jobs_batchcounter c JOIN jobs_batch b ON b.id = c.batch_id "
-                           "WHERE b.key = %s", [job_type])
+            cursor.execute(
+                "SELECT sum(done) FROM jobs_batchcounter c JOIN jobs_batch b ON b.id = c.batch_id WHERE b.key = %s",
+                [job_type],
+            )
             assert cursor.fetchone()[0] == n
     return n / elapsed
 
@@ -157,8 +166,12 @@ def main() -> None:
         for name, run in scenarios.items():
             results[name].append(run())
     median = {name: statistics.median(rates) for name, rates in results.items()}
-    baselines = {"naive queue: pick + mark done, 1 tx/job", "batches of 100 to done, triggers off",
-                 "batches of 100 to done, no job_changed_idx", "plain single-row UPDATE"}
+    baselines = {
+        "naive queue: pick + mark done, 1 tx/job",
+        "batches of 100 to done, triggers off",
+        "batches of 100 to done, no job_changed_idx",
+        "plain single-row UPDATE",
+    }
     print(f"{args.jobs} jobs per scenario, median of {args.rounds} interleaved rounds")
     print(f"{'scenario':<56} {'per s':>9} {'ratio':>7}  runs")
     baseline = None

@@ -45,17 +45,36 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = ROOT / "var" / "fault-drill"
 LEASE, GRACE = 4.0, 1.0
 TIMING = {
-    "LEITSTAND_SYNTHETIC_LEASE_SECONDS": str(LEASE), "LEITSTAND_SYNTHETIC_HEARTBEAT_SECONDS": "1",
-    "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "3", "LEITSTAND_SYNTHETIC_MAX_ATTEMPTS": "10",
-    "LEITSTAND_LEASE_GRACE_SECONDS": str(int(GRACE)), "LEITSTAND_CONTROL_INTERVAL_SECONDS": "0.2",
-    "LEITSTAND_QUEUE_POLL_SECONDS": "0.05", "LEITSTAND_POOL_STALL_SECONDS": "2",
-    "LEITSTAND_POOL_SHUTDOWN_SECONDS": "10", "LEITSTAND_NOTIFY_TIMEOUT_SECONDS": "8",
-    "LEITSTAND_NOTIFY_HTTP_TIMEOUT_SECONDS": "4", "LEITSTAND_PIPELINE_TIMEOUT_SECONDS": "8",
-    "LEITSTAND_PIPELINE_LEASE_SECONDS": "12", "LEITSTAND_PIPELINE_HEARTBEAT_SECONDS": "1",
-    "LEITSTAND_FETCH_TOTAL_SECONDS": "4", "LEITSTAND_CRAWL_WORKERS": "3", "LEITSTAND_WAKEUP_TIMEOUT_SECONDS": "30",
+    "LEITSTAND_SYNTHETIC_LEASE_SECONDS": str(LEASE),
+    "LEITSTAND_SYNTHETIC_HEARTBEAT_SECONDS": "1",
+    "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "3",
+    "LEITSTAND_SYNTHETIC_MAX_ATTEMPTS": "10",
+    "LEITSTAND_LEASE_GRACE_SECONDS": str(int(GRACE)),
+    "LEITSTAND_CONTROL_INTERVAL_SECONDS": "0.2",
+    "LEITSTAND_QUEUE_POLL_SECONDS": "0.05",
+    "LEITSTAND_POOL_STALL_SECONDS": "2",
+    "LEITSTAND_POOL_SHUTDOWN_SECONDS": "10",
+    "LEITSTAND_NOTIFY_TIMEOUT_SECONDS": "8",
+    "LEITSTAND_NOTIFY_HTTP_TIMEOUT_SECONDS": "4",
+    "LEITSTAND_PIPELINE_TIMEOUT_SECONDS": "8",
+    "LEITSTAND_PIPELINE_LEASE_SECONDS": "12",
+    "LEITSTAND_PIPELINE_HEARTBEAT_SECONDS": "1",
+    "LEITSTAND_FETCH_TOTAL_SECONDS": "4",
+    "LEITSTAND_CRAWL_WORKERS": "3",
+    "LEITSTAND_WAKEUP_TIMEOUT_SECONDS": "30",
 }
-FAULTS = ("idle worker", "busy worker", "every worker", "pusher", "monitor", "supervisor", "pool main process",
-          "control process", "SIGSTOP past the lease", "database restart")
+FAULTS = (
+    "idle worker",
+    "busy worker",
+    "every worker",
+    "pusher",
+    "monitor",
+    "supervisor",
+    "pool main process",
+    "control process",
+    "SIGSTOP past the lease",
+    "database restart",
+)
 
 
 def database_seconds() -> float:
@@ -74,15 +93,28 @@ def database_seconds() -> float:
 class Processes:
     def __init__(self) -> None:
         RUN_DIR.mkdir(parents=True, exist_ok=True)
-        self.env = {**os.environ, **TIMING, "DJANGO_SETTINGS_MODULE": "config.test_settings", "PYTHONPATH": str(ROOT),
-                    "LEITSTAND_RUN_DIR": str(RUN_DIR)}
+        self.env = {
+            **os.environ,
+            **TIMING,
+            "DJANGO_SETTINGS_MODULE": "config.test_settings",
+            "PYTHONPATH": str(ROOT),
+            "LEITSTAND_RUN_DIR": str(RUN_DIR),
+        }
         self.running: dict[str, tuple[str, subprocess.Popen]] = {}
 
     def start(self, key: str, command: str) -> None:
         log = open(RUN_DIR / f"{key}.log", "ab")
-        self.running[key] = (command, subprocess.Popen([sys.executable, "manage.py", "runpool", command], cwd=ROOT,
-                                                       env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                       start_new_session=True))
+        self.running[key] = (
+            command,
+            subprocess.Popen(
+                [sys.executable, "manage.py", "runpool", command],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            ),
+        )
 
     def restart_dead(self) -> None:
         for key, (command, process) in list(self.running.items()):
@@ -128,8 +160,11 @@ def held_by(pids: list[int]) -> list[tuple[str, int]]:
         return []
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT job_id::text, lease_version FROM jobs_attempt WHERE finished_at IS NULL "
-                           "AND started_at IS NOT NULL AND worker_pid = ANY(%s)", [pids])
+            cursor.execute(
+                "SELECT job_id::text, lease_version FROM jobs_attempt WHERE finished_at IS NULL "
+                "AND started_at IS NOT NULL AND worker_pid = ANY(%s)",
+                [pids],
+            )
             return cursor.fetchall()
     except DatabaseError:
         connection.close()
@@ -156,8 +191,12 @@ class Drill:
         while not self.stop.is_set():
             payload = {"duration_ms": self.random.randint(0, 400), "effect": True}
             try:
-                job = job_submit(job_type="synthetic", payload=payload, idempotency_key=f"drill-{uuid.uuid4().hex}",
-                                 actor="fault-drill").job
+                job = job_submit(
+                    job_type="synthetic",
+                    payload=payload,
+                    idempotency_key=f"drill-{uuid.uuid4().hex}",
+                    actor="fault-drill",
+                ).job
                 self.submitted.append(str(job.pk))
             except DatabaseError:
                 connections["default"].close()
@@ -170,8 +209,10 @@ class Drill:
         while not self.stop.is_set():
             try:
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT count(*) FILTER (WHERE state = 'planned' AND due_at <= leitstand_now()), "
-                                   "count(*) FILTER (WHERE state IN ('result_stored', 'dead')) FROM jobs_job")
+                    cursor.execute(
+                        "SELECT count(*) FILTER (WHERE state = 'planned' AND due_at <= leitstand_now()), "
+                        "count(*) FILTER (WHERE state IN ('result_stored', 'dead')) FROM jobs_job"
+                    )
                     due, done = cursor.fetchone()
             except DatabaseError:
                 connection.close()
@@ -213,8 +254,11 @@ class Drill:
             return fault
         if kind in ("every worker", "supervisor", "pool main process"):
             fault = Fault(kind, at, held_by(tree["workers"]))
-            targets = {"every worker": tree["workers"], "supervisor": [tree["supervisor"]],
-                       "pool main process": [tree["main"]]}[kind]
+            targets = {
+                "every worker": tree["workers"],
+                "supervisor": [tree["supervisor"]],
+                "pool main process": [tree["main"]],
+            }[kind]
             for pid in targets:
                 _signal(pid, signal.SIGKILL)
             if kind == "pool main process":
@@ -226,8 +270,10 @@ class Drill:
             return Fault(kind, at)
         if kind == "control process":
             # One of the two leads (its session holds the leader lock), the other waits to take over.
-            os.kill(self.random.choice([p.pid for c, p in self.processes.running.values() if c == "control"]),
-                    signal.SIGKILL)
+            os.kill(
+                self.random.choice([p.pid for c, p in self.processes.running.values() if c == "control"]),
+                signal.SIGKILL,
+            )
             time.sleep(1)
             self.processes.restart_dead()
             return Fault(kind, at)
@@ -237,16 +283,22 @@ class Drill:
             embedded_db.restart(self.pgdata.pgdata, mode="immediate")
         else:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                               "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                cursor.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
         connection.close()
         return Fault(kind, at)
 
     # --- the run -----------------------------------------------------------------------------
 
     def run(self) -> dict:
-        for key, command in (("control-a", "control"), ("control-b", "control"), ("crawl-a", "crawl"),
-                             ("crawl-b", "crawl")):
+        for key, command in (
+            ("control-a", "control"),
+            ("control-b", "control"),
+            ("crawl-a", "crawl"),
+            ("crawl-b", "crawl"),
+        ):
             self.processes.start(key, command)
         time.sleep(4)
         threads = [threading.Thread(target=self.feed), threading.Thread(target=self.watch)]
@@ -274,8 +326,11 @@ class Drill:
         while time.monotonic() < deadline:
             self.processes.restart_dead()
             with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) "
-                               "AND state NOT IN ('result_stored', 'dead')", [self.submitted])
+                cursor.execute(
+                    "SELECT count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) "
+                    "AND state NOT IN ('result_stored', 'dead')",
+                    [self.submitted],
+                )
                 if cursor.fetchone()[0] == 0:
                     break
             time.sleep(1)
@@ -283,33 +338,50 @@ class Drill:
 
     def _report(self) -> dict:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT state, count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) GROUP BY state",
-                           [self.submitted])
+            cursor.execute(
+                "SELECT state, count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) GROUP BY state", [self.submitted]
+            )
             states = dict(cursor.fetchall())
             cursor.execute("SELECT count(*) FROM (SELECT key FROM jobs_effect GROUP BY key HAVING count(*) > 1) d")
             duplicated = cursor.fetchone()[0]
-            cursor.execute("SELECT count(*) FROM jobs_job j JOIN jobs_effect e ON e.key = 'synthetic:' || j.id "
-                           "WHERE j.id = ANY(%s::uuid[]) AND j.state = 'result_stored' "
-                           "AND j.result_ref <> 'synthetic:' || j.id || ':effect-by-attempt-' || e.lease_version",
-                           [self.submitted])
+            cursor.execute(
+                "SELECT count(*) FROM jobs_job j JOIN jobs_effect e ON e.key = 'synthetic:' || j.id "
+                "WHERE j.id = ANY(%s::uuid[]) AND j.state = 'result_stored' "
+                "AND j.result_ref <> 'synthetic:' || j.id || ':effect-by-attempt-' || e.lease_version",
+                [self.submitted],
+            )
             disagreeing = cursor.fetchone()[0]
             cursor.execute("SELECT count(*) FROM jobs_stalewrite")
             refused = cursor.fetchone()[0]
-            cursor.execute("SELECT completion_reason, count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) "
-                           "AND state = 'dead' GROUP BY 1", [self.submitted])
+            cursor.execute(
+                "SELECT completion_reason, count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) "
+                "AND state = 'dead' GROUP BY 1",
+                [self.submitted],
+            )
             dead = cursor.fetchall()
         delays = defaultdict(list)
         for fault in self.faults:
             for job_id, version in fault.held:
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT extract(epoch FROM started_at) FROM jobs_attempt WHERE job_id = %s "
-                                   "AND lease_version = %s AND started_at IS NOT NULL", [job_id, version + 1])
+                    cursor.execute(
+                        "SELECT extract(epoch FROM started_at) FROM jobs_attempt WHERE job_id = %s "
+                        "AND lease_version = %s AND started_at IS NOT NULL",
+                        [job_id, version + 1],
+                    )
                     row = cursor.fetchone()
                 if row:
                     delays[fault.kind].append(float(row[0]) - fault.at)
-        return {"submitted": len(self.submitted), "states": states, "duplicated": duplicated,
-                "disagreeing": disagreeing, "refused": refused, "dead": dead, "delays": delays,
-                "faults": [f.kind for f in self.faults], "longest_stall": self.longest_stall}
+        return {
+            "submitted": len(self.submitted),
+            "states": states,
+            "duplicated": duplicated,
+            "disagreeing": disagreeing,
+            "refused": refused,
+            "dead": dead,
+            "delays": delays,
+            "faults": [f.kind for f in self.faults],
+            "longest_stall": self.longest_stall,
+        }
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -331,8 +403,10 @@ def main() -> None:
     report = Drill(args).run()
     lost = report["submitted"] - report["states"].get("result_stored", 0) - report["states"].get("dead", 0)
     counts = {kind: report["faults"].count(kind) for kind in FAULTS}
-    print(f"\nfault drill: {args.seconds:g} s, {len(report['faults'])} faults, {report['submitted']:,} jobs "
-          f"({time.monotonic() - started:.0f} s in all)")
+    print(
+        f"\nfault drill: {args.seconds:g} s, {len(report['faults'])} faults, {report['submitted']:,} jobs "
+        f"({time.monotonic() - started:.0f} s in all)"
+    )
     print(f"jobs lost                          {lost}")
     print(f"jobs dead                          {sum(n for _, n in report['dead'])} {report['dead'] or ''}")
     print(f"effects applied more than once     {report['duplicated']}")

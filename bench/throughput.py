@@ -38,17 +38,23 @@ def noop():
 
 
 def pool_env(workers: int) -> dict:
-    return {**os.environ, "DATABASE_URL": os.environ["DATABASE_URL"], "DJANGO_SETTINGS_MODULE": "config.test_settings",
-            "LEITSTAND_CRAWL_WORKERS": str(workers), "LEITSTAND_RUN_DIR": str(ROOT / "var" / "bench-run"),
-            "PYTHONPATH": str(ROOT)}
+    return {
+        **os.environ,
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "DJANGO_SETTINGS_MODULE": "config.test_settings",
+        "LEITSTAND_CRAWL_WORKERS": str(workers),
+        "LEITSTAND_RUN_DIR": str(ROOT / "var" / "bench-run"),
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def start(name: str, workers: int, *, stock: bool = False) -> subprocess.Popen:
     """``runpool`` (Leitstand's supervisor), or with ``stock`` django-q2's own ``qcluster`` (its Sentinel)."""
     command = ["qcluster"] if stock else ["runpool", name]
     env = {**pool_env(workers), "Q_CLUSTER_NAME": name} if stock else pool_env(workers)
-    return subprocess.Popen([sys.executable, "manage.py", *command], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *command], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -98,16 +104,29 @@ def leitstand_jobs(jobs: int, workers: int) -> float:
     job_type = "synthetic"
     with transaction.atomic():
         for _ in range(jobs):
-            leases.insert_planned(id=uuid.uuid4(), type=job_type, pool="crawl", idempotency_key=f"bench-{uuid.uuid4()}",
-                                  correlation_id="bench", parent_id=None, schema_version=1, priority=5, source="",
-                                  payload={}, max_attempts=5, due_at=None, actor="bench")
+            leases.insert_planned(
+                id=uuid.uuid4(),
+                type=job_type,
+                pool="crawl",
+                idempotency_key=f"bench-{uuid.uuid4()}",
+                correlation_id="bench",
+                parent_id=None,
+                schema_version=1,
+                priority=5,
+                source="",
+                payload={},
+                max_attempts=5,
+                due_at=None,
+                actor="bench",
+            )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
     control = start("control", workers)
     pool = start("crawl", workers)
     try:
-        return measure(lambda: count("SELECT count(*) FROM jobs_job WHERE pool = 'crawl' AND state <> 'result_stored'"),
-                       jobs)
+        return measure(
+            lambda: count("SELECT count(*) FROM jobs_job WHERE pool = 'crawl' AND state <> 'result_stored'"), jobs
+        )
     finally:
         stop(pool)
         stop(control)
@@ -126,8 +145,10 @@ def main() -> None:
     print(f"{args.workers} workers, ORM broker on PostgreSQL, save_limit=-1")
     print(f"{'scenario':<58} {'per s':>8} {'ratio':>7}")
     print(f"{f'bare django-q2 no-op tasks ({args.tasks}) (baseline)':<58} {bare:>8.0f} {1:>7.2f}")
-    print(f"{f'the same tasks through the pool supervisor ({args.tasks})':<58} {supervised:>8.0f} "
-          f"{supervised / bare:>7.2f}")
+    print(
+        f"{f'the same tasks through the pool supervisor ({args.tasks})':<58} {supervised:>8.0f} "
+        f"{supervised / bare:>7.2f}"
+    )
     print(f"{f'leitstand synthetic no-op jobs, end to end ({args.jobs})':<58} {ours:>8.0f} {ours / bare:>7.2f}")
 
 

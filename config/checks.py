@@ -23,37 +23,64 @@ def timing_invariants(app_configs=None, **kwargs):
 
     for t in registry.all():
         if t.heartbeat_seconds > t.lease_seconds / 3:
-            error(1, f"job type {t.name}: heartbeat every {t.heartbeat_seconds:g} s is more than a third of its "
-                     f"{t.lease_seconds:g} s lease", "two heartbeats may be lost before the lease expires; "
-                     "shorten the heartbeat or lengthen the lease")
+            error(
+                1,
+                f"job type {t.name}: heartbeat every {t.heartbeat_seconds:g} s is more than a third of its "
+                f"{t.lease_seconds:g} s lease",
+                "two heartbeats may be lost before the lease expires; shorten the heartbeat or lengthen the lease",
+            )
         if t.timeout_seconds >= t.lease_seconds + grace:
-            error(2, f"job type {t.name}: timeout {t.timeout_seconds:g} s is not below lease + grace "
-                     f"({t.lease_seconds:g} + {grace:g} s)", "a job could outlive its lease without a heartbeat")
+            error(
+                2,
+                f"job type {t.name}: timeout {t.timeout_seconds:g} s is not below lease + grace "
+                f"({t.lease_seconds:g} + {grace:g} s)",
+                "a job could outlive its lease without a heartbeat",
+            )
         if t.timeout_seconds + budget >= wakeup_timeout:
-            error(3, f"job type {t.name}: timeout {t.timeout_seconds:g} s plus the batch budget does not fit in "
-                     f"the wake-up timeout ({wakeup_timeout} s)", "raise LEITSTAND_WAKEUP_TIMEOUT_SECONDS")
+            error(
+                3,
+                f"job type {t.name}: timeout {t.timeout_seconds:g} s plus the batch budget does not fit in "
+                f"the wake-up timeout ({wakeup_timeout} s)",
+                "raise LEITSTAND_WAKEUP_TIMEOUT_SECONDS",
+            )
         if t.external_call_timeout_seconds >= t.timeout_seconds:
-            error(4, f"job type {t.name}: external calls may take {t.external_call_timeout_seconds:g} s, not below "
-                     f"the job timeout of {t.timeout_seconds:g} s", "every external call needs a shorter timeout")
+            error(
+                4,
+                f"job type {t.name}: external calls may take {t.external_call_timeout_seconds:g} s, not below "
+                f"the job timeout of {t.timeout_seconds:g} s",
+                "every external call needs a shorter timeout",
+            )
         if t.timeout_seconds >= settings.LEITSTAND_POOL_SHUTDOWN_SECONDS:
-            error(11, f"job type {t.name}: timeout {t.timeout_seconds:g} s is not below the pools' shutdown time "
-                      f"({settings.LEITSTAND_POOL_SHUTDOWN_SECONDS:g} s)",
-                  "a stopping pool would kill a job that is still within its time; raise "
-                  "LEITSTAND_POOL_SHUTDOWN_SECONDS (and the service manager's stop timeout above it)")
+            error(
+                11,
+                f"job type {t.name}: timeout {t.timeout_seconds:g} s is not below the pools' shutdown time "
+                f"({settings.LEITSTAND_POOL_SHUTDOWN_SECONDS:g} s)",
+                "a stopping pool would kill a job that is still within its time; raise "
+                "LEITSTAND_POOL_SHUTDOWN_SECONDS (and the service manager's stop timeout above it)",
+            )
         if t.pool not in settings.LEITSTAND_POOLS:
-            error(5, f"job type {t.name}: pool {t.pool!r} is not configured",
-                  f"configured pools: {', '.join(settings.LEITSTAND_POOLS)}")
+            error(
+                5,
+                f"job type {t.name}: pool {t.pool!r} is not configured",
+                f"configured pools: {', '.join(settings.LEITSTAND_POOLS)}",
+            )
     bands = settings.LEITSTAND_ANALYSIS
     if not 0 < bands["no_match_below"] <= bands["match_at"] <= 1:
-        error(7, f"analysis score bands: no_match_below {bands['no_match_below']:g} and match_at "
-                 f"{bands['match_at']:g} must satisfy 0 < no_match_below <= match_at <= 1",
-              "set LEITSTAND_ANALYSIS_NO_MATCH_BELOW and LEITSTAND_ANALYSIS_MATCH_AT")
+        error(
+            7,
+            f"analysis score bands: no_match_below {bands['no_match_below']:g} and match_at "
+            f"{bands['match_at']:g} must satisfy 0 < no_match_below <= match_at <= 1",
+            "set LEITSTAND_ANALYSIS_NO_MATCH_BELOW and LEITSTAND_ANALYSIS_MATCH_AT",
+        )
     from rechecks.policy import RecheckPolicy, Target
 
     recheck = dict(settings.LEITSTAND_RECHECK)
     if recheck.pop("target") not in {t.value for t in Target}:
-        error(8, f"LEITSTAND_RECHECK_TARGET must be one of: {', '.join(t.value for t in Target)}",
-              "gone: 404/410 only; gone_or_changed: also when the content no longer matches")
+        error(
+            8,
+            f"LEITSTAND_RECHECK_TARGET must be one of: {', '.join(t.value for t in Target)}",
+            "gone: 404/410 only; gone_or_changed: also when the content no longer matches",
+        )
     try:
         RecheckPolicy(**recheck)
     except ValueError as exc:
@@ -62,25 +89,41 @@ def timing_invariants(app_configs=None, **kwargs):
 
     hook = settings.LEITSTAND_WEBHOOK
     if hook["url"] and not hook["secret"]:
-        error(9, "LEITSTAND_WEBHOOK_URL is set but LEITSTAND_WEBHOOK_SECRET is empty",
-              "every webhook is signed; set a long random secret and give it to the receiver")
+        error(
+            9,
+            "LEITSTAND_WEBHOOK_URL is set but LEITSTAND_WEBHOOK_SECRET is empty",
+            "every webhook is signed; set a long random secret and give it to the receiver",
+        )
     unknown = sorted(set(hook["events"]) - set(EVENT_KINDS))
     if unknown:
-        error(9, f"LEITSTAND_WEBHOOK_EVENTS names unknown events: {', '.join(unknown)}",
-              f"known events: {', '.join(EVENT_KINDS)}")
+        error(
+            9,
+            f"LEITSTAND_WEBHOOK_EVENTS names unknown events: {', '.join(unknown)}",
+            f"known events: {', '.join(EVENT_KINDS)}",
+        )
     for type_name, sample in settings.LEITSTAND_SHADOW_SAMPLES.items():
         declared = {t.name: t for t in registry.all()}.get(type_name)
         if declared is None or not isinstance(sample, dict) or sample.get("version") not in declared.shadow_versions:
-            error(10, f"LEITSTAND_SHADOW_SAMPLES[{type_name!r}] names no declared shadow version of a registered type",
-                  "declared: " + "; ".join(f"{t.name}: {', '.join(t.shadow_versions)}" for t in registry.all()
-                                           if t.shadow_versions))
+            error(
+                10,
+                f"LEITSTAND_SHADOW_SAMPLES[{type_name!r}] names no declared shadow version of a registered type",
+                "declared: "
+                + "; ".join(f"{t.name}: {', '.join(t.shadow_versions)}" for t in registry.all() if t.shadow_versions),
+            )
         elif not isinstance(sample.get("share"), (int, float)) or not 0 < sample["share"] <= 1:
-            error(10, f"LEITSTAND_SHADOW_SAMPLES[{type_name!r}]['share'] must be a number in (0, 1]",
-                  "e.g. 0.05 for one job in twenty")
+            error(
+                10,
+                f"LEITSTAND_SHADOW_SAMPLES[{type_name!r}]['share'] must be a number in (0, 1]",
+                "e.g. 0.05 for one job in twenty",
+            )
     for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items():
         # A wake-up may wait behind the prefetched ones (queue_limit) before it runs.
         queue_wait = cluster["timeout"] * cluster["queue_limit"] / cluster["workers"]
         if cluster["retry"] <= cluster["timeout"] + queue_wait:
-            error(6, f"pool {name}: django-q2 retry {cluster['retry']} s is not above timeout {cluster['timeout']} s "
-                     f"plus queue wait {queue_wait:g} s", "a running wake-up would be delivered again")
+            error(
+                6,
+                f"pool {name}: django-q2 retry {cluster['retry']} s is not above timeout {cluster['timeout']} s "
+                f"plus queue wait {queue_wait:g} s",
+                "a running wake-up would be delivered again",
+            )
     return errors

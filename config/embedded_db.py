@@ -115,8 +115,12 @@ def restart(pgdata: Path | None = None, *, mode: str = "immediate") -> None:
     server = PostgresServer(current.pgdata, cleanup_mode=None)
     # pg_ctl restart starts the server with the options of its last start (postmaster.opts),
     # so it listens on the same socket again.
-    pgexec("pg_ctl", ("-w", "-D", str(current.pgdata), "-m", mode, "restart"),
-           bin_path=server.bin_path, user=server.system_user)
+    pgexec(
+        "pg_ctl",
+        ("-w", "-D", str(current.pgdata), "-m", mode, "restart"),
+        bin_path=server.bin_path,
+        user=server.system_user,
+    )
 
 
 def _ensure_database(current: ServerStatus) -> None:
@@ -129,4 +133,3 @@ def _ensure_database(current: ServerStatus) -> None:
                 conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
             except psycopg.errors.DuplicateDatabase:
                 pass  # another process created it between our check and our CREATE
-

@@ -55,7 +55,6 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-
 def env_json(name: str, default):
     raw = os.environ.get(name)
     if raw is None or not raw.strip():

@@ -126,7 +126,9 @@ _database = dj_database_url.parse(
     conn_health_checks=True,
 )
 if _database["ENGINE"] != "django.db.backends.postgresql":
-    raise ImproperlyConfigured(f"DATABASE_URL must name a PostgreSQL database (postgresql://...), got {_database['ENGINE']}")
+    raise ImproperlyConfigured(
+        f"DATABASE_URL must name a PostgreSQL database (postgresql://...), got {_database['ENGINE']}"
+    )
 _database["OPTIONS"] = {
     **_database.get("OPTIONS", {}),
     # One idle open transaction cut claim throughput by 76% within a minute (dead tuples pile up
@@ -175,7 +177,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     # Every line names the correlation ID of the API request or job it was written for ("-": none).
     "filters": {"correlation": {"()": "jobs.correlation.CorrelationFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d [%(correlation_id)s] %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d [%(correlation_id)s] %(message)s"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["correlation"]}},
     "root": {"handlers": ["console"], "level": env_str("LEITSTAND_LOG_LEVEL", "INFO")},
     "loggers": {
@@ -359,12 +363,18 @@ LEITSTAND_ALERTS = {
 # Business rules across jobs (dashboard/rules.py), evaluated by the control process.
 LEITSTAND_BUSINESS_RULES_SECONDS = env_float("LEITSTAND_BUSINESS_RULES_SECONDS", 60, minimum=1)
 LEITSTAND_BUSINESS_RULES = {
-    "match_has_plan": {"within_seconds": env_float("LEITSTAND_RULE_MATCH_PLAN_SECONDS", 3600, minimum=1),
-                       "look_back_days": 7},
-    "crawl_children_end": {"within_seconds": env_float("LEITSTAND_RULE_CRAWL_CHILDREN_SECONDS", 86400, minimum=1),
-                           "look_back_days": 7},
-    "decision_ends_the_job": {"within_seconds": env_float("LEITSTAND_RULE_DECISION_SECONDS", 900, minimum=1),
-                              "look_back_days": 7},
+    "match_has_plan": {
+        "within_seconds": env_float("LEITSTAND_RULE_MATCH_PLAN_SECONDS", 3600, minimum=1),
+        "look_back_days": 7,
+    },
+    "crawl_children_end": {
+        "within_seconds": env_float("LEITSTAND_RULE_CRAWL_CHILDREN_SECONDS", 86400, minimum=1),
+        "look_back_days": 7,
+    },
+    "decision_ends_the_job": {
+        "within_seconds": env_float("LEITSTAND_RULE_DECISION_SECONDS", 900, minimum=1),
+        "look_back_days": 7,
+    },
 }
 
 # /metrics (see docs/operations.md): a bearer token, or the addresses allowed to scrape; with
@@ -409,8 +419,10 @@ LEITSTAND_API_RATE_PER_MINUTE = env_int("LEITSTAND_API_RATE_PER_MINUTE", 1200, m
 LEITSTAND_WEBHOOK = {
     "url": env_str("LEITSTAND_WEBHOOK_URL", ""),
     "secret": env_str("LEITSTAND_WEBHOOK_SECRET", ""),
-    "events": env_list("LEITSTAND_WEBHOOK_EVENTS",
-                       ["job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended", "batch.finished"]),
+    "events": env_list(
+        "LEITSTAND_WEBHOOK_EVENTS",
+        ["job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended", "batch.finished"],
+    ),
     # Empty: every job type (the system's own deliveries never cause webhooks).
     "job_types": env_list("LEITSTAND_WEBHOOK_JOB_TYPES", []),
 }

@@ -21,12 +21,12 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
+from dashboard.alerts import alert_acknowledge, alert_resolve
 from dashboard.audit import audit_record
 from dashboard.deadletters import STEP, ended_in_step
 from dashboard.diagram import state_diagram
-from dashboard.export import job_export_json
 from dashboard.explain import ago, clock, job_explain
-from dashboard.alerts import alert_acknowledge, alert_resolve
+from dashboard.export import job_export_json
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
 from dashboard.paths import attempt_timeline
 from jobs import leases, services
@@ -71,8 +71,21 @@ class TransitionInline(ReadOnlyInline):
 
 class AttemptInline(ReadOnlyInline):
     model = Attempt
-    fields = ("lease_version", "lease_owner", "claimed_at", "started_at", "finished_at", "outcome", "error_class",
-              "refused_writes", "path_signature", "path_conforms", "path_divergence", "duration_ms", "slow_reason")
+    fields = (
+        "lease_version",
+        "lease_owner",
+        "claimed_at",
+        "started_at",
+        "finished_at",
+        "outcome",
+        "error_class",
+        "refused_writes",
+        "path_signature",
+        "path_conforms",
+        "path_divergence",
+        "duration_ms",
+        "slow_reason",
+    )
     readonly_fields = fields
     ordering = ("-lease_version",)
 
@@ -142,8 +155,9 @@ class EstimatedCountPaginator(Paginator):
         query = self.object_list.order_by()
         if not query.query.where:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                               [query.model._meta.db_table])
+                cursor.execute(
+                    "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [query.model._meta.db_table]
+                )
                 row = cursor.fetchone()
             if row and row[0] > self.CAP:
                 return int(row[0])
@@ -259,8 +273,12 @@ def job_path_context(job: Job) -> dict:
     diagram with the job's own transitions lit."""
     attempt = job.attempt_log.order_by("-lease_version").first()
     pairs = set(job.transitions.exclude(from_state="").values_list("from_state", "to_state"))
-    return {"path_attempt": attempt, "timeline": attempt_timeline(job, attempt) if attempt else None,
-            "diagram": state_diagram(pairs, job.state), "shadow_runs": list(job.shadow_runs.order_by("-id")[:10])}
+    return {
+        "path_attempt": attempt,
+        "timeline": attempt_timeline(job, attempt) if attempt else None,
+        "diagram": state_diagram(pairs, job.state),
+        "shadow_runs": list(job.shadow_runs.order_by("-id")[:10]),
+    }
 
 
 # Console actions on one job: (label, permission, service).
@@ -275,8 +293,19 @@ JOB_ACTIONS = {
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ("short_id", "type", "state_badge", "priority", "attempt", "age", "in_state_for", "lease_owner",
-                    "heartbeat_age", "next_attempt_at", "error_class")
+    list_display = (
+        "short_id",
+        "type",
+        "state_badge",
+        "priority",
+        "attempt",
+        "age",
+        "in_state_for",
+        "lease_owner",
+        "heartbeat_age",
+        "next_attempt_at",
+        "error_class",
+    )
     list_display_links = ("short_id",)
     list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter, BatchFilter, StepFilter)
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
@@ -304,9 +333,11 @@ class JobAdmin(ReadOnlyAdmin):
         return queryset.filter(query), False
 
     def get_urls(self):
-        return [path("<uuid:job_id>/act/", self.admin_site.admin_view(self.act), name="jobs_job_act"),
-                path("<uuid:job_id>/export/", self.admin_site.admin_view(self.export), name="jobs_job_export"),
-                *super().get_urls()]
+        return [
+            path("<uuid:job_id>/act/", self.admin_site.admin_view(self.act), name="jobs_job_act"),
+            path("<uuid:job_id>/export/", self.admin_site.admin_view(self.export), name="jobs_job_export"),
+            *super().get_urls(),
+        ]
 
     def export(self, request, job_id):
         if not self.has_view_permission(request):
@@ -326,23 +357,36 @@ class JobAdmin(ReadOnlyAdmin):
         job = Job.objects.filter(pk=object_id).first()
         context = dict(extra_context or {})
         if job is not None:
-            context.update(why=job_explain(job, now=database_now()), actions_now=self.actions_now(request, job),
-                           **job_path_context(job))
+            context.update(
+                why=job_explain(job, now=database_now()),
+                actions_now=self.actions_now(request, job),
+                **job_path_context(job),
+            )
         return super().change_view(request, object_id, form_url, context)
 
     def actions_now(self, request, job) -> list[dict]:
         """The actions this person may take on this job now, from the FSM and their permissions."""
         allowed = {t.name for t in job.get_available_state_transitions()}
         possible = {
-            "retry_now": "retry_now" in allowed, "cancel": "cancel" in allowed, "confirm": "confirm" in allowed,
+            "retry_now": "retry_now" in allowed,
+            "cancel": "cancel" in allowed,
+            "confirm": "confirm" in allowed,
             "release": job.state in (State.RESERVED, State.RUNNING),
             "review": job.state in leases.sources_of("queue_for_review"),
         }
-        actions = [{"name": name, "label": label} for name, (label, permission) in JOB_ACTIONS.items()
-                   if possible[name] and request.user.has_perm(permission)]
+        actions = [
+            {"name": name, "label": label}
+            for name, (label, permission) in JOB_ACTIONS.items()
+            if possible[name] and request.user.has_perm(permission)
+        ]
         if job.state == State.READY_FOR_REVIEW and request.user.has_perm("jobs.review_job"):
-            actions.append({"name": "decide", "label": "Decide in the review workspace",
-                            "url": reverse("admin:review_case", args=[job.id])})
+            actions.append(
+                {
+                    "name": "decide",
+                    "label": "Decide in the review workspace",
+                    "url": reverse("admin:review_case", args=[job.id]),
+                }
+            )
         return actions
 
     def act(self, request, job_id):
@@ -484,8 +528,12 @@ class PoolAdmin(ReadOnlyAdmin):
         """What the pool's supervisor last reported: a stall its own healing could not end."""
         if pool.stalled_since is None:
             return "claiming"
-        return format_html('<span class="badge gone">stalled</span> since {} on {}: {}', clock(pool.stalled_since),
-                           pool.stalled_on, pool.stall_note)
+        return format_html(
+            '<span class="badge gone">stalled</span> since {} on {}: {}',
+            clock(pool.stalled_since),
+            pool.stalled_on,
+            pool.stall_note,
+        )
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
@@ -493,8 +541,19 @@ class PoolAdmin(ReadOnlyAdmin):
 
 @admin.register(WorkerProcess)
 class WorkerProcessAdmin(ReadOnlyAdmin):
-    list_display = ("host", "pid", "pool", "started_at", "last_seen_at", "stopped", "current_job_id", "rss_mb",
-                    "jobs_done", "wakeups", "duplicate_wakeups")
+    list_display = (
+        "host",
+        "pid",
+        "pool",
+        "started_at",
+        "last_seen_at",
+        "stopped",
+        "current_job_id",
+        "rss_mb",
+        "jobs_done",
+        "wakeups",
+        "duplicate_wakeups",
+    )
     list_filter = ("pool",)
     ordering = ("-last_seen_at",)
 
@@ -516,14 +575,32 @@ class RobotsFileAdmin(ReadOnlyAdmin):
 
 @admin.register(HostState)
 class HostStateAdmin(ReadOnlyAdmin):
-    list_display = ("host", "next_allowed_at", "in_flight_until", "consecutive_failures", "breaker_open_until",
-                    "last_outcome")
+    list_display = (
+        "host",
+        "next_allowed_at",
+        "in_flight_until",
+        "consecutive_failures",
+        "breaker_open_until",
+        "last_outcome",
+    )
     search_fields = ("host",)
+
 
 @admin.register(BulkOperation)
 class BulkOperationAdmin(ReadOnlyAdmin):
-    list_display = ("id", "created_at", "actor", "action", "filter", "state", "progress", "changed", "skipped",
-                    "eligible", "reason")
+    list_display = (
+        "id",
+        "created_at",
+        "actor",
+        "action",
+        "filter",
+        "state",
+        "progress",
+        "changed",
+        "skipped",
+        "eligible",
+        "reason",
+    )
     list_filter = ("state", "action")
     ordering = ("-created_at",)
 
@@ -533,8 +610,12 @@ class BulkOperationAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         operation = BulkOperation.objects.filter(pk=object_id).first()
-        return super().change_view(request, object_id, form_url, {
-            **(extra_context or {}), "refresh": operation is not None and operation.state == "running"})
+        return super().change_view(
+            request,
+            object_id,
+            form_url,
+            {**(extra_context or {}), "refresh": operation is not None and operation.state == "running"},
+        )
 
 
 class AlertEventInline(ReadOnlyInline):
@@ -553,8 +634,10 @@ class AlertAdmin(ReadOnlyAdmin):
     change_form_template = "admin/dashboard/alert/console_change_form.html"
 
     def get_urls(self):
-        return [path("<int:alert_id>/act/", self.admin_site.admin_view(self.act), name="dashboard_alert_act"),
-                *super().get_urls()]
+        return [
+            path("<int:alert_id>/act/", self.admin_site.admin_view(self.act), name="dashboard_alert_act"),
+            *super().get_urls(),
+        ]
 
     def act(self, request, alert_id):
         if request.method == "POST":
@@ -568,8 +651,12 @@ class AlertAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(reverse("admin:dashboard_alert_change", args=[alert_id]))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        return super().change_view(request, object_id, form_url, {
-            **(extra_context or {}), "can_operate": request.user.has_perm("jobs.operate_job")})
+        return super().change_view(
+            request,
+            object_id,
+            form_url,
+            {**(extra_context or {}), "can_operate": request.user.has_perm("jobs.operate_job")},
+        )
 
     @admin.display(description="runbook")
     def runbook_link(self, alert):
@@ -584,6 +671,9 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     ordering = ("-at",)
 
 
-from . import admin_pipeline  # noqa: E402,F401  (the pipeline's pages)
-from . import admin_rechecks  # noqa: E402,F401  (recheck plans)
-from . import admin_batches  # noqa: E402,F401  (batches)
+# Registered last: they register their admin pages with this module's site.
+from . import (  # noqa: E402
+    admin_batches,  # noqa: F401  (batches)
+    admin_pipeline,  # noqa: F401  (the pipeline's pages)
+    admin_rechecks,  # noqa: F401  (recheck plans)
+)

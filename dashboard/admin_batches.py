@@ -22,8 +22,16 @@ from .admin import ReadOnlyAdmin
 
 @admin.register(Batch)
 class BatchAdmin(ReadOnlyAdmin):
-    list_display = ("name", "key", "batch_state", "progress", "created_at", "target_finish_at", "finished_at",
-                    "created_by")
+    list_display = (
+        "name",
+        "key",
+        "batch_state",
+        "progress",
+        "created_at",
+        "target_finish_at",
+        "finished_at",
+        "created_by",
+    )
     search_fields = ("=key", "name")
     ordering = ("-id",)
     fields = ("key", "name", "correlation_id", "created_by", "created_at", "target_finish_at", "finished_at", "stats")
@@ -60,11 +68,22 @@ class BatchAdmin(ReadOnlyAdmin):
             bucket, timeline = batch_timeline(batch)
             top = max((count for _, count in timeline), default=0) or 1
             context.update(
-                progress=progress, eta=batch_eta(batch, progress, database_now()),
-                timeline=[{"at": at, "count": count, "x": i * 14, "height": round(60 * count / top),
-                           "y": 60 - round(60 * count / top)} for i, (at, count) in enumerate(timeline)],
-                timeline_width=14 * len(timeline), bucket=ago(bucket.total_seconds()),
+                progress=progress,
+                eta=batch_eta(batch, progress, database_now()),
+                timeline=[
+                    {
+                        "at": at,
+                        "count": count,
+                        "x": i * 14,
+                        "height": round(60 * count / top),
+                        "y": 60 - round(60 * count / top),
+                    }
+                    for i, (at, count) in enumerate(timeline)
+                ],
+                timeline_width=14 * len(timeline),
+                bucket=ago(bucket.total_seconds()),
                 members_url=reverse("admin:jobs_job_changelist") + f"?batch={batch.pk}",
                 dead_letters=dead_letter_groups(batch_id=batch.pk)[:10],
-                dead_letters_url=reverse("admin:dead_letters") + f"?batch={batch.pk}")
+                dead_letters_url=reverse("admin:dead_letters") + f"?batch={batch.pk}",
+            )
         return super().change_view(request, object_id, form_url, context)

@@ -29,8 +29,16 @@ class SourceForm(forms.ModelForm):
 
     class Meta:
         model = Source
-        fields = ("name", "base_url", "scope", "priority", "max_depth", "max_links_per_page", "max_images_per_page",
-                  "is_active")
+        fields = (
+            "name",
+            "base_url",
+            "scope",
+            "priority",
+            "max_depth",
+            "max_links_per_page",
+            "max_images_per_page",
+            "is_active",
+        )
 
     def clean(self):
         data = super().clean()
@@ -64,10 +72,15 @@ class SourceAdmin(admin.ModelAdmin):
     actions = [start_crawl]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            candidate_count=Count("candidates", distinct=True),
-            match_count=Count("candidates__findings", filter=Q(candidates__findings__verdict=Finding.Verdict.MATCH),
-                              distinct=True),
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                candidate_count=Count("candidates", distinct=True),
+                match_count=Count(
+                    "candidates__findings", filter=Q(candidates__findings__verdict=Finding.Verdict.MATCH), distinct=True
+                ),
+            )
         )
 
     @admin.display(description="candidates", ordering="candidate_count")
@@ -99,8 +112,9 @@ class AssetForm(forms.ModelForm):
         if self.errors:
             return data
         try:
-            self.instance, created = asset_register(name=data["name"], owner_ref=data["owner_ref"],
-                                                    data=data["upload"].read())
+            self.instance, created = asset_register(
+                name=data["name"], owner_ref=data["owner_ref"], data=data["upload"].read()
+            )
         except JobInputError as exc:
             _field_error(self, exc) if exc.field != "image" else self.add_error("upload", exc.message)
             return data
@@ -176,8 +190,11 @@ class FindingAdmin(ReadOnlyAdmin):
 
     @admin.display(description="candidate")
     def candidate_link(self, finding):
-        return format_html('<a href="{}">{}</a>', reverse("admin:workers_candidate_change", args=[finding.candidate_id]),
-                           finding.candidate.image_url)
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:workers_candidate_change", args=[finding.candidate_id]),
+            finding.candidate.image_url,
+        )
 
     @admin.display(description="source", ordering="candidate__source__name")
     def source(self, finding):
@@ -187,5 +204,6 @@ class FindingAdmin(ReadOnlyAdmin):
     def job_link(self, finding):
         if finding.job_id is None:
             return "—"
-        return format_html('<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[finding.job_id]),
-                           str(finding.job_id)[:8])
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[finding.job_id]), str(finding.job_id)[:8]
+        )

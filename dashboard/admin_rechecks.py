@@ -20,15 +20,28 @@ from .admin import ReadOnlyAdmin, ReadOnlyInline
 
 class ObservationInline(ReadOnlyInline):
     model = Observation
-    fields = ("sequence", "observed_at", "http_status", "kind", "match_score", "content_hash", "detail", "decision",
-              "next_check_at", "job")
+    fields = (
+        "sequence",
+        "observed_at",
+        "http_status",
+        "kind",
+        "match_score",
+        "content_hash",
+        "detail",
+        "decision",
+        "next_check_at",
+        "job",
+    )
     readonly_fields = fields
     ordering = ("sequence",)
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=400, widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
-                             help_text="Recorded on the plan and in the case's transition log.")
+    reason = forms.CharField(
+        max_length=400,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+        help_text="Recorded on the plan and in the case's transition log.",
+    )
 
 
 def _end_plans(modeladmin, request, queryset, *, service, action: str, title: str, explanation: str):
@@ -47,30 +60,61 @@ def _end_plans(modeladmin, request, queryset, *, service, action: str, title: st
         for message in refused:
             modeladmin.message_user(request, message, messages.WARNING)
         return None
-    return TemplateResponse(request, "admin/rechecks/end_plans.html", {
-        **modeladmin.admin_site.each_context(request), "opts": modeladmin.model._meta, "title": title,
-        "explanation": explanation, "plans": list(queryset), "form": form, "action": action,
-    })
+    return TemplateResponse(
+        request,
+        "admin/rechecks/end_plans.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "opts": modeladmin.model._meta,
+            "title": title,
+            "explanation": explanation,
+            "plans": list(queryset),
+            "form": form,
+            "action": action,
+        },
+    )
 
 
 @admin.action(description="End with a manual decision (the case is confirmed)", permissions=["decide"])
 def decide_plans(modeladmin, request, queryset):
-    return _end_plans(modeladmin, request, queryset, service=plan_decide, action="decide_plans",
-                      title="End with a manual decision",
-                      explanation="The plans end now and their cases are confirmed (done). Say why.")
+    return _end_plans(
+        modeladmin,
+        request,
+        queryset,
+        service=plan_decide,
+        action="decide_plans",
+        title="End with a manual decision",
+        explanation="The plans end now and their cases are confirmed (done). Say why.",
+    )
 
 
 @admin.action(description="Abort (the case is cancelled)", permissions=["abort"])
 def abort_plans(modeladmin, request, queryset):
-    return _end_plans(modeladmin, request, queryset, service=plan_abort, action="abort_plans",
-                      title="Abort recheck plans",
-                      explanation="The plans stop and their cases are cancelled. Document the reason.")
+    return _end_plans(
+        modeladmin,
+        request,
+        queryset,
+        service=plan_abort,
+        action="abort_plans",
+        title="Abort recheck plans",
+        explanation="The plans stop and their cases are cancelled. Document the reason.",
+    )
 
 
 @admin.register(RecheckPlan)
 class RecheckPlanAdmin(ReadOnlyAdmin):
-    list_display = ("id", "state", "end_reason", "url", "sequence", "interval", "next_check_at", "next_check_reason",
-                    "deadline_at", "case_link")
+    list_display = (
+        "id",
+        "state",
+        "end_reason",
+        "url",
+        "sequence",
+        "interval",
+        "next_check_at",
+        "next_check_reason",
+        "deadline_at",
+        "case_link",
+    )
     list_filter = ("state", "end_reason", "target")
     search_fields = ("=correlation_id", "url")
     ordering = ("state", "next_check_at")
@@ -78,10 +122,36 @@ class RecheckPlanAdmin(ReadOnlyAdmin):
     actions = [decide_plans, abort_plans]
     fieldsets = (
         (None, {"fields": ("job", "finding", "asset", "correlation_id", "url", "target", "state", "created_at")}),
-        ("Progress", {"fields": ("sequence", "interval_seconds", "unchanged_count", "confirmations", "next_check_at",
-                                 "next_check_reason", "current_job", "last_content_hash")}),
-        ("Policy", {"fields": ("first_delay_seconds", "min_interval_seconds", "max_interval_seconds", "widen_factor",
-                               "early_seconds", "jitter", "confirmations_required", "deadline_at")}),
+        (
+            "Progress",
+            {
+                "fields": (
+                    "sequence",
+                    "interval_seconds",
+                    "unchanged_count",
+                    "confirmations",
+                    "next_check_at",
+                    "next_check_reason",
+                    "current_job",
+                    "last_content_hash",
+                )
+            },
+        ),
+        (
+            "Policy",
+            {
+                "fields": (
+                    "first_delay_seconds",
+                    "min_interval_seconds",
+                    "max_interval_seconds",
+                    "widen_factor",
+                    "early_seconds",
+                    "jitter",
+                    "confirmations_required",
+                    "deadline_at",
+                )
+            },
+        ),
         ("End", {"fields": ("ended_at", "end_reason", "end_note", "ended_by", "case_settled")}),
     )
 
@@ -97,11 +167,21 @@ class RecheckPlanAdmin(ReadOnlyAdmin):
 
     @admin.display(description="case")
     def case_link(self, plan):
-        return format_html('<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[plan.job_id]),
-                           str(plan.job_id)[:8])
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[plan.job_id]), str(plan.job_id)[:8]
+        )
 
 
 @admin.register(Observation)
 class ObservationAdmin(ReadOnlyAdmin):
-    list_display = ("observed_at", "plan", "sequence", "http_status", "kind", "match_score", "decision", "next_check_at")
+    list_display = (
+        "observed_at",
+        "plan",
+        "sequence",
+        "http_status",
+        "kind",
+        "match_score",
+        "decision",
+        "next_check_at",
+    )
     list_filter = ("kind",)

@@ -24,9 +24,16 @@ from jobs.models import Job, LeitstandNow, database_now
 from jobs.services import JobInputError
 
 ACTIONS = {"retry_now": "Retry now", "cancel": "Cancel"}
-FILTER_KEYS = {"state__exact": "state", "type__exact": "type", "pool": "pool", "priority__exact": "priority",
-               "source": "source", "error_class": "error_class", "batch": "batch",
-               "step": "step"}
+FILTER_KEYS = {
+    "state__exact": "state",
+    "type__exact": "type",
+    "pool": "pool",
+    "priority__exact": "priority",
+    "source": "source",
+    "error_class": "error_class",
+    "batch": "batch",
+    "step": "step",
+}
 BATCH = 200
 
 
@@ -34,7 +41,17 @@ def filter_from(params) -> dict:
     """The supported filter keys of a jobs-list query string (others are refused, not ignored)."""
     chosen = {}
     for key, value in params.items():
-        if key in ("q", "o", "p", "e", "_changelist_filters", "action_name", "reason", "csrfmiddlewaretoken", "confirm"):
+        if key in (
+            "q",
+            "o",
+            "p",
+            "e",
+            "_changelist_filters",
+            "action_name",
+            "reason",
+            "csrfmiddlewaretoken",
+            "confirm",
+        ):
             continue
         if key not in FILTER_KEYS:
             raise JobInputError("filter", f"{key} is not a filter bulk actions support ({', '.join(FILTER_KEYS)}, q)")
@@ -75,8 +92,13 @@ def bulk_preview(action: str, job_filter: dict) -> dict:
     allowed = set(leases.sources_of(action))
     by_state = dict(matching(job_filter).order_by().values_list("state").annotate(n=Count("id")))
     eligible = sum(n for state, n in by_state.items() if state in allowed)
-    return {"action": action, "label": ACTIONS[action], "eligible": eligible, "allowed_states": sorted(allowed),
-            "not_eligible": {state: n for state, n in sorted(by_state.items()) if state not in allowed}}
+    return {
+        "action": action,
+        "label": ACTIONS[action],
+        "eligible": eligible,
+        "allowed_states": sorted(allowed),
+        "not_eligible": {state: n for state, n in sorted(by_state.items()) if state not in allowed},
+    }
 
 
 def bulk_start(*, action: str, job_filter: dict, actor: str, reason: str, user) -> BulkOperation:
@@ -89,10 +111,21 @@ def bulk_start(*, action: str, job_filter: dict, actor: str, reason: str, user) 
     permission = next(t.permission for t in field.get_all_transitions(Job) if t.name == action)
     if not user.has_perm(permission):
         raise PermissionDenied(f"{user} lacks the permission to {action} jobs")
-    operation = BulkOperation.objects.create(action=action, filter=job_filter, high_water=database_now(),
-                                             actor=actor, reason=reason.strip()[:500], eligible=preview["eligible"])
-    audit_record(actor=actor, action=f"bulk.{action}.start", target=f"bulk {operation.pk}: filter {job_filter}",
-                 reason=reason, result=f"{preview['eligible']} eligible; pinned at {operation.high_water:%H:%M:%S}")
+    operation = BulkOperation.objects.create(
+        action=action,
+        filter=job_filter,
+        high_water=database_now(),
+        actor=actor,
+        reason=reason.strip()[:500],
+        eligible=preview["eligible"],
+    )
+    audit_record(
+        actor=actor,
+        action=f"bulk.{action}.start",
+        target=f"bulk {operation.pk}: filter {job_filter}",
+        reason=reason,
+        result=f"{preview['eligible']} eligible; pinned at {operation.high_water:%H:%M:%S}",
+    )
     return operation
 
 
@@ -104,21 +137,30 @@ def bulk_step(*, batch: int = BATCH) -> int:
             operation = BulkOperation.objects.select_for_update(skip_locked=True).filter(pk=operation_id).first()
             if operation is None or operation.state != BulkOperation.State.RUNNING:
                 continue
-            query = matching(operation.filter).filter(created_at__lte=operation.high_water,
-                                                      state__in=leases.sources_of(operation.action))
+            query = matching(operation.filter).filter(
+                created_at__lte=operation.high_water, state__in=leases.sources_of(operation.action)
+            )
             if operation.cursor:
                 query = query.filter(id__gt=operation.cursor)
             ids = list(query.order_by("id").values_list("id", flat=True)[:batch])
             if not ids:
                 operation.state, operation.finished_at = BulkOperation.State.DONE, LeitstandNow()
                 operation.save()
-                audit_record(actor=operation.actor, action=f"bulk.{operation.action}.done",
-                             target=f"bulk {operation.pk}: filter {operation.filter}", reason=operation.reason,
-                             result=f"{operation.changed} changed, {operation.skipped} skipped in {operation.batches} batches")
+                audit_record(
+                    actor=operation.actor,
+                    action=f"bulk.{operation.action}.done",
+                    target=f"bulk {operation.pk}: filter {operation.filter}",
+                    reason=operation.reason,
+                    result=f"{operation.changed} changed, {operation.skipped} skipped in {operation.batches} batches",
+                )
                 continue
-            done = leases.transition_many(operation.action, ids, actor=operation.actor, reason=operation.reason,
-                                          cause=f"bulk {operation.pk} ({ACTIONS[operation.action].lower()}): "
-                                                f"{operation.reason}")
+            done = leases.transition_many(
+                operation.action,
+                ids,
+                actor=operation.actor,
+                reason=operation.reason,
+                cause=f"bulk {operation.pk} ({ACTIONS[operation.action].lower()}): {operation.reason}",
+            )
             operation.changed += len(done)
             operation.skipped += len(ids) - len(done)
             operation.cursor, operation.batches = ids[-1], operation.batches + 1

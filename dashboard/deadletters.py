@@ -31,8 +31,13 @@ from dashboard.models import ConsoleSnapshot
 from jobs.models import Attempt, Job, LeitstandNow, database_now
 from workers.registry import registry
 
-WINDOWS = (("1 h", timedelta(hours=1)), ("3 h", timedelta(hours=3)), ("24 h", timedelta(hours=24)),
-           ("3 d", timedelta(days=3)), ("7 d", timedelta(days=7)))
+WINDOWS = (
+    ("1 h", timedelta(hours=1)),
+    ("3 h", timedelta(hours=3)),
+    ("24 h", timedelta(hours=24)),
+    ("3 d", timedelta(days=3)),
+    ("7 d", timedelta(days=7)),
+)
 
 _GROUPS_SQL = """
 -- The final attempt's signature is read by one index probe per dead job (a subplan: a join would
@@ -63,8 +68,9 @@ def ended_in_step(step: str) -> Regex:
     final attempt of each job the other filters leave (a semi-join would scan every attempt)."""
     if not STEP.fullmatch(step):
         raise ValueError(f"{step!r} is not a step name")
-    final_signature = Subquery(Attempt.objects.filter(job=OuterRef("pk"), lease_version=OuterRef("lease_version"))
-                               .values("path_signature")[:1])
+    final_signature = Subquery(
+        Attempt.objects.filter(job=OuterRef("pk"), lease_version=OuterRef("lease_version")).values("path_signature")[:1]
+    )
     return Regex(final_signature, rf"(^| > ){step}[!~]? -> ")
 
 
@@ -83,17 +89,39 @@ class Group:
     new_with: str = ""
 
     def as_data(self) -> dict:
-        return {**{name: getattr(self, name) for name in ("type", "error_class", "step", "counts", "total",
-                                                           "newest_job_id", "new_with", "newest_message")},
-                **{name: moment.isoformat() if (moment := getattr(self, name)) else None
-                   for name in ("first_seen", "last_seen")},
-                "versions": sorted(self.versions)}
+        return {
+            **{
+                name: getattr(self, name)
+                for name in (
+                    "type",
+                    "error_class",
+                    "step",
+                    "counts",
+                    "total",
+                    "newest_job_id",
+                    "new_with",
+                    "newest_message",
+                )
+            },
+            **{
+                name: moment.isoformat() if (moment := getattr(self, name)) else None
+                for name in ("first_seen", "last_seen")
+            },
+            "versions": sorted(self.versions),
+        }
 
     @classmethod
     def from_data(cls, data: dict) -> Group:
-        return cls(**{**data, "versions": set(data["versions"]),
-                      **{name: datetime.fromisoformat(data[name]) if data[name] else None
-                         for name in ("first_seen", "last_seen")}})
+        return cls(
+            **{
+                **data,
+                "versions": set(data["versions"]),
+                **{
+                    name: datetime.fromisoformat(data[name]) if data[name] else None
+                    for name in ("first_seen", "last_seen")
+                },
+            }
+        )
 
     @property
     def version_list(self) -> list[str]:
@@ -118,12 +146,13 @@ def dead_letter_groups(*, batch_id: int | None = None, now: datetime | None = No
     groups: dict[tuple[str, str, str], Group] = {}
     type_versions: dict[str, set[str]] = {}
     for job_type, error_class, step, version, *rest in rows:
-        counts, (total, first, last, job_id) = list(rest[:len(WINDOWS)]), rest[len(WINDOWS):]
+        counts, (total, first, last, job_id) = list(rest[: len(WINDOWS)]), rest[len(WINDOWS) :]
         type_versions.setdefault(job_type, set()).add(version)
         group = groups.get((job_type, error_class, step))
         if group is None:
-            groups[job_type, error_class, step] = Group(job_type, error_class, step, counts, total, first, last,
-                                                        job_id, {version})
+            groups[job_type, error_class, step] = Group(
+                job_type, error_class, step, counts, total, first, last, job_id, {version}
+            )
             continue
         group.counts = [a + b for a, b in zip(group.counts, counts)]
         group.total += total
@@ -132,8 +161,9 @@ def dead_letter_groups(*, batch_id: int | None = None, now: datetime | None = No
             group.newest_job_id = job_id
         group.first_seen = min(filter(None, (group.first_seen, first)), default=None)
         group.last_seen = max(filter(None, (group.last_seen, last)), default=None)
-    messages = dict(Job.objects.filter(pk__in=[g.newest_job_id for g in groups.values()])
-                    .values_list("pk", "error_message"))
+    messages = dict(
+        Job.objects.filter(pk__in=[g.newest_job_id for g in groups.values()]).values_list("pk", "error_message")
+    )
     for group in groups.values():
         group.newest_message = messages.get(uuid.UUID(group.newest_job_id), "")[:300]
     current = {t.name: t.processing_version for t in registry.all()}
@@ -151,9 +181,14 @@ def dead_letters_refresh() -> None:
     """Group every dead job now and store the groups for the console (the control process, throttled)."""
     now, started = database_now(), time.perf_counter()
     groups = dead_letter_groups(now=now)
-    ConsoleSnapshot.objects.update_or_create(name=SNAPSHOT, defaults={
-        "data": {"now": now.isoformat(), "groups": [group.as_data() for group in groups]},
-        "refreshed_at": LeitstandNow(), "took_ms": (time.perf_counter() - started) * 1000})
+    ConsoleSnapshot.objects.update_or_create(
+        name=SNAPSHOT,
+        defaults={
+            "data": {"now": now.isoformat(), "groups": [group.as_data() for group in groups]},
+            "refreshed_at": LeitstandNow(),
+            "took_ms": (time.perf_counter() - started) * 1000,
+        },
+    )
 
 
 def dead_letters_snapshot() -> tuple[list[Group], datetime, ConsoleSnapshot]:

@@ -48,18 +48,30 @@ def _planned(job: Job, now: datetime) -> str:
         return f"not due yet: due at {clock(job.due_at)}, in {ago((job.due_at - now).total_seconds())}{why}"
     pool = Pool.objects.filter(name=job.pool).first()
     if pool and pool.is_paused:
-        return (f"pool {job.pool} is paused (by {pool.changed_by or 'someone'} at {clock(pool.changed_at)}: "
-                f"{pool.reason or 'no reason given'}); nothing is claimed until it is resumed")
+        return (
+            f"pool {job.pool} is paused (by {pool.changed_by or 'someone'} at {clock(pool.changed_at)}: "
+            f"{pool.reason or 'no reason given'}); nothing is claimed until it is resumed"
+        )
     if not live_workers().filter(pool=job.pool).exists():
         last = WorkerProcess.objects.filter(pool=job.pool).order_by("-last_seen_at").first()
-        seen = (f"; last worker {last.host}:{last.pid} seen at {clock(last.last_seen_at)}"
-                + (f" ({last.stop_reason})" if last.stop_reason else "")) if last else "; no worker has ever run it"
+        seen = (
+            (
+                f"; last worker {last.host}:{last.pid} seen at {clock(last.last_seen_at)}"
+                + (f" ({last.stop_reason})" if last.stop_reason else "")
+            )
+            if last
+            else "; no worker has ever run it"
+        )
         return f"no live worker in pool {job.pool}{seen}"
-    ahead = (Job.objects.filter(pool=job.pool, state=State.PLANNED, due_at__lte=now)
-             .filter(Q(priority__lt=job.priority)
-                     | Q(priority=job.priority, due_at__lt=job.due_at)
-                     | Q(priority=job.priority, due_at=job.due_at, id__lt=job.id))
-             .values("id")[:AHEAD_CAP])
+    ahead = (
+        Job.objects.filter(pool=job.pool, state=State.PLANNED, due_at__lte=now)
+        .filter(
+            Q(priority__lt=job.priority)
+            | Q(priority=job.priority, due_at__lt=job.due_at)
+            | Q(priority=job.priority, due_at=job.due_at, id__lt=job.id)
+        )
+        .values("id")[:AHEAD_CAP]
+    )
     count = ahead.count()
     shown = f"{AHEAD_CAP:,}+" if count >= AHEAD_CAP else f"{count:,}"
     return f"waiting for a {job.pool} worker: {shown} ahead of it (priority {job.priority})"
@@ -69,9 +81,15 @@ def _leased(job: Job, now: datetime) -> str:
     holder = job.lease_owner or "a worker"
     if job.lease_expires_at and job.lease_expires_at < now:
         grace = settings.LEITSTAND_LEASE_GRACE_SECONDS
-        return (f"lease of {holder} expired {ago((now - job.lease_expires_at).total_seconds())} ago; the reaper "
-                f"releases it {grace} s after expiry (attempt {job.attempts} of {job.max_attempts})")
-    beat = f"last heartbeat {ago((now - job.heartbeat_at).total_seconds())} ago" if job.heartbeat_at else "no heartbeat yet"
+        return (
+            f"lease of {holder} expired {ago((now - job.lease_expires_at).total_seconds())} ago; the reaper "
+            f"releases it {grace} s after expiry (attempt {job.attempts} of {job.max_attempts})"
+        )
+    beat = (
+        f"last heartbeat {ago((now - job.heartbeat_at).total_seconds())} ago"
+        if job.heartbeat_at
+        else "no heartbeat yet"
+    )
     verb = "reserved by" if job.state == State.RESERVED else "lease held by"
     expires = f", lease until {clock(job.lease_expires_at)}" if job.lease_expires_at else ""
     return f"{verb} {holder}, {beat}{expires} (attempt {job.attempts} of {job.max_attempts})"
@@ -88,7 +106,9 @@ def _unclear(job: Job, now: datetime) -> str:
 
 
 def _review(job: Job, now: datetime) -> str:
-    sentence = f"waiting for review since {clock(job.state_changed_at)} ({ago((now - job.state_changed_at).total_seconds())})"
+    sentence = (
+        f"waiting for review since {clock(job.state_changed_at)} ({ago((now - job.state_changed_at).total_seconds())})"
+    )
     lease = ReviewLease.objects.filter(job=job, expires_at__gt=now).first()
     if lease:
         sentence += f", opened by {lease.reviewer} until {clock(lease.expires_at)}"
@@ -103,8 +123,10 @@ def _recheck(job: Job, now: datetime) -> str:
         return f"recheck plan {plan.pk} ended ({plan.end_reason}): the case follows at the planner's next sweep"
     if plan.next_check_at is None:
         return f"recheck plan {plan.pk}: check {plan.sequence} is under way"
-    return (f"recheck plan {plan.pk}: next check at {clock(plan.next_check_at)} — {plan.next_check_reason}; "
-            f"deadline {timezone.localtime(plan.deadline_at):%Y-%m-%d %H:%M}")
+    return (
+        f"recheck plan {plan.pk}: next check at {clock(plan.next_check_at)} — {plan.next_check_reason}; "
+        f"deadline {timezone.localtime(plan.deadline_at):%Y-%m-%d %H:%M}"
+    )
 
 
 def _stored(job: Job, now: datetime) -> str:
@@ -114,15 +136,25 @@ def _stored(job: Job, now: datetime) -> str:
 def _ended(job: Job, now: datetime) -> str:
     when = clock(job.finished_at or job.state_changed_at)
     if job.state == State.DEAD:
-        return (f"in the dead-letter queue since {when} after {job.error_class or 'an error'}: "
-                f"{job.error_message[:200]}; an operator may retry it")
+        return (
+            f"in the dead-letter queue since {when} after {job.error_class or 'an error'}: "
+            f"{job.error_message[:200]}; an operator may retry it"
+        )
     return f"{job.state} at {when}: {job.completion_reason or 'no reason recorded'}"
 
 
 _EXPLAIN = {
-    State.PLANNED: _planned, State.RESERVED: _leased, State.RUNNING: _leased, State.FAILED: _failed,
-    State.UNCLEAR: _unclear, State.READY_FOR_REVIEW: _review, State.RECHECK_DUE: _recheck,
-    State.RESULT_STORED: _stored, State.DONE: _ended, State.DEAD: _ended, State.CANCELLED: _ended,
+    State.PLANNED: _planned,
+    State.RESERVED: _leased,
+    State.RUNNING: _leased,
+    State.FAILED: _failed,
+    State.UNCLEAR: _unclear,
+    State.READY_FOR_REVIEW: _review,
+    State.RECHECK_DUE: _recheck,
+    State.RESULT_STORED: _stored,
+    State.DONE: _ended,
+    State.DEAD: _ended,
+    State.CANCELLED: _ended,
 }
 
 

@@ -18,8 +18,11 @@ FORMAT = "leitstand.job-export/1"
 
 
 def _rows(queryset, *, exclude=()) -> list[dict]:
-    fields = [f.attname for f in queryset.model._meta.concrete_fields
-              if f.name not in exclude and not isinstance(f, BinaryField)]
+    fields = [
+        f.attname
+        for f in queryset.model._meta.concrete_fields
+        if f.name not in exclude and not isinstance(f, BinaryField)
+    ]
     return list(queryset.values(*fields))
 
 
@@ -39,15 +42,25 @@ def job_export(job: Job) -> dict:
             "escalation": _rows(ReviewEscalation.objects.filter(job=job)),
             "decisions": _rows(Transition.objects.filter(job=job, from_state=State.READY_FOR_REVIEW).order_by("id")),
         },
-        "findings": [{**row, "image_url": f.candidate.image_url, "page_url": f.candidate.page_url,
-                      "thumbnail_bytes": len(f.thumbnail or b"")}
-                     for row, f in zip(_rows(findings), findings)],
-        "recheck_plan": None if plan is None else {
+        "findings": [
+            {
+                **row,
+                "image_url": f.candidate.image_url,
+                "page_url": f.candidate.page_url,
+                "thumbnail_bytes": len(f.thumbnail or b""),
+            }
+            for row, f in zip(_rows(findings), findings)
+        ],
+        "recheck_plan": None
+        if plan is None
+        else {
             **_rows(RecheckPlan.objects.filter(pk=plan.pk))[0],
             "observations": _rows(Observation.objects.filter(plan=plan).order_by("sequence")),
         },
         "shadow_runs": _rows(ShadowRun.objects.filter(job=job).order_by("id")),
-        "children": [str(pk) for pk in Job.objects.filter(parent=job).order_by("created_at").values_list("pk", flat=True)],
+        "children": [
+            str(pk) for pk in Job.objects.filter(parent=job).order_by("created_at").values_list("pk", flat=True)
+        ],
         "audit": _rows(AuditEntry.objects.filter(target__contains=str(job.pk)).order_by("id")),
     }
 

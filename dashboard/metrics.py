@@ -22,16 +22,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+import workers.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.snapshot import oldest_due, open_counts
 from jobs.models import database_now
 from workers.selectors import pool_consumers
 
-import workers.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
-
 DOCUMENTED = {
     "leitstand_jobs": "Jobs by type and state (open states exact at scrape time; done, dead, cancelled from "
-                      "the console snapshot, at most 5 minutes old)",
+    "the console snapshot, at most 5 minutes old)",
     "leitstand_oldest_due_job_age_seconds": "Age of the oldest due planned job, by type",
     "leitstand_stuck_leases": "Leased jobs whose lease expired beyond the grace period, by pool",
     "leitstand_dead_letters": "Jobs in the dead-letter queue, by type",
@@ -70,35 +69,49 @@ class PipelineCollector:
             yield jobs
             yield dead
 
-            oldest = GaugeMetricFamily("leitstand_oldest_due_job_age_seconds",
-                                       DOCUMENTED["leitstand_oldest_due_job_age_seconds"], labels=["type"])
+            oldest = GaugeMetricFamily(
+                "leitstand_oldest_due_job_age_seconds",
+                DOCUMENTED["leitstand_oldest_due_job_age_seconds"],
+                labels=["type"],
+            )
             for job_type, age in oldest_due(now, sorted({t for t, state, _ in counts if state == "planned"})):
                 oldest.add_metric([job_type], age)
             yield oldest
 
             stuck = GaugeMetricFamily("leitstand_stuck_leases", DOCUMENTED["leitstand_stuck_leases"], labels=["pool"])
-            cursor.execute("SELECT pool, count(*) FROM jobs_job WHERE state IN ('reserved', 'running') AND "
-                           "lease_expires_at < %(now)s - %(grace)s * interval '1 second' GROUP BY pool",
-                           {"now": now, "grace": settings.LEITSTAND_LEASE_GRACE_SECONDS})
+            cursor.execute(
+                "SELECT pool, count(*) FROM jobs_job WHERE state IN ('reserved', 'running') AND "
+                "lease_expires_at < %(now)s - %(grace)s * interval '1 second' GROUP BY pool",
+                {"now": now, "grace": settings.LEITSTAND_LEASE_GRACE_SECONDS},
+            )
             for pool, count in cursor.fetchall():
                 stuck.add_metric([pool], count)
             yield stuck
 
-            cursor.execute("SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
-                           "WHERE state = 'ready_for_review'", {"now": now})
+            cursor.execute(
+                "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
+                "WHERE state = 'ready_for_review'",
+                {"now": now},
+            )
             backlog, oldest_case = cursor.fetchone()
             yield GaugeMetricFamily("leitstand_review_backlog", DOCUMENTED["leitstand_review_backlog"], value=backlog)
-            yield GaugeMetricFamily("leitstand_review_oldest_age_seconds",
-                                    DOCUMENTED["leitstand_review_oldest_age_seconds"], value=float(oldest_case or 0))
+            yield GaugeMetricFamily(
+                "leitstand_review_oldest_age_seconds",
+                DOCUMENTED["leitstand_review_oldest_age_seconds"],
+                value=float(oldest_case or 0),
+            )
 
-            cursor.execute("SELECT count(*) FILTER (WHERE next_check_at <= %(now)s), count(*) FILTER (WHERE "
-                           "next_check_at < %(now)s - %(late)s * interval '1 second') FROM rechecks_recheckplan "
-                           "WHERE state = 'active'",
-                           {"now": now, "late": settings.LEITSTAND_CONSOLE["recheck_overdue_seconds"]})
+            cursor.execute(
+                "SELECT count(*) FILTER (WHERE next_check_at <= %(now)s), count(*) FILTER (WHERE "
+                "next_check_at < %(now)s - %(late)s * interval '1 second') FROM rechecks_recheckplan "
+                "WHERE state = 'active'",
+                {"now": now, "late": settings.LEITSTAND_CONSOLE["recheck_overdue_seconds"]},
+            )
             due, overdue = cursor.fetchone()
             yield GaugeMetricFamily("leitstand_recheck_plans_due", DOCUMENTED["leitstand_recheck_plans_due"], value=due)
-            yield GaugeMetricFamily("leitstand_recheck_plans_overdue", DOCUMENTED["leitstand_recheck_plans_overdue"],
-                                    value=overdue)
+            yield GaugeMetricFamily(
+                "leitstand_recheck_plans_overdue", DOCUMENTED["leitstand_recheck_plans_overdue"], value=overdue
+            )
 
             paused = GaugeMetricFamily("leitstand_pool_paused", DOCUMENTED["leitstand_pool_paused"], labels=["pool"])
             cursor.execute("SELECT name, is_paused FROM workers_pool")
@@ -106,8 +119,9 @@ class PipelineCollector:
                 paused.add_metric([pool], int(is_paused))
             yield paused
 
-        consumers = GaugeMetricFamily("leitstand_pool_consumers", DOCUMENTED["leitstand_pool_consumers"],
-                                      labels=["pool"])
+        consumers = GaugeMetricFamily(
+            "leitstand_pool_consumers", DOCUMENTED["leitstand_pool_consumers"], labels=["pool"]
+        )
         for pool, count in pool_consumers().items():
             consumers.add_metric([pool], count)
         yield consumers
@@ -144,6 +158,10 @@ def metrics_view(request):
     if not settings.LEITSTAND_METRICS_TOKEN and not settings.LEITSTAND_METRICS_ALLOWED_IPS:
         raise Http404("metrics are not enabled: set LEITSTAND_METRICS_TOKEN or LEITSTAND_METRICS_ALLOWED_IPS")
     if not _allowed(request):
-        return HttpResponse("a valid bearer token or an allowed address is required\n", status=401,
-                            content_type="text/plain", headers={"WWW-Authenticate": "Bearer"})
+        return HttpResponse(
+            "a valid bearer token or an allowed address is required\n",
+            status=401,
+            content_type="text/plain",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return HttpResponse(generate_latest(registry()), content_type=CONTENT_TYPE_LATEST)

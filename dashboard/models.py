@@ -67,7 +67,11 @@ class BulkOperation(models.Model):
 
     @property
     def percent(self) -> int:
-        return 100 if self.state == self.State.DONE else min(100, int(100 * (self.changed + self.skipped) / max(self.eligible, 1)))
+        return (
+            100
+            if self.state == self.State.DONE
+            else min(100, int(100 * (self.changed + self.skipped) / max(self.eligible, 1)))
+        )
 
 
 class Alert(models.Model):
@@ -95,8 +99,11 @@ class Alert(models.Model):
     route = models.CharField(max_length=64, help_text="Who acts: the notification route.")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["rule", "scope"], condition=~models.Q(state="resolved"),
-                                               name="alert_one_open_per_rule_scope")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "scope"], condition=~models.Q(state="resolved"), name="alert_one_open_per_rule_scope"
+            )
+        ]
         indexes = [models.Index(fields=["state", "-last_seen"], name="alert_state_idx")]
 
     def __str__(self) -> str:
@@ -129,8 +136,13 @@ class RuleViolation(models.Model):
     resolved_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["rule", "subject"], condition=models.Q(resolved_at__isnull=True),
-                                               name="rule_violation_open_once")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "subject"],
+                condition=models.Q(resolved_at__isnull=True),
+                name="rule_violation_open_once",
+            )
+        ]
         indexes = [models.Index(fields=["rule", "-first_seen"], name="rule_violation_idx")]
 
     def __str__(self) -> str:

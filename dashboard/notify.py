@@ -18,9 +18,19 @@ from workers.webhook import post_signed
 def notifications_for(alert, event) -> list[tuple[str, dict]]:
     """(idempotency key, payload) of each delivery an alert event needs, per its route's channels."""
     route = settings.LEITSTAND_ALERT_ROUTES.get(alert.route, {})
-    message = {"alert_id": alert.pk, "event_id": event.pk, "event": event.kind, "rule": alert.rule,
-               "scope": alert.scope, "state": alert.state, "route": alert.route, "diagnosis": alert.diagnosis,
-               "value": alert.value, "threshold": alert.threshold, "runbook": f"/admin/runbooks/{alert.rule}/"}
+    message = {
+        "alert_id": alert.pk,
+        "event_id": event.pk,
+        "event": event.kind,
+        "rule": alert.rule,
+        "scope": alert.scope,
+        "state": alert.state,
+        "route": alert.route,
+        "diagnosis": alert.diagnosis,
+        "value": alert.value,
+        "threshold": alert.threshold,
+        "runbook": f"/admin/runbooks/{alert.rule}/",
+    }
     deliveries = []
     if route.get("webhook"):
         deliveries.append((f"alert-event-{event.pk}-webhook", {"channel": "webhook", "message": message}))

@@ -56,14 +56,20 @@ def type_paths(job_type: JobType) -> dict:
     """Three reads of the window: its paths grouped, its divergent and slow attempts, and the step
     events of its newest attempts."""
     params = {"type": job_type.name, "window": WINDOW, "funnel": FUNNEL_WINDOW}
-    groups = _query("""
+    groups = _query(
+        """
         SELECT path_signature, path_conforms, path_divergence_kind, count(*), max(path_divergence),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms)
-        FROM recent GROUP BY 1, 2, 3 ORDER BY 4 DESC""", params)
-    flagged = _query("""
+        FROM recent GROUP BY 1, 2, 3 ORDER BY 4 DESC""",
+        params,
+    )
+    flagged = _query(
+        """
         SELECT id, job_id, lease_version, path_signature, path_conforms, path_divergence, path_divergence_kind,
                duration_ms, slow, slow_reason, finished_at
-        FROM recent WHERE path_conforms = false OR slow ORDER BY id DESC LIMIT 100""", params)
+        FROM recent WHERE path_conforms = false OR slow ORDER BY id DESC LIMIT 100""",
+        params,
+    )
     total = sum(row[3] for row in groups)
     endings: Counter = Counter()
     kinds: Counter = Counter()
@@ -71,7 +77,8 @@ def type_paths(job_type: JobType) -> dict:
         endings[_ending(signature)] += count
         if conforms is False:
             kinds[kind] += count
-    funnel_rows = _query("""
+    funnel_rows = _query(
+        """
         SELECT s.step, count(*),
                count(*) FILTER (WHERE s.outcome = 'ok'), count(*) FILTER (WHERE s.outcome = 'skipped'),
                count(*) FILTER (WHERE s.outcome = 'failed'),
@@ -82,7 +89,9 @@ def type_paths(job_type: JobType) -> dict:
         -- planner prefers a hash join that reads every step event).
         CROSS JOIN LATERAL (SELECT step, outcome, duration_ms FROM jobs_stepevent
                             WHERE job_id = r.job_id AND lease_version = r.lease_version OFFSET 0) s
-        GROUP BY s.step""", params)
+        GROUP BY s.step""",
+        params,
+    )
     order = step_order(job_type)
     funnel_rows.sort(key=lambda row: (order.index(row[0]) if row[0] in order else len(order), row[0]))
     started = max((row[1] for row in funnel_rows), default=0)
@@ -90,22 +99,59 @@ def type_paths(job_type: JobType) -> dict:
         "total": total,
         "conforming": sum(row[3] for row in groups if row[1]),
         "divergent_count": sum(kinds.values()),
-        "frequencies": [{"signature": signature, "conforms": conforms, "count": count, "share": count / total,
-                         "divergence": divergence, "median_ms": median}
-                        for signature, conforms, _, count, divergence, median in groups[:40]],
-        "funnel": [{"step": step, "started": n, "finished": ok, "skipped": skipped, "failed": failed,
-                    "median_ms": p50, "p99_ms": p99,
-                    "declared": step in order,
-                    "bar": round(300 * n / started) if started else 0,
-                    "bar_ok": round(300 * ok / started) if started else 0}
-                   for step, n, ok, skipped, failed, p50, p99 in funnel_rows],
+        "frequencies": [
+            {
+                "signature": signature,
+                "conforms": conforms,
+                "count": count,
+                "share": count / total,
+                "divergence": divergence,
+                "median_ms": median,
+            }
+            for signature, conforms, _, count, divergence, median in groups[:40]
+        ],
+        "funnel": [
+            {
+                "step": step,
+                "started": n,
+                "finished": ok,
+                "skipped": skipped,
+                "failed": failed,
+                "median_ms": p50,
+                "p99_ms": p99,
+                "declared": step in order,
+                "bar": round(300 * n / started) if started else 0,
+                "bar_ok": round(300 * ok / started) if started else 0,
+            }
+            for step, n, ok, skipped, failed, p50, p99 in funnel_rows
+        ],
         "endings": endings.most_common(),
-        "divergent": [{"attempt": row[0], "job_id": row[1], "lease_version": row[2], "signature": row[3],
-                       "kind": row[6], "divergence": row[5], "finished_at": row[10]}
-                      for row in flagged if row[4] is False][:50],
+        "divergent": [
+            {
+                "attempt": row[0],
+                "job_id": row[1],
+                "lease_version": row[2],
+                "signature": row[3],
+                "kind": row[6],
+                "divergence": row[5],
+                "finished_at": row[10],
+            }
+            for row in flagged
+            if row[4] is False
+        ][:50],
         "kinds": kinds.most_common(),
-        "slow": [{"attempt": row[0], "job_id": row[1], "lease_version": row[2], "duration_ms": row[7],
-                  "reason": row[9], "finished_at": row[10]} for row in flagged if row[8]][:20],
+        "slow": [
+            {
+                "attempt": row[0],
+                "job_id": row[1],
+                "lease_version": row[2],
+                "duration_ms": row[7],
+                "reason": row[9],
+                "finished_at": row[10],
+            }
+            for row in flagged
+            if row[8]
+        ][:20],
         "shadows": shadow_summary(job_type.name),
         "window": WINDOW,
         "funnel_window": FUNNEL_WINDOW,
@@ -115,13 +161,17 @@ def type_paths(job_type: JobType) -> dict:
 def shadow_summary(job_type: str) -> list[dict]:
     from django.db.models import Count, Q
 
-    rows = (ShadowRun.objects.filter(job_type=job_type).values("processing_version")
-            .annotate(runs=Count("id"), same=Count("id", filter=Q(same=True)),
-                      sampled=Count("id", filter=Q(sampled=True))).order_by("processing_version"))
+    rows = (
+        ShadowRun.objects.filter(job_type=job_type)
+        .values("processing_version")
+        .annotate(runs=Count("id"), same=Count("id", filter=Q(same=True)), sampled=Count("id", filter=Q(sampled=True)))
+        .order_by("processing_version")
+    )
     summary = []
     for row in rows:
-        latest = ShadowRun.objects.filter(job_type=job_type, processing_version=row["processing_version"],
-                                          same=False).order_by("-id")[:10]
+        latest = ShadowRun.objects.filter(
+            job_type=job_type, processing_version=row["processing_version"], same=False
+        ).order_by("-id")[:10]
         summary.append({**row, "different": row["runs"] - row["same"], "latest_different": list(latest)})
     return summary
 
@@ -137,7 +187,20 @@ def attempt_timeline(job, attempt) -> dict | None:
     if attempt.duration_ms:
         end = max(end, attempt.duration_ms)
     scale = 600 / end if end > 0 else 0
-    return {"total_ms": end, "steps": [
-        {"step": s.step, "outcome": s.outcome, "offset_ms": off, "duration_ms": s.duration_ms,
-         "x": round(off * scale), "width": max(round(s.duration_ms * scale), 2), "y": 6 + i * 24, "label_y": 22 + i * 24}
-        for i, (off, s) in enumerate(zip(offsets, steps))], "height": 12 + 24 * len(steps)}
+    return {
+        "total_ms": end,
+        "steps": [
+            {
+                "step": s.step,
+                "outcome": s.outcome,
+                "offset_ms": off,
+                "duration_ms": s.duration_ms,
+                "x": round(off * scale),
+                "width": max(round(s.duration_ms * scale), 2),
+                "y": 6 + i * 24,
+                "label_y": 22 + i * 24,
+            }
+            for i, (off, s) in enumerate(zip(offsets, steps))
+        ],
+        "height": 12 + 24 * len(steps),
+    }

@@ -21,16 +21,25 @@ VERDICTS = ("match", "no_match", "escalate", "skip")
 
 
 def queue(*, escalated: bool, limit: int) -> list[dict]:
-    jobs = (Job.objects.filter(state=State.READY_FOR_REVIEW, review_escalation__isnull=not escalated)
-            .select_related("review_lease").order_by("state_changed_at", "id")[:limit])
-    now_leases = {lease.job_id: lease for lease in ReviewLease.objects.filter(
-        job__in=[j.id for j in jobs], expires_at__gt=LeitstandNow())}
+    jobs = (
+        Job.objects.filter(state=State.READY_FOR_REVIEW, review_escalation__isnull=not escalated)
+        .select_related("review_lease")
+        .order_by("state_changed_at", "id")[:limit]
+    )
+    now_leases = {
+        lease.job_id: lease
+        for lease in ReviewLease.objects.filter(job__in=[j.id for j in jobs], expires_at__gt=LeitstandNow())
+    }
     return [{"job": job, "lease": now_leases.get(job.id)} for job in jobs]
 
 
 def take(*, reviewer: str, escalated: bool = False, job_id=None) -> Job | None:
-    return job_services.review_take(reviewer=reviewer, seconds=settings.LEITSTAND_CONSOLE["review_lease_seconds"],
-                                    job_id=job_id, escalated=escalated)
+    return job_services.review_take(
+        reviewer=reviewer,
+        seconds=settings.LEITSTAND_CONSOLE["review_lease_seconds"],
+        job_id=job_id,
+        escalated=escalated,
+    )
 
 
 def holder(job: Job) -> ReviewLease | None:
@@ -64,8 +73,9 @@ def decide(*, job_id, verdict: str, reason: str, actor: str, user) -> str:
         return f"case {str(job_id)[:8]} escalated"
     with transaction.atomic():
         is_match = verdict == "match"
-        job = job_services.review_decide(job_id=job_id, actor=actor, reason=f"{verdict}: {reason}" if reason else "",
-                                         user=user, is_match=is_match)
+        job = job_services.review_decide(
+            job_id=job_id, actor=actor, reason=f"{verdict}: {reason}" if reason else "", user=user, is_match=is_match
+        )
         finding = finding_review_record(job_id=job.id, verdict=verdict, reviewer=actor, reason=reason)
         if is_match and finding is not None:
             plan_request(job=job, finding=finding, content_hash=finding.candidate.content_hash)

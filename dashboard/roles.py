@@ -17,17 +17,36 @@ OPERATORS = "operator"
 REVIEWERS = "reviewer"
 VIEWERS = "viewer"
 
-_VIEW = [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent",
-                                           "batch")] + [
-    f"workers.view_{model}" for model in ("pool", "workerprocess", "robotsfile", "hoststate", "source",
-                                          "protectedasset", "candidate", "finding")] + [
-    f"rechecks.view_{model}" for model in ("recheckplan", "observation")] + [
-    "dashboard.view_auditentry", "dashboard.view_bulkoperation", "dashboard.view_alert", "dashboard.view_alertevent"]
+_VIEW = (
+    [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent", "batch")]
+    + [
+        f"workers.view_{model}"
+        for model in (
+            "pool",
+            "workerprocess",
+            "robotsfile",
+            "hoststate",
+            "source",
+            "protectedasset",
+            "candidate",
+            "finding",
+        )
+    ]
+    + [f"rechecks.view_{model}" for model in ("recheckplan", "observation")]
+    + ["dashboard.view_auditentry", "dashboard.view_bulkoperation", "dashboard.view_alert", "dashboard.view_alertevent"]
+)
 ROLE_PERMISSIONS = {
     VIEWERS: _VIEW,
     REVIEWERS: [*_VIEW, "jobs.review_job", "rechecks.decide_plan"],
-    OPERATORS: [*_VIEW, "jobs.operate_job", "workers.add_source", "workers.change_source",
-                "workers.add_protectedasset", "rechecks.decide_plan", "rechecks.abort_plan"],
+    OPERATORS: [
+        *_VIEW,
+        "jobs.operate_job",
+        "workers.add_source",
+        "workers.change_source",
+        "workers.add_protectedasset",
+        "rechecks.decide_plan",
+        "rechecks.abort_plan",
+    ],
 }
 
 

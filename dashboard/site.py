@@ -68,10 +68,17 @@ class ConsoleSite(admin.AdminSite):
     def review_queue(self, request):
         _require(request, "jobs.view_job")
         escalated = request.GET.get("queue") == "escalated"
-        return TemplateResponse(request, "admin/console/review_queue.html", {
-            **self.each_context(request), "title": "Review queue", "escalated": escalated,
-            "cases": review.queue(escalated=escalated, limit=100), "can_review": request.user.has_perm("jobs.review_job"),
-        })
+        return TemplateResponse(
+            request,
+            "admin/console/review_queue.html",
+            {
+                **self.each_context(request),
+                "title": "Review queue",
+                "escalated": escalated,
+                "cases": review.queue(escalated=escalated, limit=100),
+                "can_review": request.user.has_perm("jobs.review_job"),
+            },
+        )
 
     def review_next(self, request):
         _require(request, "jobs.review_job")
@@ -80,7 +87,9 @@ class ConsoleSite(admin.AdminSite):
         if job is None:
             messages.info(request, "No open case is free: the queue is empty, or every case is held by a reviewer.")
             return HttpResponseRedirect(reverse("admin:review_queue") + ("?queue=escalated" if escalated else ""))
-        return HttpResponseRedirect(reverse("admin:review_case", args=[job.id]) + ("?queue=escalated" if escalated else ""))
+        return HttpResponseRedirect(
+            reverse("admin:review_case", args=[job.id]) + ("?queue=escalated" if escalated else "")
+        )
 
     def review_case(self, request, job_id):
         _require(request, "jobs.view_job")
@@ -93,8 +102,13 @@ class ConsoleSite(admin.AdminSite):
             try:
                 message = review.decide(job_id=job.id, verdict=verdict, reason=reason, actor=actor, user=request.user)
             except (JobInputError, ReviewHeld, TransitionNotAllowed, PermissionDenied) as refused:
-                audit_record(actor=actor, action=f"review.{verdict or 'unknown'}", target=f"job {job.id}",
-                             reason=reason, result=f"refused: {refused}")
+                audit_record(
+                    actor=actor,
+                    action=f"review.{verdict or 'unknown'}",
+                    target=f"job {job.id}",
+                    reason=reason,
+                    result=f"refused: {refused}",
+                )
                 messages.error(request, str(refused))
                 return HttpResponseRedirect(request.get_full_path())
             audit_record(actor=actor, action=f"review.{verdict}", target=f"job {job.id}", reason=reason, result=message)
@@ -106,12 +120,22 @@ class ConsoleSite(admin.AdminSite):
         if request.user.has_perm("jobs.review_job") and job.state == State.READY_FOR_REVIEW:
             held = review.take(reviewer=actor, job_id=job.id, escalated=review.is_escalated(job))
         case = review.case(job)
-        return TemplateResponse(request, "admin/console/review_case.html", {
-            **self.each_context(request), "title": f"Review case {str(job.id)[:8]}", "job": job, "case": case,
-            "held_by_me": held is not None, "holder": review.holder(job), "escalated": escalated,
-            "candidate_src": data_uri(case["candidate_thumbnail"]), "asset_src": data_uri(case["asset_image"]),
-            "can_review": request.user.has_perm("jobs.review_job"),
-        })
+        return TemplateResponse(
+            request,
+            "admin/console/review_case.html",
+            {
+                **self.each_context(request),
+                "title": f"Review case {str(job.id)[:8]}",
+                "job": job,
+                "case": case,
+                "held_by_me": held is not None,
+                "holder": review.holder(job),
+                "escalated": escalated,
+                "candidate_src": data_uri(case["candidate_thumbnail"]),
+                "asset_src": data_uri(case["asset_image"]),
+                "can_review": request.user.has_perm("jobs.review_job"),
+            },
+        )
 
     # --- alerts and runbooks ---------------------------------------------------------------------
 
@@ -120,10 +144,19 @@ class ConsoleSite(admin.AdminSite):
             text = alerts.runbook(rule)
         except (KeyError, FileNotFoundError):
             raise Http404(f"no runbook for {rule}") from None
-        return TemplateResponse(request, "admin/console/runbook.html", {
-            **self.each_context(request), "title": f"Runbook: {alerts.RULES[rule].title}", "rule": rule, "text": text,
-            "open_alerts": Alert.objects.filter(rule=rule).exclude(state=Alert.State.RESOLVED).order_by("-last_seen"),
-        })
+        return TemplateResponse(
+            request,
+            "admin/console/runbook.html",
+            {
+                **self.each_context(request),
+                "title": f"Runbook: {alerts.RULES[rule].title}",
+                "rule": rule,
+                "text": text,
+                "open_alerts": Alert.objects.filter(rule=rule)
+                .exclude(state=Alert.State.RESOLVED)
+                .order_by("-last_seen"),
+            },
+        )
 
     # --- paths and the flow --------------------------------------------------------------------
 
@@ -134,37 +167,64 @@ class ConsoleSite(admin.AdminSite):
         job_type = next((t for t in types if t.name == chosen), None)
         if job_type is None:
             raise Http404(f"no job type {chosen!r}")
-        return TemplateResponse(request, "admin/console/paths.html", {
-            **self.each_context(request), "title": f"Paths of {job_type.name}", "types": types,
-            "job_type": job_type, "paths": type_paths(job_type),
-        })
+        return TemplateResponse(
+            request,
+            "admin/console/paths.html",
+            {
+                **self.each_context(request),
+                "title": f"Paths of {job_type.name}",
+                "types": types,
+                "job_type": job_type,
+                "paths": type_paths(job_type),
+            },
+        )
 
     def flow(self, request):
         _require(request, "jobs.view_job")
-        return TemplateResponse(request, "admin/console/flow.html", {
-            **self.each_context(request), "title": "The flow: states, transitions and expected paths",
-            "diagram": state_diagram(labels="all"), "edges": declared_edges(), "types": registry.all(),
-        })
+        return TemplateResponse(
+            request,
+            "admin/console/flow.html",
+            {
+                **self.each_context(request),
+                "title": "The flow: states, transitions and expected paths",
+                "diagram": state_diagram(labels="all"),
+                "edges": declared_edges(),
+                "types": registry.all(),
+            },
+        )
 
     def business_rules(self, request):
         _require(request, "jobs.view_job")
         rules = []
         for rule in BUSINESS_RULES.values():
             violations = RuleViolation.objects.filter(rule=rule.name)
-            rules.append({"rule": rule, "options": settings.LEITSTAND_BUSINESS_RULES[rule.name],
-                          "open": list(violations.filter(resolved_at__isnull=True).order_by("first_seen")[:100]),
-                          "open_count": violations.filter(resolved_at__isnull=True).count(),
-                          "resolved": list(violations.filter(resolved_at__isnull=False).order_by("-resolved_at")[:10])})
-        return TemplateResponse(request, "admin/console/rules.html", {
-            **self.each_context(request), "title": "Business rules across jobs", "rules": rules,
-            "every": settings.LEITSTAND_BUSINESS_RULES_SECONDS,
-        })
+            rules.append(
+                {
+                    "rule": rule,
+                    "options": settings.LEITSTAND_BUSINESS_RULES[rule.name],
+                    "open": list(violations.filter(resolved_at__isnull=True).order_by("first_seen")[:100]),
+                    "open_count": violations.filter(resolved_at__isnull=True).count(),
+                    "resolved": list(violations.filter(resolved_at__isnull=False).order_by("-resolved_at")[:10]),
+                }
+            )
+        return TemplateResponse(
+            request,
+            "admin/console/rules.html",
+            {
+                **self.each_context(request),
+                "title": "Business rules across jobs",
+                "rules": rules,
+                "every": settings.LEITSTAND_BUSINESS_RULES_SECONDS,
+            },
+        )
 
     def dead_letters(self, request):
         _require(request, "jobs.view_job")
         batch, scope = None, {}
         if request.GET.get("batch"):
-            if not request.GET["batch"].isdigit() or not (batch := Batch.objects.filter(pk=request.GET["batch"]).first()):
+            if not request.GET["batch"].isdigit() or not (
+                batch := Batch.objects.filter(pk=request.GET["batch"]).first()
+            ):
                 raise Http404(f"no batch {request.GET['batch']!r}")
             scope = {"batch": batch.pk}
         every = settings.LEITSTAND_CONSOLE["deadletters_seconds"]
@@ -178,13 +238,23 @@ class ConsoleSite(admin.AdminSite):
         for group in groups:
             group.links = dead_letter_links(group, scope, now)
             group.cells = list(zip(group.counts, group.links["windows"]))
-        return TemplateResponse(request, "admin/console/deadletters.html", {
-            **self.each_context(request), "title": f"Dead letters of batch {batch.name}" if batch else "Dead letters",
-            "groups": groups, "windows": [label for label, _ in WINDOWS], "batch": batch,
-            "total": sum(g.total for g in groups), "can_operate": request.user.has_perm("jobs.operate_job"),
-            "snapshot": snapshot, "snapshot_age": None if age is None else ago(age),
-            "snapshot_stale": age is not None and age > max(every * 6, 30), "every": every,
-        })
+        return TemplateResponse(
+            request,
+            "admin/console/deadletters.html",
+            {
+                **self.each_context(request),
+                "title": f"Dead letters of batch {batch.name}" if batch else "Dead letters",
+                "groups": groups,
+                "windows": [label for label, _ in WINDOWS],
+                "batch": batch,
+                "total": sum(g.total for g in groups),
+                "can_operate": request.user.has_perm("jobs.operate_job"),
+                "snapshot": snapshot,
+                "snapshot_age": None if age is None else ago(age),
+                "snapshot_stale": age is not None and age > max(every * 6, 30),
+                "every": every,
+            },
+        )
 
     # --- bulk actions on a filter --------------------------------------------------------------
 
@@ -192,17 +262,29 @@ class ConsoleSite(admin.AdminSite):
         _require(request, "jobs.view_job")
         params = request.POST if request.method == "POST" else request.GET
         action = params.get("action_name", "retry_now")
-        context = {**self.each_context(request), "title": "Act on every job the filter matches",
-                   "can_operate": request.user.has_perm("jobs.operate_job"), "query": request.GET.urlencode()}
+        context = {
+            **self.each_context(request),
+            "title": "Act on every job the filter matches",
+            "can_operate": request.user.has_perm("jobs.operate_job"),
+            "query": request.GET.urlencode(),
+        }
         try:
             job_filter = bulk.filter_from(request.GET)
             context.update(job_filter=job_filter, preview=bulk.bulk_preview(action, job_filter), actions=bulk.ACTIONS)
             if request.method == "POST":
                 _require(request, "jobs.operate_job")
-                operation = bulk.bulk_start(action=action, job_filter=job_filter, actor=_actor(request),
-                                            reason=request.POST.get("reason", ""), user=request.user)
-                messages.success(request, f"Bulk operation {operation.pk} started: {operation.eligible} jobs, "
-                                          f"in batches of {bulk.BATCH}, run by the control process.")
+                operation = bulk.bulk_start(
+                    action=action,
+                    job_filter=job_filter,
+                    actor=_actor(request),
+                    reason=request.POST.get("reason", ""),
+                    user=request.user,
+                )
+                messages.success(
+                    request,
+                    f"Bulk operation {operation.pk} started: {operation.eligible} jobs, "
+                    f"in batches of {bulk.BATCH}, run by the control process.",
+                )
                 return HttpResponseRedirect(reverse("admin:dashboard_bulkoperation_change", args=[operation.pk]))
         except JobInputError as refused:
             context["error"] = str(refused)
@@ -221,14 +303,25 @@ class ConsoleSite(admin.AdminSite):
             else:
                 for job_id in job_ids:
                     result = _release(job_id, actor=_actor(request), reason=reason, user=request.user)
-                    audit_record(actor=_actor(request), action="lease.release", target=f"job {job_id}",
-                                 reason=reason, result=result)
+                    audit_record(
+                        actor=_actor(request),
+                        action="lease.release",
+                        target=f"job {job_id}",
+                        reason=reason,
+                        result=result,
+                    )
                     messages.info(request, f"{job_id[:8]}: {result}")
             return HttpResponseRedirect(reverse("admin:stuck_leases"))
-        return TemplateResponse(request, "admin/console/stuck.html", {
-            **self.each_context(request), "title": "Stuck leases", "stuck": stuck_leases(),
-            "can_operate": request.user.has_perm("jobs.operate_job"),
-        })
+        return TemplateResponse(
+            request,
+            "admin/console/stuck.html",
+            {
+                **self.each_context(request),
+                "title": "Stuck leases",
+                "stuck": stuck_leases(),
+                "can_operate": request.user.has_perm("jobs.operate_job"),
+            },
+        )
 
 
 def _require(request, permission: str) -> None:
@@ -259,28 +352,56 @@ def stuck_leases(limit: int = 200) -> list[dict]:
     silent |= ~Q(type__in=[t.name for t in registry.all()]) & Q(heartbeat_at__lt=now - timedelta(seconds=10 * k))
     silent |= Q(heartbeat_at__isnull=True, state_changed_at__lt=now - timedelta(seconds=10 * k))
     last_step = StepEvent.objects.filter(job=OuterRef("pk")).order_by("-id").values("step")[:1]
-    rescued = (Attempt.objects.filter(job=OuterRef("pk"),
-                                      outcome__in=(Attempt.Outcome.LEASE_EXPIRED, Attempt.Outcome.WORKER_DIED)).order_by()
-               .values("job").annotate(n=Count("id")).values("n"))
-    jobs = (Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
-            .filter(Q(lease_expires_at__lt=now) | silent)
-            .annotate(last_step=Subquery(last_step), rescued=Coalesce(Subquery(rescued), 0))
-            .only("id", "type", "state", "lease_owner", "lease_expires_at", "heartbeat_at", "attempts",
-                  "max_attempts", "lease_version", "pool", "state_changed_at")
-            .order_by(F("heartbeat_at").asc(nulls_first=True))[:limit])
-    alive = {(w.host, w.pid) for w in WorkerProcess.objects.filter(
-        stopped_at__isnull=True, last_seen_at__gte=now - timedelta(seconds=LIVE_WITHIN_SECONDS))}
+    rescued = (
+        Attempt.objects.filter(
+            job=OuterRef("pk"), outcome__in=(Attempt.Outcome.LEASE_EXPIRED, Attempt.Outcome.WORKER_DIED)
+        )
+        .order_by()
+        .values("job")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    jobs = (
+        Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
+        .filter(Q(lease_expires_at__lt=now) | silent)
+        .annotate(last_step=Subquery(last_step), rescued=Coalesce(Subquery(rescued), 0))
+        .only(
+            "id",
+            "type",
+            "state",
+            "lease_owner",
+            "lease_expires_at",
+            "heartbeat_at",
+            "attempts",
+            "max_attempts",
+            "lease_version",
+            "pool",
+            "state_changed_at",
+        )
+        .order_by(F("heartbeat_at").asc(nulls_first=True))[:limit]
+    )
+    alive = {
+        (w.host, w.pid)
+        for w in WorkerProcess.objects.filter(
+            stopped_at__isnull=True, last_seen_at__gte=now - timedelta(seconds=LIVE_WITHIN_SECONDS)
+        )
+    }
     rows = []
     for job in jobs:
         beat = job.heartbeat_at or job.state_changed_at
         host, _, pid = job.lease_owner.split("/")[0].rpartition(":")  # host:pid/pool
-        rows.append({
-            "job": job, "heartbeat_age": ago((now - beat).total_seconds()), "limit": ago(heartbeat_limit_seconds(job.type)),
-            "expired": job.lease_expires_at is not None and job.lease_expires_at < now,
-            "expiry": ago((now - job.lease_expires_at).total_seconds()) if job.lease_expires_at else "—",
-            "worker_alive": (host, int(pid)) in alive if pid.isdigit() else False,
-            "last_step": job.last_step or "—", "rescued": job.rescued,
-        })
+        rows.append(
+            {
+                "job": job,
+                "heartbeat_age": ago((now - beat).total_seconds()),
+                "limit": ago(heartbeat_limit_seconds(job.type)),
+                "expired": job.lease_expires_at is not None and job.lease_expires_at < now,
+                "expiry": ago((now - job.lease_expires_at).total_seconds()) if job.lease_expires_at else "—",
+                "worker_alive": (host, int(pid)) in alive if pid.isdigit() else False,
+                "last_step": job.last_step or "—",
+                "rescued": job.rescued,
+            }
+        )
     return rows
 
 
@@ -288,11 +409,18 @@ def dead_letter_links(group, scope: dict, now) -> dict:
     """Where a group's numbers lead: the jobs list (per window: those dead since then) and the bulk
     actions, filtered to the group's type, error class and step (a group without a step: to its
     type and error class)."""
-    query = {"state__exact": "dead", "type__exact": group.type, "error_class": group.error_class, **scope,
-             **({"step": group.step} if group.step else {})}
+    query = {
+        "state__exact": "dead",
+        "type__exact": group.type,
+        "error_class": group.error_class,
+        **scope,
+        **({"step": group.step} if group.step else {}),
+    }
     jobs = reverse("admin:jobs_job_changelist")
     return {
-        "windows": [f"{jobs}?{urlencode({**query, 'finished_at__gt': (now - span).isoformat()})}" for _, span in WINDOWS],
+        "windows": [
+            f"{jobs}?{urlencode({**query, 'finished_at__gt': (now - span).isoformat()})}" for _, span in WINDOWS
+        ],
         "all": f"{jobs}?{urlencode(query)}",
         "retry": f"{reverse('admin:bulk')}?{urlencode({**query, 'action_name': 'retry_now'})}",
         "cancel": f"{reverse('admin:bulk')}?{urlencode({**query, 'action_name': 'cancel'})}",
@@ -307,18 +435,28 @@ def home_context() -> dict:
     snapshot = ConsoleSnapshot.objects.filter(name="home").first()
     age = (now - snapshot.refreshed_at).total_seconds() if snapshot else None
     stale_after = max(settings.LEITSTAND_CONSOLE["snapshot_seconds"] * 6, 30)
-    data = snapshot.data if snapshot else {"pipeline": {"types": {}, "stale_writes_1h": 0},
-                                           "business": {"sources": [], "review": {}, "rechecks": {}}}
+    data = (
+        snapshot.data
+        if snapshot
+        else {
+            "pipeline": {"types": {}, "stale_writes_1h": 0},
+            "business": {"sources": [], "review": {}, "rechecks": {}},
+        }
+    )
     pools = list(pools_with_consumers().order_by("name"))
     hosts: dict[str, list] = {}
     recent = WorkerProcess.objects.filter(last_seen_at__gte=now - timedelta(minutes=10)).order_by("host", "pool", "pid")
     for worker in recent:
         worker.seen_ago = ago((now - worker.last_seen_at).total_seconds())
-        worker.is_live = worker.stopped_at is None and (now - worker.last_seen_at).total_seconds() <= LIVE_WITHIN_SECONDS
+        worker.is_live = (
+            worker.stopped_at is None and (now - worker.last_seen_at).total_seconds() <= LIVE_WITHIN_SECONDS
+        )
         hosts.setdefault(worker.host, []).append(worker)
     types = data["pipeline"]["types"]
-    for name, figures in types.items():
-        figures["oldest_due"] = ago(figures["oldest_due_seconds"]) if figures.get("oldest_due_seconds") is not None else "—"
+    for figures in types.values():
+        figures["oldest_due"] = (
+            ago(figures["oldest_due_seconds"]) if figures.get("oldest_due_seconds") is not None else "—"
+        )
         figures["waiting"] = sum(figures["states"].get(s, 0) for s in ("planned", "failed"))
     review_figures = data["business"].get("review", {})
     if review_figures.get("oldest_seconds") is not None:
@@ -326,15 +464,20 @@ def home_context() -> dict:
     for source in data["business"]["sources"]:
         age_s = source.get("last_candidate_age_seconds")
         source["last_candidate"] = "never" if age_s is None else f"{ago(age_s)} ago"
-    running = list(Batch.objects.filter(finished_at__isnull=True).order_by("-id")[:OPEN_BATCHES + 1])
+    running = list(Batch.objects.filter(finished_at__isnull=True).order_by("-id")[: OPEN_BATCHES + 1])
     progress = batches_progress([b.pk for b in running[:OPEN_BATCHES]])
     return {
         "open_batches": [{"batch": b, "progress": progress[b.pk]} for b in running[:OPEN_BATCHES]],
         "open_batches_more": len(running) > OPEN_BATCHES,
-        "snapshot": data, "snapshot_age": None if age is None else ago(age),
-        "snapshot_stale": age is None or age > stale_after, "snapshot_took_ms": snapshot.took_ms if snapshot else None,
-        "pools": pools, "hosts": hosts, "states": [s.value for s in State],
+        "snapshot": data,
+        "snapshot_age": None if age is None else ago(age),
+        "snapshot_stale": age is None or age > stale_after,
+        "snapshot_took_ms": snapshot.took_ms if snapshot else None,
+        "pools": pools,
+        "hosts": hosts,
+        "states": [s.value for s in State],
         "recent_audit": AuditEntry.objects.order_by("-at")[:8],
-        "active_alerts": Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED))
-                              .order_by("state", "-fired_at")[:20],
+        "active_alerts": Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).order_by(
+            "state", "-fired_at"
+        )[:20],
     }

@@ -12,7 +12,8 @@ import json
 import logging
 import uuid
 from dataclasses import asdict
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Annotated, Any
 
 from django.conf import settings
@@ -62,14 +63,23 @@ class TokenAuth(HttpBearer):
 
 
 PROBLEM_SCHEMA = {
-    "title": "Problem", "type": "object", "required": ["type", "title", "status", "detail"],
+    "title": "Problem",
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
     "description": "RFC 9457 problem details.",
     "properties": {
         "type": {"type": "string", "description": "A URI reference naming the kind of problem."},
-        "title": {"type": "string"}, "status": {"type": "integer"}, "detail": {"type": "string"},
-        "invalid_fields": {"type": "array", "items": {
-            "type": "object", "required": ["field", "message"],
-            "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "invalid_fields": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["field", "message"],
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
     },
 }
 PROBLEM_STATUSES = {
@@ -80,7 +90,7 @@ PROBLEM_STATUSES = {
     "409": "The job or plan has already ended.",
     "413": "The body is over the configured limit (LEITSTAND_API_MAX_BODY_BYTES, default 1 MiB).",
     "422": "The request does not match the schema, the job type is unknown, the payload fails the type's "
-           "schema, or the idempotency key names a job with another payload; see invalid_fields.",
+    "schema, or the idempotency key names a job with another payload; see invalid_fields.",
     "429": "Over the token's rate limit; retry after the seconds in Retry-After.",
 }
 
@@ -107,14 +117,24 @@ class LeitstandApi(NinjaAPI):
                 for status in sorted(statuses):
                     answer = {"description": PROBLEM_STATUSES[status], "content": problem_content}
                     if status == "429":
-                        answer["headers"] = {"Retry-After": {"schema": {"type": "integer"},
-                                                             "description": "Seconds until the next minute's window."}}
+                        answer["headers"] = {
+                            "Retry-After": {
+                                "schema": {"type": "integer"},
+                                "description": "Seconds until the next minute's window.",
+                            }
+                        }
                     operation.setdefault("responses", {})[status] = answer
         return schema
 
 
-api = LeitstandApi(title="Leitstand API", version="1", urls_namespace="api-v1", auth=TokenAuth(),
-                   docs_url="/docs", openapi_url="/openapi.json")
+api = LeitstandApi(
+    title="Leitstand API",
+    version="1",
+    urls_namespace="api-v1",
+    auth=TokenAuth(),
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
 
 
 def problem(status: int, title: str, detail: str, *, kind: str = "about:blank", **extra) -> HttpResponse:
@@ -139,14 +159,22 @@ def require(request, scope: str) -> None:
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
-    return problem(401, "Unauthorized", "a valid, unexpired bearer token is required (Authorization: Bearer …)",
-                   kind="/problems/unauthorized")
+    return problem(
+        401,
+        "Unauthorized",
+        "a valid, unexpired bearer token is required (Authorization: Bearer …)",
+        kind="/problems/unauthorized",
+    )
 
 
 @api.exception_handler(RateLimited)
 def _rate_limited(request, exc):
-    response = problem(429, "Too Many Requests", f"this token may make {settings.LEITSTAND_API_RATE_PER_MINUTE} "
-                       f"requests a minute; {exc}", kind="/problems/rate-limited")
+    response = problem(
+        429,
+        "Too Many Requests",
+        f"this token may make {settings.LEITSTAND_API_RATE_PER_MINUTE} requests a minute; {exc}",
+        kind="/problems/rate-limited",
+    )
     response["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))
     return response
 
@@ -165,20 +193,35 @@ def _invalid(request, exc):
         while path and path[0] in ("body", "path", "query"):  # ninja's source and parameter names
             path.pop(0)
         fields.append({"field": ".".join(path) or "body", "message": error.get("msg", "")})
-    return problem(422, "Invalid request", "the request does not match the schema; see invalid_fields",
-                   kind="/problems/invalid-request", invalid_fields=fields)
+    return problem(
+        422,
+        "Invalid request",
+        "the request does not match the schema; see invalid_fields",
+        kind="/problems/invalid-request",
+        invalid_fields=fields,
+    )
 
 
 @api.exception_handler(JobInputError)
 def _job_input(request, exc):
-    return problem(422, "Invalid job", exc.message, kind="/problems/invalid-job",
-                   invalid_fields=[{"field": exc.field, "message": exc.message}])
+    return problem(
+        422,
+        "Invalid job",
+        exc.message,
+        kind="/problems/invalid-job",
+        invalid_fields=[{"field": exc.field, "message": exc.message}],
+    )
 
 
 @api.exception_handler(IdempotencyConflict)
 def _conflict(request, exc):
-    return problem(422, "Idempotency key reused", str(exc), kind="/problems/idempotency-conflict",
-                   invalid_fields=[{"field": "idempotency_key", "message": "names a job with a different payload"}])
+    return problem(
+        422,
+        "Idempotency key reused",
+        str(exc),
+        kind="/problems/idempotency-conflict",
+        invalid_fields=[{"field": "idempotency_key", "message": "names a job with a different payload"}],
+    )
 
 
 @api.exception_handler(Http404)
@@ -290,8 +333,9 @@ def job_out(job: Job, *, with_transitions: bool) -> dict:
     data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
     data.update(attempt=job.lease_version, transitions=[], findings=[], recheck_plan=None)
     if with_transitions:  # the single-job record: its transitions, findings and recheck plan too
-        data["transitions"] = list(job.transitions.order_by("id").values(
-            "from_state", "to_state", "at", "lease_version", "cause", "actor"))
+        data["transitions"] = list(
+            job.transitions.order_by("id").values("from_state", "to_state", "at", "lease_version", "cause", "actor")
+        )
         data["findings"] = [finding_out(f) for f in job.findings.select_related("candidate", "asset").order_by("id")]
         plan = RecheckPlan.objects.filter(job=job).first()
         data["recheck_plan"] = plan_out(plan) if plan else None
@@ -299,9 +343,17 @@ def job_out(job: Job, *, with_transitions: bool) -> dict:
 
 
 def finding_out(finding) -> dict:
-    return {"id": finding.pk, "image_url": finding.candidate.image_url, "page_url": finding.candidate.page_url,
-            "asset_id": finding.asset_id, "asset_owner_ref": finding.asset.owner_ref, "score": finding.score,
-            "verdict": finding.verdict, "analysis_version": finding.analysis_version, "created_at": finding.created_at}
+    return {
+        "id": finding.pk,
+        "image_url": finding.candidate.image_url,
+        "page_url": finding.candidate.page_url,
+        "asset_id": finding.asset_id,
+        "asset_owner_ref": finding.asset.owner_ref,
+        "score": finding.score,
+        "verdict": finding.verdict,
+        "analysis_version": finding.analysis_version,
+        "created_at": finding.created_at,
+    }
 
 
 def plan_out(plan: RecheckPlan) -> dict:
@@ -321,11 +373,23 @@ def jobs_create(request, body: JobIn):
     if body.type == "synthetic":
         require(request, "jobs:synthetic")
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
-    submission = job_submit(job_type=body.type, payload=body.payload, idempotency_key=body.idempotency_key,
-                            actor=f"api:{request.auth.name}", priority=body.priority, correlation_id=correlation,
-                            source=body.source, due_at=utc(body.due_at, "due_at"))
-    logger.info("job %s (%s) %s by token %s", submission.job.pk, body.type,
-                "created" if submission.created else "already submitted", request.auth.name)
+    submission = job_submit(
+        job_type=body.type,
+        payload=body.payload,
+        idempotency_key=body.idempotency_key,
+        actor=f"api:{request.auth.name}",
+        priority=body.priority,
+        correlation_id=correlation,
+        source=body.source,
+        due_at=utc(body.due_at, "due_at"),
+    )
+    logger.info(
+        "job %s (%s) %s by token %s",
+        submission.job.pk,
+        body.type,
+        "created" if submission.created else "already submitted",
+        request.auth.name,
+    )
     return Status(201 if submission.created else 200, job_out(submission.job, with_transitions=True))
 
 
@@ -356,9 +420,15 @@ def _cursor_decode(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 
 @api.get("/jobs", response=JobPage)
-def jobs_list(request, correlation_id: Text | None = None, type: Text | None = None, state: Text | None = None,
-              updated_after: datetime | None = None, cursor: Text | None = None,
-              limit: int = Query(50, ge=1, le=500)):
+def jobs_list(
+    request,
+    correlation_id: Text | None = None,
+    type: Text | None = None,
+    state: Text | None = None,
+    updated_after: datetime | None = None,
+    cursor: Text | None = None,
+    limit: int = Query(50, ge=1, le=500),
+):
     """Jobs in the order of their last state change (oldest first), keyset-paginated: a page never
     skips or repeats a job while others change."""
     require(request, "jobs:read")
@@ -479,11 +549,24 @@ class BatchOut(Schema):
 def batch_record(batch, *, job_ids=()) -> dict:
     progress = batch_progress(batch.pk)
     eta = batch_eta(batch, progress, database_now())
-    return {"id": batch.pk, "key": batch.key, "name": batch.name, "correlation_id": batch.correlation_id,
-            "created_by": batch.created_by, "created_at": batch.created_at, "target_finish_at": batch.target_finish_at,
-            "finished_at": batch.finished_at, "state": "finished" if batch.finished_at else "running",
-            "counters": asdict(progress), "ended": progress.ended, "rate_per_minute": round(eta["rate_per_minute"], 3),
-            "eta": eta["eta"], "misses_target": eta["misses_target"], "stats": batch.stats, "job_ids": list(job_ids)}
+    return {
+        "id": batch.pk,
+        "key": batch.key,
+        "name": batch.name,
+        "correlation_id": batch.correlation_id,
+        "created_by": batch.created_by,
+        "created_at": batch.created_at,
+        "target_finish_at": batch.target_finish_at,
+        "finished_at": batch.finished_at,
+        "state": "finished" if batch.finished_at else "running",
+        "counters": asdict(progress),
+        "ended": progress.ended,
+        "rate_per_minute": round(eta["rate_per_minute"], 3),
+        "eta": eta["eta"],
+        "misses_target": eta["misses_target"],
+        "stats": batch.stats,
+        "job_ids": list(job_ids),
+    }
 
 
 @api.post("/batches", response={200: BatchOut, 201: BatchOut})
@@ -499,24 +582,40 @@ def batches_create(request, body: BatchIn):
     actor = f"api:{request.auth.name}"
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
     with transaction.atomic():
-        batch, created = batch_create(key=body.key, name=body.name, created_by=actor, correlation_id=correlation,
-                                      target_finish_at=utc(body.target_finish_at, "target_finish_at"),
-                                      request=body.model_dump(mode="json"))
+        batch, created = batch_create(
+            key=body.key,
+            name=body.name,
+            created_by=actor,
+            correlation_id=correlation,
+            target_finish_at=utc(body.target_finish_at, "target_finish_at"),
+            request=body.model_dump(mode="json"),
+        )
         if not created:
-            job_ids = list(Job.objects.filter(batch=batch, parent__isnull=True).order_by("created_at", "id")
-                           .values_list("id", flat=True))
+            job_ids = list(
+                Job.objects.filter(batch=batch, parent__isnull=True)
+                .order_by("created_at", "id")
+                .values_list("id", flat=True)
+            )
             return Status(200, batch_record(batch, job_ids=job_ids))
         job_ids = []
         for index, job in enumerate(body.jobs):
             try:
-                submission = job_submit(job_type=job.type, payload=job.payload, idempotency_key=job.idempotency_key,
-                                        actor=actor, priority=job.priority, correlation_id=batch.correlation_id,
-                                        source=job.source, batch_id=batch.pk)
+                submission = job_submit(
+                    job_type=job.type,
+                    payload=job.payload,
+                    idempotency_key=job.idempotency_key,
+                    actor=actor,
+                    priority=job.priority,
+                    correlation_id=batch.correlation_id,
+                    source=job.source,
+                    batch_id=batch.pk,
+                )
             except JobInputError as refused:
                 raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
             if submission.job.batch_id != batch.pk:
-                raise JobInputError(f"jobs[{index}].idempotency_key",
-                                    f"names job {submission.job.pk}, which is not in this batch")
+                raise JobInputError(
+                    f"jobs[{index}].idempotency_key", f"names job {submission.job.pk}, which is not in this batch"
+                )
             job_ids.append(submission.job.pk)
     logger.info("batch %s (%s, %d jobs) created by token %s", batch.pk, batch.key, len(job_ids), request.auth.name)
     return Status(201, batch_record(batch, job_ids=job_ids))

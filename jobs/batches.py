@@ -54,8 +54,15 @@ def request_hash(document) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def batch_create(*, key: str, name: str, created_by: str, correlation_id: str = "",
-                 target_finish_at: datetime | None = None, request: dict | None = None) -> tuple[Batch, bool]:
+def batch_create(
+    *,
+    key: str,
+    name: str,
+    created_by: str,
+    correlation_id: str = "",
+    target_finish_at: datetime | None = None,
+    request: dict | None = None,
+) -> tuple[Batch, bool]:
     """The batch for ``key``: created, or the existing one (False) when the same request came before;
     another request under the same key is refused (``JobInputError`` on ``key``)."""
     if not isinstance(key, str) or not key.strip() or len(key) > 255 or "\x00" in key:
@@ -64,9 +71,16 @@ def batch_create(*, key: str, name: str, created_by: str, correlation_id: str = 
         raise JobInputError("name", "must be a non-empty string of at most 200 characters")
     digest = request_hash(request) if request is not None else ""
     with transaction.atomic():
-        batch, created = Batch.objects.get_or_create(key=key, defaults={
-            "name": name.strip(), "created_by": created_by[:255], "correlation_id": correlation_id or f"batch:{key}"[:255],
-            "target_finish_at": target_finish_at, "request_hash": digest})
+        batch, created = Batch.objects.get_or_create(
+            key=key,
+            defaults={
+                "name": name.strip(),
+                "created_by": created_by[:255],
+                "correlation_id": correlation_id or f"batch:{key}"[:255],
+                "target_finish_at": target_finish_at,
+                "request_hash": digest,
+            },
+        )
     if not created and digest and batch.request_hash != digest:
         raise JobInputError("key", f"batch {key!r} exists with other contents; use a new key for another batch")
     return batch, created
@@ -78,8 +92,11 @@ def batch_progress(batch_id: int) -> Progress:
 
 
 def batches_progress(batch_ids: list[int]) -> dict[int, Progress]:
-    rows = (BatchCounter.objects.filter(batch_id__in=batch_ids).values("batch_id")
-            .annotate(**{name: Sum(name) for name in COUNTERS}))
+    rows = (
+        BatchCounter.objects.filter(batch_id__in=batch_ids)
+        .values("batch_id")
+        .annotate(**{name: Sum(name) for name in COUNTERS})
+    )
     found = {row["batch_id"]: Progress(**{name: row[name] or 0 for name in COUNTERS}) for row in rows}
     return {batch_id: found.get(batch_id, Progress()) for batch_id in batch_ids}
 
@@ -96,15 +113,24 @@ def batch_eta(batch: Batch, progress: Progress, now: datetime) -> dict:
     """When the batch will end at the measured rate, and whether that misses its target."""
     rate = batch_rate(batch, now)
     if batch.finished_at:
-        return {"rate_per_minute": rate, "eta": batch.finished_at, "misses_target": bool(
-            batch.target_finish_at and batch.finished_at > batch.target_finish_at)}
+        return {
+            "rate_per_minute": rate,
+            "eta": batch.finished_at,
+            "misses_target": bool(batch.target_finish_at and batch.finished_at > batch.target_finish_at),
+        }
     eta = now + timedelta(minutes=progress.open / rate) if rate > 0 else None
     late = bool(batch.target_finish_at and (eta is None and progress.open > 0 or eta and eta > batch.target_finish_at))
     return {"rate_per_minute": rate, "eta": eta, "misses_target": late}
 
 
-BUCKETS = (timedelta(seconds=10), timedelta(seconds=30), timedelta(minutes=1), timedelta(minutes=5),
-           timedelta(minutes=15), timedelta(hours=1))
+BUCKETS = (
+    timedelta(seconds=10),
+    timedelta(seconds=30),
+    timedelta(minutes=1),
+    timedelta(minutes=5),
+    timedelta(minutes=15),
+    timedelta(hours=1),
+)
 
 
 def batch_timeline(batch: Batch, *, buckets: int = 24) -> tuple[timedelta, list[tuple[datetime, int]]]:
@@ -114,10 +140,13 @@ def batch_timeline(batch: Batch, *, buckets: int = 24) -> tuple[timedelta, list[
     step = next((b for b in BUCKETS if b * buckets >= end - batch.created_at), BUCKETS[-1])
     start = max(end - step * buckets, batch.created_at)
     with connection.cursor() as cursor:
-        cursor.execute("""
+        cursor.execute(
+            """
             SELECT date_bin(%s, state_changed_at, %s) AS bucket, count(*) FROM jobs_job
             WHERE batch_id = %s AND state = ANY(%s) AND state_changed_at >= %s
-            GROUP BY bucket ORDER BY bucket""", [step, start, batch.pk, list(ENDED_STATES), start])
+            GROUP BY bucket ORDER BY bucket""",
+            [step, start, batch.pk, list(ENDED_STATES), start],
+        )
         counts = dict(cursor.fetchall())
     count = int((end - start) / step) + 1
     return step, [(start + k * step, counts.get(start + k * step, 0)) for k in range(count)]
@@ -139,10 +168,13 @@ def batches_finalize(*, limit: int = 100) -> int:
             if progress.open > 0:
                 continue
             seconds = max((now - batch.created_at).total_seconds(), 0.001)
-            batch.stats = {**asdict(progress), "duration_seconds": round(seconds, 3),
-                           "throughput_per_hour": round(progress.ended / seconds * 3600, 1),
-                           "failure_rate": round((progress.dead + progress.cancelled) / progress.total, 4),
-                           "met_target": None if not batch.target_finish_at else now <= batch.target_finish_at}
+            batch.stats = {
+                **asdict(progress),
+                "duration_seconds": round(seconds, 3),
+                "throughput_per_hour": round(progress.ended / seconds * 3600, 1),
+                "failure_rate": round((progress.dead + progress.cancelled) / progress.total, 4),
+                "met_target": None if not batch.target_finish_at else now <= batch.target_finish_at,
+            }
             batch.finished_at = now
             batch.save(update_fields=["stats", "finished_at"])
             event_record(kind="batch.finished", batch_id=batch.pk, data={"batch": batch_out(batch, progress)})
@@ -151,9 +183,16 @@ def batches_finalize(*, limit: int = 100) -> int:
 
 
 def batch_out(batch: Batch, progress: Progress) -> dict:
-    return {"id": batch.pk, "key": batch.key, "name": batch.name, "correlation_id": batch.correlation_id,
-            "created_by": batch.created_by, "created_at": batch.created_at.isoformat(),
-            "target_finish_at": batch.target_finish_at.isoformat() if batch.target_finish_at else None,
-            "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
-            "state": "finished" if batch.finished_at else "running", "counters": asdict(progress),
-            "stats": batch.stats}
+    return {
+        "id": batch.pk,
+        "key": batch.key,
+        "name": batch.name,
+        "correlation_id": batch.correlation_id,
+        "created_by": batch.created_by,
+        "created_at": batch.created_at.isoformat(),
+        "target_finish_at": batch.target_finish_at.isoformat() if batch.target_finish_at else None,
+        "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
+        "state": "finished" if batch.finished_at else "running",
+        "counters": asdict(progress),
+        "stats": batch.stats,
+    }

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -208,8 +208,17 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
 
     initial = Job._meta.get_field("state").default
     parent_id = columns.pop("parent_id", None)
-    row = _fetch_one(_INSERT_SQL, {"batch_id": None, **columns, "parent_id": _as_uuid(parent_id) if parent_id else None,
-                                   "payload": Jsonb(payload), "state": initial, "actor": actor[:255]})
+    row = _fetch_one(
+        _INSERT_SQL,
+        {
+            "batch_id": None,
+            **columns,
+            "parent_id": _as_uuid(parent_id) if parent_id else None,
+            "payload": Jsonb(payload),
+            "state": initial,
+            "actor": actor[:255],
+        },
+    )
     return row is not None
 
 
@@ -409,8 +418,13 @@ def _refusal(job_id, lease_version: int, operation: str, current_version: int, c
     if current_version == lease_version and current_state in LEASED_STATES:
         # The writer still holds the lease but asked for a transition its state does not allow.
         return TransitionNotAllowed(f"{operation} is not allowed for job {job_id} while it is {current_state}")
-    return StaleAttempt(job_id=job_id, lease_version=lease_version, operation=operation,
-                        current_lease_version=current_version, current_state=current_state)
+    return StaleAttempt(
+        job_id=job_id,
+        lease_version=lease_version,
+        operation=operation,
+        current_lease_version=current_version,
+        current_state=current_state,
+    )
 
 
 def start(job_id, lease_version: int, *, actor: str, processing_version: str = "") -> WriteResult:
@@ -606,26 +620,51 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
         raise ValueError("a completion cannot both plan a recheck and settle the outcome")
     if any(c.skipped and not c.settled for c in completions):
         raise ValueError("a skipped completion settles the outcome: give its reason in settled")
-    rows = _fetch_all(_COMPLETE_MANY_SQL, {
-        "completions": Jsonb([{
-            "id": str(_as_uuid(c.job_id)),
-            "lease_version": c.lease_version,
-            "result_ref": _text(c.result_ref, 500),
-            "result_checksum": c.result_checksum[:128],
-            "target": target_of("plan_recheck" if c.recheck else "complete"),
-            "outcome": (Attempt.Outcome.SKIPPED if c.skipped else
-                        Attempt.Outcome.RECHECK_PLANNED if c.recheck else Attempt.Outcome.COMPLETED),
-            "cause": "result stored; recheck planned" if c.recheck else "result stored",
-            "settled": _text(c.settled, 500) or None,
-        } for c in completions], dumps=_dumps),
-        "steps": Jsonb([{
-            "job_id": str(c.job_id), "step": _text(step.step, 100), "outcome": step.outcome,
-            "started_at": step.started_at.isoformat(), "duration_ms": step.duration_ms, "data": step.data,
-        } for c in completions for step in c.steps], dumps=_dumps),
-        "sources": list(sources_of("complete")),
-        "settled_state": target_of("settle"),
-        "actor": actor[:255],
-    })
+    rows = _fetch_all(
+        _COMPLETE_MANY_SQL,
+        {
+            "completions": Jsonb(
+                [
+                    {
+                        "id": str(_as_uuid(c.job_id)),
+                        "lease_version": c.lease_version,
+                        "result_ref": _text(c.result_ref, 500),
+                        "result_checksum": c.result_checksum[:128],
+                        "target": target_of("plan_recheck" if c.recheck else "complete"),
+                        "outcome": (
+                            Attempt.Outcome.SKIPPED
+                            if c.skipped
+                            else Attempt.Outcome.RECHECK_PLANNED
+                            if c.recheck
+                            else Attempt.Outcome.COMPLETED
+                        ),
+                        "cause": "result stored; recheck planned" if c.recheck else "result stored",
+                        "settled": _text(c.settled, 500) or None,
+                    }
+                    for c in completions
+                ],
+                dumps=_dumps,
+            ),
+            "steps": Jsonb(
+                [
+                    {
+                        "job_id": str(c.job_id),
+                        "step": _text(step.step, 100),
+                        "outcome": step.outcome,
+                        "started_at": step.started_at.isoformat(),
+                        "duration_ms": step.duration_ms,
+                        "data": step.data,
+                    }
+                    for c in completions
+                    for step in c.steps
+                ],
+                dumps=_dumps,
+            ),
+            "sources": list(sources_of("complete")),
+            "settled_state": target_of("settle"),
+            "actor": actor[:255],
+        },
+    )
     by_id = {}
     for written, job_id, from_state, to_state, lease_version, current_version, current_state in rows:
         if written:
@@ -769,8 +808,18 @@ attempt AS (
 ),"""
 
 
-def _sweep(*, sources, where: str, order: str, job_set: str, cause: str, actor: str, limit: int,
-           attempt_set: str | None = None, params: dict | None = None) -> list[WriteResult]:
+def _sweep(
+    *,
+    sources,
+    where: str,
+    order: str,
+    job_set: str,
+    cause: str,
+    actor: str,
+    limit: int,
+    attempt_set: str | None = None,
+    params: dict | None = None,
+) -> list[WriteResult]:
     attempt_cte = _SWEEP_ATTEMPT_CTE.format(attempt_set=attempt_set) if attempt_set else ""
     sql = _SWEEP_SQL.format(where=where, order=order, job_set=job_set, attempt_cte=attempt_cte)
     rows = _fetch_all(sql, {"sources": list(sources), "limit": limit, "actor": actor, "cause": cause, **(params or {})})
@@ -780,11 +829,16 @@ def _sweep(*, sources, where: str, order: str, job_set: str, cause: str, actor: 
 # Set-based versions of human transitions for bulk actions: the SET clauses mirror the model
 # methods (Job.retry_now, Job.cancel); the allowed sources come from the same declaration.
 _BULK = {
-    "retry_now": ("state = %(target)s, state_changed_at = clock.now, attempts = 0, due_at = clock.now, "
-                  "next_attempt_at = NULL, finished_at = NULL, completion_reason = ''", None),
-    "cancel": (f"state = %(target)s, state_changed_at = clock.now, completion_reason = %(reason)s, "
-               f"finished_at = clock.now, next_attempt_at = NULL, {_END_LEASE}",
-               f"finished_at = clock.now, outcome = '{Attempt.Outcome.CANCELLED}', error_message = %(reason)s"),
+    "retry_now": (
+        "state = %(target)s, state_changed_at = clock.now, attempts = 0, due_at = clock.now, "
+        "next_attempt_at = NULL, finished_at = NULL, completion_reason = ''",
+        None,
+    ),
+    "cancel": (
+        f"state = %(target)s, state_changed_at = clock.now, completion_reason = %(reason)s, "
+        f"finished_at = clock.now, next_attempt_at = NULL, {_END_LEASE}",
+        f"finished_at = clock.now, outcome = '{Attempt.Outcome.CANCELLED}', error_message = %(reason)s",
+    ),
 }
 
 
@@ -801,14 +855,22 @@ def transition_many(name: str, job_ids: list, *, actor: str, cause: str, reason:
     if not job_ids:
         return []
     job_set, attempt_set = _BULK[name]
-    return _sweep(sources=sources_of(name), where="j.id = ANY(%(ids)s)", order="j.id", job_set=job_set,
-                  attempt_set=attempt_set, cause=_text(cause, 500), actor=actor[:255], limit=len(job_ids),
-                  params={"ids": [_as_uuid(i) for i in job_ids], "target": target_of(name),
-                          "reason": _text(reason, 500)})
+    return _sweep(
+        sources=sources_of(name),
+        where="j.id = ANY(%(ids)s)",
+        order="j.id",
+        job_set=job_set,
+        attempt_set=attempt_set,
+        cause=_text(cause, 500),
+        actor=actor[:255],
+        limit=len(job_ids),
+        params={"ids": [_as_uuid(i) for i in job_ids], "target": target_of(name), "reason": _text(reason, 500)},
+    )
 
 
-def reap_expired(*, grace_seconds: float, policy: RetryPolicy, job_type: str | None = None, actor: str = "reaper",
-                 limit: int = 500) -> list[WriteResult]:
+def reap_expired(
+    *, grace_seconds: float, policy: RetryPolicy, job_type: str | None = None, actor: str = "reaper", limit: int = 500
+) -> list[WriteResult]:
     """Release leases that expired more than ``grace_seconds`` ago (database time).
 
     The lost attempt counts against the retry budget: with budget left the job waits in ``failed``
@@ -838,18 +900,34 @@ def reap_expired(*, grace_seconds: float, policy: RetryPolicy, job_type: str | N
     )
 
 
-assert sources_of("release") == sources_of("fail_for_retry") == sources_of("dead_letter"), \
+assert sources_of("release") == sources_of("fail_for_retry") == sources_of("dead_letter"), (
     "a rescue chooses among release, fail_for_retry and dead_letter per row"
+)
 
 # How many of a job's attempts ended with their worker process dying, this one included.
-_DEATHS = ("(1 + (SELECT count(*) FROM jobs_attempt AS d "
-           f"WHERE d.job_id = j.id AND d.outcome = '{Attempt.Outcome.WORKER_DIED}'))")
+_DEATHS = (
+    "(1 + (SELECT count(*) FROM jobs_attempt AS d "
+    f"WHERE d.job_id = j.id AND d.outcome = '{Attempt.Outcome.WORKER_DIED}'))"
+)
 
 
-def rescue_from_dead_worker(*, lease_owner: str, reason: str, policy: RetryPolicy, poison_deaths: int,
-                            job_type: str | None = None, actor: str = "supervisor",
-                            limit: int = 1000) -> list[WriteResult]:
+def rescue_from_dead_worker(
+    *,
+    lease_owner: str,
+    reason: str,
+    policy: RetryPolicy,
+    poison_deaths: int,
+    running: UUID | None | bool = True,
+    job_type: str | None = None,
+    actor: str = "supervisor",
+    limit: int = 1000,
+) -> list[WriteResult]:
     """Hand back at once the jobs a worker process held when it died, instead of waiting out the lease.
+
+    ``running`` names the job whose handler ran when the process died (None: none ran; True: not
+    known, so every job it held is treated as if it ran). Only that job's attempt ended with the
+    death (``worker_died``); the others merely waited their turn in its batch and are handed back
+    as a release (``released``, no budget spent), or a poison job would take its batch-mates with it.
 
     Only the pool's supervisor calls this, after it saw the process end, so nobody can still write
     for that owner; the statement is fenced all the same (owner and leased state, row-locked), so a
@@ -864,30 +942,45 @@ def rescue_from_dead_worker(*, lease_owner: str, reason: str, policy: RetryPolic
     if poison_deaths < 2:
         raise ValueError("poison_deaths must be at least 2: a single death says little about the job")
     has_budget = "j.attempts < j.max_attempts"
-    again_now = f"{_DEATHS} <= 1 AND {has_budget}"
-    after_backoff = f"{_DEATHS} > 1 AND {_DEATHS} < %(poison)s AND {has_budget}"
+    ran = "(%(all_ran)s OR j.id = %(running)s::uuid)"
+    again_now = f"(NOT {ran} OR {_DEATHS} <= 1 AND {has_budget})"
+    after_backoff = f"{ran} AND {_DEATHS} > 1 AND {_DEATHS} < %(poison)s AND {has_budget}"
     return _sweep(
         sources=sources_of("release"),
         where="j.lease_owner = %(owner)s AND (%(job_type)s::text IS NULL OR j.type = %(job_type)s::text)",
         order="j.id",
         job_set=f"""
             state = CASE WHEN {again_now} THEN %(planned)s WHEN {after_backoff} THEN %(failed)s ELSE %(dead)s END,
+            attempts = CASE WHEN {ran} THEN j.attempts ELSE greatest(j.attempts - 1, 0) END,
             next_attempt_at = CASE WHEN {after_backoff} THEN clock.now + {policy.delay_sql("j.attempts")} END,
             finished_at = CASE WHEN {again_now} OR {after_backoff} THEN NULL ELSE clock.now END,
             completion_reason = CASE WHEN {again_now} OR {after_backoff} THEN ''
                 WHEN {_DEATHS} >= %(poison)s THEN 'suspected poison job: its worker died in ' || {_DEATHS} || ' attempts'
                 ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || '): worker died' END,
-            error_class = 'WorkerDied', error_message = %(reason)s,
+            error_class = CASE WHEN {ran} THEN 'WorkerDied' ELSE j.error_class END,
+            error_message = CASE WHEN {ran} THEN %(reason)s ELSE j.error_message END,
             state_changed_at = clock.now, {_END_LEASE}
         """,
-        attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.WORKER_DIED}', "
-        "error_class = 'WorkerDied', error_message = %(reason)s",
+        attempt_set=f"""finished_at = clock.now,
+            outcome = CASE WHEN %(all_ran)s OR a.job_id = %(running)s::uuid
+                           THEN '{Attempt.Outcome.WORKER_DIED}' ELSE '{Attempt.Outcome.RELEASED}' END,
+            error_class = CASE WHEN %(all_ran)s OR a.job_id = %(running)s::uuid THEN 'WorkerDied' ELSE '' END,
+            error_message = CASE WHEN %(all_ran)s OR a.job_id = %(running)s::uuid THEN %(reason)s
+                                 ELSE 'its worker died while it waited its turn: ' || %(reason)s END""",
         cause=_text(f"worker died: {reason}", 500),
         actor=actor,
         limit=limit,
-        params={"owner": lease_owner, "job_type": job_type, "reason": _text(reason, 10_000), "poison": poison_deaths,
-                "planned": target_of("release"), "failed": target_of("fail_for_retry"),
-                "dead": target_of("dead_letter")},
+        params={
+            "owner": lease_owner,
+            "all_ran": running is True,
+            "running": None if running is None or isinstance(running, bool) else _as_uuid(running),
+            "job_type": job_type,
+            "reason": _text(reason, 10_000),
+            "poison": poison_deaths,
+            "planned": target_of("release"),
+            "failed": target_of("fail_for_retry"),
+            "dead": target_of("dead_letter"),
+        },
     )
 
 
@@ -962,7 +1055,9 @@ def transition_apply(job_id, name: str, *, actor: str, cause: str, user=None, **
         from_state = job.state
         if not can_proceed(method):
             allowed = ", ".join(sources_of(name))
-            raise TransitionNotAllowed(f"cannot {name} job {job.id}: it is {from_state}; {name} is allowed from {allowed}")
+            raise TransitionNotAllowed(
+                f"cannot {name} job {job.id}: it is {from_state}; {name} is allowed from {allowed}"
+            )
         if user is not None and not has_transition_perm(method, user):
             raise PermissionDenied(f"{user} lacks the permission to {name} jobs")
         method(**arguments)
@@ -973,12 +1068,15 @@ def transition_apply(job_id, name: str, *, actor: str, cause: str, user=None, **
                 finished_at=LeitstandNow(), outcome=Attempt.Outcome.CANCELLED, error_message=_text(cause, 10_000)
             )
         TransitionRecord.objects.create(
-            job=job, from_state=from_state, to_state=job.state, lease_version=job.lease_version,
-            cause=cause[:500], actor=actor[:255],
+            job=job,
+            from_state=from_state,
+            to_state=job.state,
+            lease_version=job.lease_version,
+            cause=cause[:500],
+            actor=actor[:255],
         )
     job.refresh_from_db()
     return job
-
 
 
 # --- step events ---------------------------------------------------------------------------------
@@ -1004,12 +1102,19 @@ def steps_record(job_id, lease_version: int, steps: list[Step]) -> None:
     """Write step events of the attempt that holds the lease; a stale attempt's are refused."""
     if not steps:
         return
-    (is_holder,) = _fetch_one(_STEPS_SQL, {
-        "job_id": _as_uuid(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES),
-        "steps": [_text(s.step, 100) for s in steps], "outcomes": [s.outcome for s in steps],
-        "starts": [s.started_at for s in steps], "durations": [s.duration_ms for s in steps],
-        "data": [Jsonb(s.data, dumps=_dumps) for s in steps],
-    })
+    (is_holder,) = _fetch_one(
+        _STEPS_SQL,
+        {
+            "job_id": _as_uuid(job_id),
+            "lease_version": lease_version,
+            "leased": list(LEASED_STATES),
+            "steps": [_text(s.step, 100) for s in steps],
+            "outcomes": [s.outcome for s in steps],
+            "starts": [s.started_at for s in steps],
+            "durations": [s.duration_ms for s in steps],
+            "data": [Jsonb(s.data, dumps=_dumps) for s in steps],
+        },
+    )
     if not is_holder:
         raise refusal_record(job_id, lease_version, "step")
 
@@ -1050,6 +1155,9 @@ def refusal_record(job_id, lease_version: int, operation: str) -> StaleAttempt:
     if row is None:
         raise JobNotFound(job_id)
     return StaleAttempt(
-        job_id=job_id, lease_version=lease_version, operation=operation,
-        current_lease_version=row[0], current_state=row[1],
+        job_id=job_id,
+        lease_version=lease_version,
+        operation=operation,
+        current_lease_version=row[0],
+        current_state=row[1],
     )

@@ -29,8 +29,12 @@ class ApiRequestMiddleware:
         if length > limit:
             from jobs.api import problem
 
-            response = problem(413, "Payload Too Large", f"the body is {length} bytes; the limit is {limit}",
-                               kind="/problems/payload-too-large")
+            response = problem(
+                413,
+                "Payload Too Large",
+                f"the body is {length} bytes; the limit is {limit}",
+                kind="/problems/payload-too-large",
+            )
         else:
             with correlation_context(correlation):
                 response = self.get_response(request)

@@ -73,8 +73,15 @@ class Job(ConcurrentTransitionMixin, models.Model):
     idempotency_key = models.CharField(max_length=255, help_text="Unique per job type: the same key is the same job.")
     correlation_id = models.CharField(max_length=255, help_text="Joins every job of one business case.")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
-    batch = models.ForeignKey("Batch", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs",
-                              db_index=False, help_text="The batch it belongs to (children inherit their parent's).")
+    batch = models.ForeignKey(
+        "Batch",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="jobs",
+        db_index=False,
+        help_text="The batch it belongs to (children inherit their parent's).",
+    )
     schema_version = models.PositiveSmallIntegerField(db_default=1, default=1)
     processing_version = models.CharField(
         max_length=64, blank=True, db_default="", default="", help_text="Handler version of the latest attempt."
@@ -141,7 +148,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
             ),
             models.Index(fields=["correlation_id"], name="job_correlation_idx"),
             # Throughput (done/h per type) for the console snapshot: only finished jobs are indexed.
-            models.Index(fields=["finished_at", "type"], name="job_finished_idx", condition=Q(finished_at__isnull=False)),
+            models.Index(
+                fields=["finished_at", "type"], name="job_finished_idx", condition=Q(finished_at__isnull=False)
+            ),
             # The console's counts of open jobs per type and state: an index-only scan over the open set,
             # never over millions of finished jobs.
             models.Index(fields=["type", "state"], name="job_open_idx", condition=~Q(state__in=TERMINAL_STATES)),
@@ -151,8 +160,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
             # dead jobs rarely change, so this index costs one entry per job that dies.
             models.Index(fields=["-created_at"], name="job_dead_idx", condition=Q(state="dead")),
             # One group of the dead-letter page (type, error class), newest first; dead jobs only.
-            models.Index(fields=["type", "error_class", "-created_at"], name="job_dead_group_idx",
-                         condition=Q(state="dead")),
+            models.Index(
+                fields=["type", "error_class", "-created_at"], name="job_dead_group_idx", condition=Q(state="dead")
+            ),
             # A batch's members by their last change (its page: done/h over time, the ETA); batch
             # members only, and heartbeats touch neither column (they stay HOT updates).
             models.Index(fields=["batch", "state_changed_at"], name="job_batch_idx", condition=Q(batch__isnull=False)),
@@ -198,9 +208,7 @@ class Job(ConcurrentTransitionMixin, models.Model):
     def flag_unclear(self):
         """The handler could not decide the case: a human must."""
 
-    @transition(
-        field=state, source=LEASED_STATES, target=State.FAILED, conditions=[has_retry_budget], custom=ENGINE
-    )
+    @transition(field=state, source=LEASED_STATES, target=State.FAILED, conditions=[has_retry_budget], custom=ENGINE)
     def fail_for_retry(self):
         """A transient failure (or a lost lease) with retry budget left: wait for the next attempt."""
 
@@ -323,8 +331,12 @@ class Attempt(models.Model):
     last_refused_op = models.CharField(max_length=32, blank=True)
     # The path check (jobs/paths.py), filled by the control process shortly after the attempt ended.
     path_checked = models.BooleanField(db_default=False)
-    path_signature = models.CharField(max_length=500, blank=True, db_default="", help_text="The steps it took and how it ended.")
-    path_conforms = models.BooleanField(null=True, blank=True, help_text="Empty: not judged (released, expired, cancelled).")
+    path_signature = models.CharField(
+        max_length=500, blank=True, db_default="", help_text="The steps it took and how it ended."
+    )
+    path_conforms = models.BooleanField(
+        null=True, blank=True, help_text="Empty: not judged (released, expired, cancelled)."
+    )
     path_divergence = models.CharField(max_length=500, blank=True, db_default="")
     path_divergence_kind = models.CharField(max_length=20, blank=True, db_default="")
     duration_ms = models.FloatField(null=True, blank=True, help_text="From start to end of the handler run.")
@@ -336,8 +348,9 @@ class Attempt(models.Model):
             models.UniqueConstraint(fields=["job", "lease_version"], name="attempt_one_per_lease_version"),
         ]
         indexes = [
-            models.Index(fields=["id"], name="attempt_unchecked_idx",
-                         condition=Q(path_checked=False, finished_at__isnull=False)),
+            models.Index(
+                fields=["id"], name="attempt_unchecked_idx", condition=Q(path_checked=False, finished_at__isnull=False)
+            ),
             models.Index(fields=["id"], name="attempt_divergent_idx", condition=Q(path_conforms=False)),
             models.Index(fields=["job_type", "-id"], name="attempt_type_checked_idx", condition=Q(path_checked=True)),
         ]
@@ -360,10 +373,11 @@ class Transition(models.Model):
     class Meta:
         # Serves lookups by job (so the foreign key has no index of its own): three rows per job
         # are written on the hot path, and every index costs each of them.
-        indexes = [models.Index(fields=["job", "id"], name="transition_job_idx"),
-                   # Review decisions only (a small share of the log), for the business rules' look-back.
-                   models.Index(fields=["at"], name="transition_decision_idx",
-                                condition=Q(from_state="ready_for_review"))]
+        indexes = [
+            models.Index(fields=["job", "id"], name="transition_job_idx"),
+            # Review decisions only (a small share of the log), for the business rules' look-back.
+            models.Index(fields=["at"], name="transition_decision_idx", condition=Q(from_state="ready_for_review")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.from_state or '∅'} → {self.to_state} ({self.cause})"

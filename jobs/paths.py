@@ -24,9 +24,12 @@ from jobs.pathspec import Observed, PathSpec
 
 # Attempt outcome → the exit of the pattern language; None: not judged (the attempt was interrupted).
 _EXITS = {
-    Attempt.Outcome.COMPLETED: "done", Attempt.Outcome.SKIPPED: "skipped", Attempt.Outcome.RECHECK_PLANNED: "recheck",
+    Attempt.Outcome.COMPLETED: "done",
+    Attempt.Outcome.SKIPPED: "skipped",
+    Attempt.Outcome.RECHECK_PLANNED: "recheck",
     Attempt.Outcome.UNCLEAR: "review",
-    Attempt.Outcome.FAILED: "failed", Attempt.Outcome.DEAD: "failed",
+    Attempt.Outcome.FAILED: "failed",
+    Attempt.Outcome.DEAD: "failed",
 }
 
 
@@ -50,17 +53,23 @@ class TimingBaseline:
         if time.monotonic() - self._loaded_at < self.refresh_seconds:
             return
         with connection.cursor() as cursor:
-            cursor.execute("""
+            cursor.execute(
+                """
                 SELECT job_type, percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms), count(*)
                 FROM (SELECT job_type, duration_ms FROM jobs_attempt WHERE path_checked AND duration_ms IS NOT NULL
                       AND outcome IN ('completed', 'skipped', 'recheck_planned', 'unclear') ORDER BY id DESC LIMIT %s) a
-                GROUP BY job_type""", [self.window])
+                GROUP BY job_type""",
+                [self.window],
+            )
             self.types = {t: Percentile(p99, n) for t, p99, n in cursor.fetchall()}
-            cursor.execute("""
+            cursor.execute(
+                """
                 SELECT j.type, s.step, percentile_cont(0.99) WITHIN GROUP (ORDER BY s.duration_ms), count(*)
                 FROM (SELECT job_id, step, duration_ms FROM jobs_stepevent WHERE outcome = 'ok'
                       ORDER BY id DESC LIMIT %s) s
-                JOIN jobs_job j ON j.id = s.job_id GROUP BY j.type, s.step""", [self.window])
+                JOIN jobs_job j ON j.id = s.job_id GROUP BY j.type, s.step""",
+                [self.window],
+            )
             self.steps = {(t, step): Percentile(p99, n) for t, step, p99, n in cursor.fetchall()}
         self._loaded_at = time.monotonic()
 
@@ -69,13 +78,17 @@ class TimingBaseline:
         factor, minimum = settings.LEITSTAND_PATHS["slow_factor"], settings.LEITSTAND_PATHS["min_samples"]
         usual = self.types.get(job_type)
         if duration_ms is not None and usual and usual.samples >= minimum and duration_ms > usual.p99_ms * factor:
-            return (f"ran {duration_ms / 1000:.2f} s; {job_type}'s p99 is {usual.p99_ms / 1000:.2f} s "
-                    f"(× {factor:g} = {usual.p99_ms * factor / 1000:.2f} s, {usual.samples} runs)")
+            return (
+                f"ran {duration_ms / 1000:.2f} s; {job_type}'s p99 is {usual.p99_ms / 1000:.2f} s "
+                f"(× {factor:g} = {usual.p99_ms * factor / 1000:.2f} s, {usual.samples} runs)"
+            )
         for step, _outcome, step_ms in steps:
             usual = self.steps.get((job_type, step))
             if usual and usual.samples >= minimum and step_ms > usual.p99_ms * factor:
-                return (f"step {step} took {step_ms / 1000:.2f} s; its p99 is {usual.p99_ms / 1000:.2f} s "
-                        f"(× {factor:g}, {usual.samples} runs)")
+                return (
+                    f"step {step} took {step_ms / 1000:.2f} s; its p99 is {usual.p99_ms / 1000:.2f} s "
+                    f"(× {factor:g}, {usual.samples} runs)"
+                )
         return ""
 
 
@@ -139,15 +152,30 @@ def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 1000) -> list[
                 signature = " > ".join(n + marks.get(o, "") for n, o, _ in ran) or "(no steps)"
                 row = {"signature": f"{signature} -> {outcome}", "conforms": None, "divergence": "", "kind": ""}
             elif spec is None:
-                row = {"signature": observed.signature, "conforms": None,
-                       "divergence": f"job type {job_type} is not registered here", "kind": ""}
+                row = {
+                    "signature": observed.signature,
+                    "conforms": None,
+                    "divergence": f"job type {job_type} is not registered here",
+                    "kind": "",
+                }
             else:
                 verdict = spec.judge(observed)
-                row = {"signature": observed.signature, "conforms": verdict.conforms,
-                       "divergence": verdict.divergence, "kind": verdict.kind}
+                row = {
+                    "signature": observed.signature,
+                    "conforms": verdict.conforms,
+                    "divergence": verdict.divergence,
+                    "kind": verdict.kind,
+                }
             duration = float(duration_ms) if duration_ms is not None else None
-            rows.append({**row, "id": attempt_id, "signature": row["signature"][:500],
-                         "divergence": row["divergence"][:500], "duration_ms": duration,
-                         "slow_reason": _baseline.slow(job_type, duration, ran)[:300]})
+            rows.append(
+                {
+                    **row,
+                    "id": attempt_id,
+                    "signature": row["signature"][:500],
+                    "divergence": row["divergence"][:500],
+                    "duration_ms": duration,
+                    "slow_reason": _baseline.slow(job_type, duration, ran)[:300],
+                }
+            )
         cursor.execute(_WRITE_SQL, [json.dumps(rows)])
     return checked

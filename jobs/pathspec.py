@@ -81,24 +81,34 @@ class PathSpec:
         if (names, exit) in self.paths:
             return Verdict(True)
         sequences = sorted({steps for steps, _ in self.paths}, key=lambda s: (len(s), s))
-        if exit == "failed" and any(steps[:len(names)] == names for steps in sequences):
+        if exit == "failed" and any(steps[: len(names)] == names for steps in sequences):
             return Verdict(True)
         same = [e for steps, e in self.paths if steps == names]
         if same:
-            return Verdict(False, f"ended {exit} after {_show(names)}; declared exits there: {', '.join(sorted(same))}",
-                           "unexpected_exit")
-        longer = [steps for steps in sequences if len(steps) > len(names) and steps[:len(names)] == names]
+            return Verdict(
+                False,
+                f"ended {exit} after {_show(names)}; declared exits there: {', '.join(sorted(same))}",
+                "unexpected_exit",
+            )
+        longer = [steps for steps in sequences if len(steps) > len(names) and steps[: len(names)] == names]
         if longer and exit != "failed":
-            return Verdict(False, f"silent exit: ended {exit} after {_show(names)} without a declared exit there; "
-                                  f"the declared path goes on with {longer[0][len(names)]}", "silent_exit")
+            return Verdict(
+                False,
+                f"silent exit: ended {exit} after {_show(names)} without a declared exit there; "
+                f"the declared path goes on with {longer[0][len(names)]}",
+                "silent_exit",
+            )
         unknown = [name for name in names if name not in self.step_names]
         if unknown:
             return Verdict(False, f"unexpected step {unknown[0]} (no declared path has it)", "unexpected_step")
         for steps in sequences:
             if Counter(steps) == Counter(names):
                 first = next(i for i, (a, b) in enumerate(zip(names, steps)) if a != b)
-                return Verdict(False, f"wrong order: {names[first]} ran where {steps[first]} was declared "
-                                      f"(declared: {_show(steps)})", "wrong_order")
+                return Verdict(
+                    False,
+                    f"wrong order: {names[first]} ran where {steps[first]} was declared (declared: {_show(steps)})",
+                    "wrong_order",
+                )
         for steps in sequences:
             if _is_subsequence(names, steps):
                 missing = _first_difference(names, steps)
@@ -138,12 +148,17 @@ def _expand_pattern(pattern: str) -> set[tuple[tuple[str, ...], str]]:
     exits = ["done"]
     if "->" in tokens:
         at = tokens.index("->")
-        exits = tokens[at + 1:][::2]
-        separators = tokens[at + 2:][::2]
-        if not exits or any(e not in EXITS for e in exits) or any(s != "|" for s in separators) \
-                or len(separators) != len(exits) - 1:
-            raise PathSpecError(f"{pattern!r}: '->' must end the pattern, followed by exits separated by '|' "
-                                f"({', '.join(EXITS)})")
+        exits = tokens[at + 1 :][::2]
+        separators = tokens[at + 2 :][::2]
+        if (
+            not exits
+            or any(e not in EXITS for e in exits)
+            or any(s != "|" for s in separators)
+            or len(separators) != len(exits) - 1
+        ):
+            raise PathSpecError(
+                f"{pattern!r}: '->' must end the pattern, followed by exits separated by '|' ({', '.join(EXITS)})"
+            )
         tokens = tokens[:at]
     sequences, rest = _sequence(tokens, pattern)
     if rest:
@@ -158,8 +173,10 @@ def _tokenize(pattern: str) -> list[str]:
             break
         match = _TOKEN.match(pattern, at)
         if not match:
-            raise PathSpecError(f"{pattern!r}: cannot read {pattern[at:].strip()[:20]!r} "
-                                "(step names are lowercase letters, digits and '_')")
+            raise PathSpecError(
+                f"{pattern!r}: cannot read {pattern[at:].strip()[:20]!r} "
+                "(step names are lowercase letters, digits and '_')"
+            )
         tokens.append(match.group(1))
         at = match.end()
     return tokens

@@ -19,7 +19,10 @@ def dead_letter_jobs(*, job_type: str | None = None, error_class: str | None = N
 
 def dead_letter_groups(*, job_type: str | None = None, error_class: str | None = None) -> QuerySet:
     """The dead-letter queue grouped by (type, error class), with counts and first/last seen."""
-    return (dead_letter_jobs(job_type=job_type, error_class=error_class).order_by()
-            .values("type", "error_class")
-            .annotate(count=Count("id"), first_seen=Min("finished_at"), last_seen=Max("finished_at"))
-            .order_by("-count", "type", "error_class"))
+    return (
+        dead_letter_jobs(job_type=job_type, error_class=error_class)
+        .order_by()
+        .values("type", "error_class")
+        .annotate(count=Count("id"), first_seen=Min("finished_at"), last_seen=Max("finished_at"))
+        .order_by("-count", "type", "error_class")
+    )

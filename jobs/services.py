@@ -48,10 +48,21 @@ class Submission:
     created: bool  # False: the same key and payload were submitted before; this is that job
 
 
-def _validate(*, type: str, idempotency_key: str, payload, priority: int, max_attempts: int,
-              correlation_id: str, source: str, schema_version: int) -> bytes:
+def _validate(
+    *,
+    type: str,
+    idempotency_key: str,
+    payload,
+    priority: int,
+    max_attempts: int,
+    correlation_id: str,
+    source: str,
+    schema_version: int,
+) -> bytes:
     if not isinstance(type, str) or not _TYPE_PATTERN.match(type):
-        raise JobInputError("type", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter")
+        raise JobInputError(
+            "type", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter"
+        )
     if not isinstance(idempotency_key, str) or not idempotency_key.strip() or len(idempotency_key) > 255:
         raise JobInputError("idempotency_key", "must be a non-empty string of at most 255 characters")
     if not isinstance(payload, dict):
@@ -98,12 +109,21 @@ def job_create(
     neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job); a
     sub-job joins its parent's batch. Without a pool the job goes to the pool named like its type.
     """
-    _validate(type=type, idempotency_key=idempotency_key, payload=payload, priority=priority,
-              max_attempts=max_attempts, correlation_id=correlation_id, source=source,
-              schema_version=schema_version)
+    _validate(
+        type=type,
+        idempotency_key=idempotency_key,
+        payload=payload,
+        priority=priority,
+        max_attempts=max_attempts,
+        correlation_id=correlation_id,
+        source=source,
+        schema_version=schema_version,
+    )
     pool = pool or type
     if not isinstance(pool, str) or not _TYPE_PATTERN.match(pool):
-        raise JobInputError("pool", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter")
+        raise JobInputError(
+            "pool", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter"
+        )
     job_id = uuid.uuid4()
     with transaction.atomic():
         if parent_id is not None:
@@ -113,9 +133,20 @@ def job_create(
             correlation_id = correlation_id or parent["correlation_id"]
             batch_id = batch_id if batch_id is not None else parent["batch_id"]
         created = leases.insert_planned(
-            id=job_id, type=type, pool=pool, idempotency_key=idempotency_key, correlation_id=correlation_id or str(job_id),
-            parent_id=parent_id, batch_id=batch_id, schema_version=schema_version, priority=priority, source=source,
-            payload=payload, max_attempts=max_attempts, due_at=due_at, actor=actor,
+            id=job_id,
+            type=type,
+            pool=pool,
+            idempotency_key=idempotency_key,
+            correlation_id=correlation_id or str(job_id),
+            parent_id=parent_id,
+            batch_id=batch_id,
+            schema_version=schema_version,
+            priority=priority,
+            source=source,
+            payload=payload,
+            max_attempts=max_attempts,
+            due_at=due_at,
+            actor=actor,
         )
         if created:
             return Submission(Job.objects.get(pk=job_id), created=True)
@@ -128,7 +159,9 @@ def job_create(
 def job_cancel(*, job_id, actor: str, reason: str, user=None) -> Job:
     """Cancel a job that is not terminal; a running attempt's later writes are refused as stale."""
     _require_reason(reason)
-    return leases.transition_apply(job_id, "cancel", actor=actor, cause=f"cancelled: {reason}", user=user, reason=reason)
+    return leases.transition_apply(
+        job_id, "cancel", actor=actor, cause=f"cancelled: {reason}", user=user, reason=reason
+    )
 
 
 def job_confirm(*, job_id, actor: str, reason: str = "business outcome confirmed", user=None) -> Job:
@@ -139,7 +172,9 @@ def job_confirm(*, job_id, actor: str, reason: str = "business outcome confirmed
 def job_retry_now(*, job_id, actor: str, reason: str, user=None) -> Job:
     """Retry a failed or dead job now, with a fresh retry budget (the dead-letter queue's retry)."""
     _require_reason(reason)
-    return leases.transition_apply(job_id, "retry_now", actor=actor, cause=f"retry now: {reason}", user=user, reason=reason)
+    return leases.transition_apply(
+        job_id, "retry_now", actor=actor, cause=f"retry now: {reason}", user=user, reason=reason
+    )
 
 
 def job_release(*, job_id, actor: str, reason: str, user=None) -> Job:
@@ -204,7 +239,8 @@ def review_escalate(*, job_id, actor: str, reason: str, user=None) -> ReviewEsca
         if held and held.reviewer != actor:
             raise ReviewHeld(held)
         escalation, _ = ReviewEscalation.objects.update_or_create(
-            job=job, defaults={"escalated_by": actor[:255], "reason": reason[:500], "at": LeitstandNow()})
+            job=job, defaults={"escalated_by": actor[:255], "reason": reason[:500], "at": LeitstandNow()}
+        )
         ReviewLease.objects.filter(job_id=job_id).delete()
     return escalation
 
@@ -243,8 +279,15 @@ def review_take(*, reviewer: str, seconds: float, job_id=None, escalated: bool =
     """Hold the next open review case (or the given one) of the normal or the escalated queue for
     ``seconds``; None when none is free."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_REVIEW_NEXT_SQL, {"me": reviewer[:255], "seconds": seconds, "escalated": escalated,
-                                          "job_id": str(job_id) if job_id else None})
+        cursor.execute(
+            _REVIEW_NEXT_SQL,
+            {
+                "me": reviewer[:255],
+                "seconds": seconds,
+                "escalated": escalated,
+                "job_id": str(job_id) if job_id else None,
+            },
+        )
         row = cursor.fetchone()
     return Job.objects.get(pk=row[0]) if row else None
 

@@ -7,7 +7,6 @@ import hmac
 import secrets
 from datetime import timedelta
 
-
 from jobs.models import ApiToken, LeitstandNow, database_now
 from jobs.services import JobInputError
 
@@ -30,8 +29,9 @@ def token_create(*, name: str, scopes: list[str], expires_days: float | None = N
         raise JobInputError("name", f"a token named {name!r} exists; revoke it or choose another name")
     prefix, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     expires = database_now() + timedelta(days=expires_days) if expires_days else None
-    token = ApiToken.objects.create(name=name, prefix=prefix, secret_hash=_hash(secret), scopes=sorted(set(scopes)),
-                                    expires_at=expires)
+    token = ApiToken.objects.create(
+        name=name, prefix=prefix, secret_hash=_hash(secret), scopes=sorted(set(scopes)), expires_at=expires
+    )
     return token, f"{TOKEN_PREFIX}_{prefix}_{secret}"
 
 
@@ -57,8 +57,6 @@ def token_revoke(*, name: str) -> ApiToken:
     return ApiToken.objects.get(name=name)
 
 
-
-
 _RATE_SQL = """
 -- One statement per request: count it in the token's current minute and answer the count and the
 -- seconds left in the window. Old windows are removed now and then by the same statement's caller.
@@ -77,6 +75,9 @@ def rate_count(token: ApiToken) -> tuple[int, float]:
         cursor.execute(_RATE_SQL, {"token": token.pk})
         count, left = cursor.fetchone()
         if count == 1:  # the first request of a minute tidies up this token's old windows
-            cursor.execute("DELETE FROM jobs_apiratewindow WHERE token_id = %s AND "
-                           "window_start < date_trunc('minute', leitstand_now())", [token.pk])
+            cursor.execute(
+                "DELETE FROM jobs_apiratewindow WHERE token_id = %s AND "
+                "window_start < date_trunc('minute', leitstand_now())",
+                [token.pk],
+            )
     return count, max(float(left), 0.0)

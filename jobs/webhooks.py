@@ -47,8 +47,11 @@ def webhook_sweep(*, limit: int = 1000) -> int:
             return 0
         deliveries = 0
         jobs = Job.objects.in_bulk({event.job_id for event in events if event.job_id})
-        causes = dict(Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id])
-                      .values_list("pk", "cause"))
+        causes = dict(
+            Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id]).values_list(
+                "pk", "cause"
+            )
+        )
         for event in events:
             if event.batch_id is not None:  # a batch's event: no job to filter by
                 if event.kind not in hook["events"]:
@@ -61,8 +64,15 @@ def webhook_sweep(*, limit: int = 1000) -> int:
                     continue
                 message = event_message(event, job, causes.get(event.transition_id, ""))
                 correlation_id = job.correlation_id
-            job_create(type=DELIVERY_TYPE, pool="notify", idempotency_key=f"webhook-event-{event.pk}",
-                       payload={"event": message}, actor=ACTOR, correlation_id=correlation_id, priority=1)
+            job_create(
+                type=DELIVERY_TYPE,
+                pool="notify",
+                idempotency_key=f"webhook-event-{event.pk}",
+                payload={"event": message},
+                actor=ACTOR,
+                correlation_id=correlation_id,
+                priority=1,
+            )
             deliveries += 1
         WebhookEvent.objects.filter(pk__in=[event.pk for event in events]).delete()
     return deliveries
@@ -76,8 +86,12 @@ def _subscribed(hook: dict, kind: str, job_type: str) -> bool:
 
 def batch_message(event: WebhookEvent) -> dict:
     """The body of a batch's webhook: the batch with its final counters and statistics."""
-    return {"id": f"evt_{event.pk}", "type": event.kind, "occurred_at": event.occurred_at.isoformat(),
-            "batch": event.data.get("batch", {})}
+    return {
+        "id": f"evt_{event.pk}",
+        "type": event.kind,
+        "occurred_at": event.occurred_at.isoformat(),
+        "batch": event.data.get("batch", {}),
+    }
 
 
 def event_message(event: WebhookEvent, job: Job, cause: str = "") -> dict:
@@ -88,8 +102,11 @@ def event_message(event: WebhookEvent, job: Job, cause: str = "") -> dict:
         "type": event.kind,
         "occurred_at": event.occurred_at.isoformat(),
         "job": {
-            "id": str(job.pk), "type": job.type, "idempotency_key": job.idempotency_key,
-            "correlation_id": job.correlation_id, "source": job.source,
+            "id": str(job.pk),
+            "type": job.type,
+            "idempotency_key": job.idempotency_key,
+            "correlation_id": job.correlation_id,
+            "source": job.source,
             "state": event.kind.removeprefix("job.") if event.kind.startswith("job.") else job.state,
             "cause": cause,
         },

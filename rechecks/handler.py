@@ -41,25 +41,35 @@ def handle(context: JobContext):
             raise PermanentError(f"recheck plan {plan_id} does not exist")
         if plan.state != RecheckPlan.State.ACTIVE or plan.sequence != sequence:
             info["skipped"] = True
-            why = (f"plan {plan_id} ended ({plan.end_reason})" if plan.state != RecheckPlan.State.ACTIVE
-                   else f"plan {plan_id} moved on to check {plan.sequence}")
+            why = (
+                f"plan {plan_id} ended ({plan.end_reason})"
+                if plan.state != RecheckPlan.State.ACTIVE
+                else f"plan {plan_id} moved on to check {plan.sequence}"
+            )
             return Skipped(why)
     observed = observe(context, plan)
     with context.step("decide") as info:
         try:
-            recorded = context.effect(f"observation:{plan_id}:{sequence}", kind="observation", apply=lambda: _record(
-                plan_id, sequence, context, observed))
+            recorded = context.effect(
+                f"observation:{plan_id}:{sequence}",
+                kind="observation",
+                apply=lambda: _record(plan_id, sequence, context, observed),
+            )
         except services.CheckSuperseded as superseded:
             info["skipped"] = True
             return Skipped(str(superseded))
         info.update(recorded)
-    return Done(reason=f"check {sequence}: {recorded['kind']}; {recorded['decision']}"[:500],
-                result_ref=f"observation:{recorded['observation_id']}", result_checksum=observed.content_hash)
+    return Done(
+        reason=f"check {sequence}: {recorded['kind']}; {recorded['decision']}"[:500],
+        result_ref=f"observation:{recorded['observation_id']}",
+        result_checksum=observed.content_hash,
+    )
 
 
 def _record(plan_id: int, sequence: int, context: JobContext, observed: services.Observed) -> dict:
-    observation = services.observation_record(plan_id=plan_id, sequence=sequence, job_id=context.job_id,
-                                              observed=observed)
+    observation = services.observation_record(
+        plan_id=plan_id, sequence=sequence, job_id=context.job_id, observed=observed
+    )
     return {"observation_id": observation.pk, "kind": observation.kind, "decision": observation.decision}
 
 
@@ -72,8 +82,9 @@ def observe(context: JobContext, plan: RecheckPlan) -> services.Observed:
         return services.Observed(status=None, detail=fetched.robots.reason)
     result = fetched.result
     content_hash = hashlib.sha256(result.body).hexdigest() if 200 <= result.status < 300 else ""
-    observed = services.Observed(status=result.status, final_url=result.final_url, content_hash=content_hash,
-                                 redirected=bool(result.redirects))
+    observed = services.Observed(
+        status=result.status, final_url=result.final_url, content_hash=content_hash, redirected=bool(result.redirects)
+    )
     if not 200 <= result.status < 300:
         return observed
     with context.step("compare") as info:

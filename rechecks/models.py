@@ -16,8 +16,12 @@ class RecheckPlan(models.Model):
         ACTIVE = "active"
         ENDED = "ended"
 
-    job = models.OneToOneField("jobs.Job", on_delete=models.PROTECT, related_name="recheck_plan",
-                               help_text="The original case: the analysis job that reported the match.")
+    job = models.OneToOneField(
+        "jobs.Job",
+        on_delete=models.PROTECT,
+        related_name="recheck_plan",
+        help_text="The original case: the analysis job that reported the match.",
+    )
     finding = models.ForeignKey("workers.Finding", on_delete=models.PROTECT, related_name="recheck_plans")
     asset = models.ForeignKey("workers.ProtectedAsset", on_delete=models.PROTECT, related_name="+")
     correlation_id = models.CharField(max_length=255)
@@ -42,13 +46,20 @@ class RecheckPlan(models.Model):
     next_check_at = models.DateTimeField(null=True, blank=True, help_text="Empty while a check is under way.")
     next_check_reason = models.CharField(max_length=500, blank=True)
     last_content_hash = models.CharField(max_length=64, blank=True)
-    current_job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                    help_text="The recheck job of the check under way.")
+    current_job = models.ForeignKey(
+        "jobs.Job",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The recheck job of the check under way.",
+    )
 
     created_at = models.DateTimeField(db_default=LeitstandNow())
     ended_at = models.DateTimeField(null=True, blank=True)
-    end_reason = models.CharField(max_length=20, blank=True,
-                                  choices=[(r.value, r.value.replace("_", " ")) for r in EndReason])
+    end_reason = models.CharField(
+        max_length=20, blank=True, choices=[(r.value, r.value.replace("_", " ")) for r in EndReason]
+    )
     end_note = models.CharField(max_length=500, blank=True)
     ended_by = models.CharField(max_length=255, blank=True)
     case_settled = models.BooleanField(default=False, help_text="The original job has followed the plan's end.")
@@ -72,9 +83,13 @@ class RecheckPlan(models.Model):
     @property
     def policy(self) -> RecheckPolicy:
         return RecheckPolicy(
-            first_delay_seconds=self.first_delay_seconds, min_interval_seconds=self.min_interval_seconds,
-            max_interval_seconds=self.max_interval_seconds, widen_factor=self.widen_factor,
-            early_seconds=self.early_seconds, jitter=self.jitter, confirmations_required=self.confirmations_required,
+            first_delay_seconds=self.first_delay_seconds,
+            min_interval_seconds=self.min_interval_seconds,
+            max_interval_seconds=self.max_interval_seconds,
+            widen_factor=self.widen_factor,
+            early_seconds=self.early_seconds,
+            jitter=self.jitter,
+            confirmations_required=self.confirmations_required,
             deadline_seconds=max((self.deadline_at - self.created_at).total_seconds(), 1.0),
         )
 

@@ -116,8 +116,9 @@ def duration(seconds: float) -> str:
     return f"{round(seconds, 1):g} s"
 
 
-def classify(*, status: int | None, score: float | None, content_hash: str, last_hash: str, redirected: bool,
-             match_at: float) -> Kind:
+def classify(
+    *, status: int | None, score: float | None, content_hash: str, last_hash: str, redirected: bool, match_at: float
+) -> Kind:
     """What an observation saw: ``status`` None means no answer (timeout, refused, robots.txt)."""
     if status is None:
         return Kind.UNREACHABLE
@@ -142,14 +143,23 @@ def jittered(seconds: float, jitter: float, rng: random.Random) -> float:
     return seconds * (1 + rng.uniform(-jitter, jitter))
 
 
-def first_check(policy: RecheckPolicy, *, now: datetime, deadline_at: datetime,
-                rng: random.Random) -> tuple[datetime, str]:
+def first_check(
+    policy: RecheckPolicy, *, now: datetime, deadline_at: datetime, rng: random.Random
+) -> tuple[datetime, str]:
     delay = jittered(policy.first_delay_seconds, policy.jitter, rng)
     return _bounded(now, delay, deadline_at, f"first check {duration(policy.first_delay_seconds)} after the match")
 
 
-def decide(policy: RecheckPolicy, target: Target, progress: Progress, kind: Kind, *, now: datetime,
-           deadline_at: datetime, rng: random.Random) -> Decision:
+def decide(
+    policy: RecheckPolicy,
+    target: Target,
+    progress: Progress,
+    kind: Kind,
+    *,
+    now: datetime,
+    deadline_at: datetime,
+    rng: random.Random,
+) -> Decision:
     label = LABELS[kind]
     if confirms(target, kind):
         count = progress.confirmations + 1
@@ -158,9 +168,13 @@ def decide(policy: RecheckPolicy, target: Target, progress: Progress, kind: Kind
             return Decision(confirmed, f"{label} {count}× in a row: target confirmed", end=EndReason.TARGET_CONFIRMED)
         if now >= deadline_at:
             return _deadline(policy, confirmed, label)
-        next_at, reason = _bounded(now, jittered(policy.early_seconds, policy.jitter, rng), deadline_at,
-                                   f"{label} ({count} of {policy.confirmations_required} confirmations): "
-                                   f"confirming in {duration(policy.early_seconds)}")
+        next_at, reason = _bounded(
+            now,
+            jittered(policy.early_seconds, policy.jitter, rng),
+            deadline_at,
+            f"{label} ({count} of {policy.confirmations_required} confirmations): "
+            f"confirming in {duration(policy.early_seconds)}",
+        )
         return Decision(confirmed, reason, next_at)
     if now >= deadline_at:
         return _deadline(policy, replace(progress, confirmations=0), label)
@@ -174,15 +188,22 @@ def decide(policy: RecheckPolicy, target: Target, progress: Progress, kind: Kind
         next_at, reason = _bounded(now, jittered(widened, policy.jitter, rng), deadline_at, why)
         return Decision(Progress(interval_seconds=widened, unchanged_count=count), reason, next_at)
     next_at, reason = _bounded(
-        now, jittered(policy.early_seconds, policy.jitter, rng), deadline_at,
+        now,
+        jittered(policy.early_seconds, policy.jitter, rng),
+        deadline_at,
         f"{label}: a relevant change, checking earlier, in {duration(policy.early_seconds)} "
-        f"(interval back to {duration(policy.min_interval_seconds)})")
+        f"(interval back to {duration(policy.min_interval_seconds)})",
+    )
     return Decision(Progress(interval_seconds=policy.min_interval_seconds), reason, next_at)
 
 
 def _deadline(policy: RecheckPolicy, progress: Progress, label: str) -> Decision:
-    return Decision(progress, f"deadline passed: still not confirmed {duration(policy.deadline_seconds)} after the "
-                              f"match (last seen: {label}); a person decides", end=EndReason.DEADLINE_PASSED)
+    return Decision(
+        progress,
+        f"deadline passed: still not confirmed {duration(policy.deadline_seconds)} after the "
+        f"match (last seen: {label}); a person decides",
+        end=EndReason.DEADLINE_PASSED,
+    )
 
 
 def _bounded(now: datetime, delay: float, deadline_at: datetime, reason: str) -> tuple[datetime, str]:

@@ -49,12 +49,24 @@ def plan_request(*, job: Job, finding, content_hash: str) -> RecheckPlan:
     deadline_at = now + timedelta(seconds=rules.deadline_seconds)
     next_at, reason = policy.first_check(rules, now=now, deadline_at=deadline_at, rng=_rng)
     return RecheckPlan.objects.create(
-        job=job, finding=finding, asset_id=finding.asset_id, correlation_id=job.correlation_id,
-        url=finding.candidate.image_url, target=target, first_delay_seconds=rules.first_delay_seconds,
-        min_interval_seconds=rules.min_interval_seconds, max_interval_seconds=rules.max_interval_seconds,
-        widen_factor=rules.widen_factor, early_seconds=rules.early_seconds, jitter=rules.jitter,
-        confirmations_required=rules.confirmations_required, deadline_at=deadline_at, created_at=now,
-        interval_seconds=rules.min_interval_seconds, next_check_at=next_at, next_check_reason=reason,
+        job=job,
+        finding=finding,
+        asset_id=finding.asset_id,
+        correlation_id=job.correlation_id,
+        url=finding.candidate.image_url,
+        target=target,
+        first_delay_seconds=rules.first_delay_seconds,
+        min_interval_seconds=rules.min_interval_seconds,
+        max_interval_seconds=rules.max_interval_seconds,
+        widen_factor=rules.widen_factor,
+        early_seconds=rules.early_seconds,
+        jitter=rules.jitter,
+        confirmations_required=rules.confirmations_required,
+        deadline_at=deadline_at,
+        created_at=now,
+        interval_seconds=rules.min_interval_seconds,
+        next_check_at=next_at,
+        next_check_reason=reason,
         last_content_hash=content_hash,
     )
 
@@ -83,15 +95,22 @@ def _dispatch_due(limit: int) -> int:
     from workers.services import job_submit  # the workers app runs recheck jobs; it imports this module too
 
     with transaction.atomic():
-        due = list(RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",)).select_related("job")
-                   .filter(state=RecheckPlan.State.ACTIVE, next_check_at__lte=LeitstandNow())
-                   .order_by("next_check_at")[:limit])
+        due = list(
+            RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("job")
+            .filter(state=RecheckPlan.State.ACTIVE, next_check_at__lte=LeitstandNow())
+            .order_by("next_check_at")[:limit]
+        )
         for plan in due:
             sequence = plan.sequence + 1
             submission = job_submit(
-                job_type="recheck", payload={"plan_id": plan.id, "sequence": sequence},
-                idempotency_key=f"plan-{plan.id}:{sequence}", actor=PLANNER, correlation_id=plan.correlation_id,
-                parent_id=plan.job_id, source=plan.job.source,
+                job_type="recheck",
+                payload={"plan_id": plan.id, "sequence": sequence},
+                idempotency_key=f"plan-{plan.id}:{sequence}",
+                actor=PLANNER,
+                correlation_id=plan.correlation_id,
+                parent_id=plan.job_id,
+                source=plan.job.source,
             )
             plan.sequence, plan.current_job, plan.next_check_at = sequence, submission.job, None
             plan.save(update_fields=["sequence", "current_job", "next_check_at"])
@@ -102,18 +121,22 @@ def _retry_lost_checks(limit: int) -> int:
     """A check whose recheck job ended (dead, cancelled) without an observation is planned again."""
     observed = Observation.objects.filter(plan=OuterRef("pk"), sequence=OuterRef("sequence"))
     with transaction.atomic():
-        lost = list(RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",)).select_related("current_job")
-                    .filter(state=RecheckPlan.State.ACTIVE, next_check_at__isnull=True,
-                            current_job__state__in=TERMINAL_STATES)
-                    .exclude(Exists(observed))[:limit])
+        lost = list(
+            RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("current_job")
+            .filter(state=RecheckPlan.State.ACTIVE, next_check_at__isnull=True, current_job__state__in=TERMINAL_STATES)
+            .exclude(Exists(observed))[:limit]
+        )
         now = database_now()
         for plan in lost:
             job = plan.current_job
             next_at = min(now + timedelta(seconds=plan.early_seconds), plan.deadline_at)
             plan.next_check_at = next_at
-            plan.next_check_reason = (f"check {plan.sequence} ended {job.state} without an observation "
-                                      f"({job.error_class or job.completion_reason or 'no reason'}); "
-                                      f"trying again in {policy.duration(plan.early_seconds)}")[:500]
+            plan.next_check_reason = (
+                f"check {plan.sequence} ended {job.state} without an observation "
+                f"({job.error_class or job.completion_reason or 'no reason'}); "
+                f"trying again in {policy.duration(plan.early_seconds)}"
+            )[:500]
             plan.current_job = None
             plan.save(update_fields=["next_check_at", "next_check_reason", "current_job"])
     return len(lost)
@@ -122,19 +145,29 @@ def _retry_lost_checks(limit: int) -> int:
 def _end_where_the_case_ended(limit: int) -> int:
     """The original job ended elsewhere (cancelled, decided): the plan has nothing left to follow."""
     with transaction.atomic():
-        orphans = list(RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",)).select_related("job")
-                       .filter(state=RecheckPlan.State.ACTIVE, job__state__in=TERMINAL_STATES)[:limit])
+        orphans = list(
+            RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("job")
+            .filter(state=RecheckPlan.State.ACTIVE, job__state__in=TERMINAL_STATES)[:limit]
+        )
         for plan in orphans:
-            _end(plan, EndReason.ABORTED, by=PLANNER,
-                 note=f"the case ended elsewhere: job {plan.job.state} ({plan.job.completion_reason or 'no reason'})")
+            _end(
+                plan,
+                EndReason.ABORTED,
+                by=PLANNER,
+                note=f"the case ended elsewhere: job {plan.job.state} ({plan.job.completion_reason or 'no reason'})",
+            )
             plan.case_settled = True
             plan.save(update_fields=["case_settled"])
     return len(orphans)
 
 
 def _settle_cases(limit: int) -> int:
-    pending = list(RecheckPlan.objects.filter(state=RecheckPlan.State.ENDED, case_settled=False)
-                   .values_list("pk", flat=True)[:limit])
+    pending = list(
+        RecheckPlan.objects.filter(state=RecheckPlan.State.ENDED, case_settled=False).values_list("pk", flat=True)[
+            :limit
+        ]
+    )
     return sum(case_settle(plan_id) for plan_id in pending)
 
 
@@ -170,12 +203,23 @@ def case_settle(plan_id: int) -> bool:
 def _end(plan: RecheckPlan, reason: EndReason, *, by: str, note: str) -> None:
     plan.state, plan.end_reason, plan.ended_by = RecheckPlan.State.ENDED, reason, by[:255]
     plan.end_note, plan.ended_at, plan.next_check_at, plan.next_check_reason = note[:500], LeitstandNow(), None, ""
-    plan.save(update_fields=["state", "end_reason", "ended_by", "end_note", "ended_at", "next_check_at",
-                             "next_check_reason"])
+    plan.save(
+        update_fields=["state", "end_reason", "ended_by", "end_note", "ended_at", "next_check_at", "next_check_reason"]
+    )
     plan.refresh_from_db(fields=["ended_at"])
-    event_record(kind="recheck_plan.ended", job_id=plan.job_id, data={
-        "id": plan.pk, "end_reason": plan.end_reason, "ended_by": plan.ended_by, "note": plan.end_note,
-        "ended_at": plan.ended_at.isoformat(), "checks": plan.sequence, "url": plan.url})
+    event_record(
+        kind="recheck_plan.ended",
+        job_id=plan.job_id,
+        data={
+            "id": plan.pk,
+            "end_reason": plan.end_reason,
+            "ended_by": plan.ended_by,
+            "note": plan.end_note,
+            "ended_at": plan.ended_at.isoformat(),
+            "checks": plan.sequence,
+            "url": plan.url,
+        },
+    )
 
 
 # --- observations (recheck handler) ---------------------------------------------------------------
@@ -204,16 +248,29 @@ def observation_record(*, plan_id: int, sequence: int, job_id, observed: Observe
             raise CheckSuperseded(f"plan {plan.pk} ended ({plan.end_reason}) before check {sequence} was decided")
         if plan.sequence != sequence:
             raise CheckSuperseded(f"plan {plan.pk} is at check {plan.sequence}, not {sequence}")
-        kind = policy.classify(status=observed.status, score=observed.score, content_hash=observed.content_hash,
-                               last_hash=plan.last_content_hash, redirected=observed.redirected,
-                               match_at=settings.LEITSTAND_ANALYSIS["match_at"])
+        kind = policy.classify(
+            status=observed.status,
+            score=observed.score,
+            content_hash=observed.content_hash,
+            last_hash=plan.last_content_hash,
+            redirected=observed.redirected,
+            match_at=settings.LEITSTAND_ANALYSIS["match_at"],
+        )
         progress = Progress(plan.interval_seconds, plan.unchanged_count, plan.confirmations)
-        decision = policy.decide(plan.policy, Target(plan.target), progress, kind, now=database_now(),
-                                 deadline_at=plan.deadline_at, rng=_rng)
+        decision = policy.decide(
+            plan.policy, Target(plan.target), progress, kind, now=database_now(), deadline_at=plan.deadline_at, rng=_rng
+        )
         observation = Observation.objects.create(
-            plan=plan, sequence=sequence, job_id=job_id, http_status=observed.status,
-            final_url=observed.final_url[:2000], content_hash=observed.content_hash, match_score=observed.score,
-            kind=kind, detail=observed.detail[:500], decision=decision.reason[:500],
+            plan=plan,
+            sequence=sequence,
+            job_id=job_id,
+            http_status=observed.status,
+            final_url=observed.final_url[:2000],
+            content_hash=observed.content_hash,
+            match_score=observed.score,
+            kind=kind,
+            detail=observed.detail[:500],
+            decision=decision.reason[:500],
             next_check_at=decision.next_check_at,
         )
         plan.interval_seconds = decision.progress.interval_seconds
@@ -259,7 +316,9 @@ def _end_by_person(plan_id, actor: str, reason: str, user, permission: str, end:
         except (RecheckPlan.DoesNotExist, ValueError):
             raise JobInputError("plan", f"recheck plan {plan_id} does not exist") from None
         if plan.state != RecheckPlan.State.ACTIVE:
-            raise JobInputError("plan", f"recheck plan {plan.pk} has already ended ({plan.end_reason}: {plan.end_note})")
+            raise JobInputError(
+                "plan", f"recheck plan {plan.pk} has already ended ({plan.end_reason}: {plan.end_note})"
+            )
         verb = "manual decision" if end == EndReason.MANUAL_DECISION else "aborted"
         _end(plan, end, by=actor, note=f"{verb} by {actor}: {reason.strip()}")
     case_settle(plan.pk)

@@ -42,12 +42,18 @@ def main() -> None:
         operator = login(browser, url, "operator")
         operator.goto(f"{url}/admin/")
         operator.screenshot(path=OUT / "home.png", full_page=True)
-        job = first_link(operator, f"{url}/admin/jobs/job/?type__exact=analysis&state__exact=recheck_due",
-                         r"/admin/jobs/job/[0-9a-f-]{36}/change/")
+        job = first_link(
+            operator,
+            f"{url}/admin/jobs/job/?type__exact=analysis&state__exact=recheck_due",
+            r"/admin/jobs/job/[0-9a-f-]{36}/change/",
+        )
         operator.goto(url + job)
         operator.screenshot(path=OUT / "job-page.png", full_page=True)
-        crawl = first_link(operator, f"{url}/admin/jobs/job/?type__exact=crawl&state__exact=dead",
-                           r"/admin/jobs/job/[0-9a-f-]{36}/change/")
+        crawl = first_link(
+            operator,
+            f"{url}/admin/jobs/job/?type__exact=crawl&state__exact=dead",
+            r"/admin/jobs/job/[0-9a-f-]{36}/change/",
+        )
         operator.goto(url + crawl)
         operator.screenshot(path=OUT / "job-page-dead.png", full_page=True)
         operator.goto(f"{url}/admin/rechecks/recheckplan/")

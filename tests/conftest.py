@@ -34,9 +34,14 @@ def job_in_state(job: Job, state: str, *, lease_version: int = 1, attempts: int 
     """Put a job into any state for table-driven tests (bypassing the FSM on purpose, as setup only)."""
     Job.objects.filter(pk=job.pk).update(state=state, lease_version=lease_version, attempts=attempts)
     Attempt.objects.get_or_create(
-        job=job, lease_version=lease_version,
-        defaults={"lease_owner": "test-host:4242", "worker_host": "test-host", "worker_pid": 4242,
-                  "claimed_at": job.created_at},
+        job=job,
+        lease_version=lease_version,
+        defaults={
+            "lease_owner": "test-host:4242",
+            "worker_host": "test-host",
+            "worker_pid": 4242,
+            "claimed_at": job.created_at,
+        },
     )
     job.refresh_from_db()
     return job

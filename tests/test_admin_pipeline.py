@@ -1,7 +1,6 @@
 """The pipeline's admin pages: sources (validated, start a crawl run), protected assets (upload
 validated by the safe decoder), candidates and findings, for an operator and a reviewer."""
 
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -27,8 +26,9 @@ def test_every_pipeline_page_renders_with_records(client, operator):
     name, owner, data = demoweb.protected_assets()[0]
     asset, _ = asset_register(name=name, owner_ref=owner, data=data)
     source = source_upsert(name="Galerie", base_url="https://galerie.example/")
-    candidate = Candidate.objects.create(image_url="https://galerie.example/a.png", page_url="https://galerie.example/",
-                                         source=source)
+    candidate = Candidate.objects.create(
+        image_url="https://galerie.example/a.png", page_url="https://galerie.example/", source=source
+    )
     Finding.objects.create(candidate=candidate, asset=asset, score=0.97, verdict="match", analysis_version="analysis@1")
     for model in ("source", "protectedasset", "candidate", "finding"):
         assert client.get(reverse(f"admin:workers_{model}_changelist")).status_code == 200, model
@@ -41,8 +41,7 @@ def test_every_pipeline_page_renders_with_records(client, operator):
 def test_an_uploaded_asset_is_decoded_safely_and_a_bad_one_is_refused_with_the_reason(client, operator):
     url = reverse("admin:workers_protectedasset_add")
     eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n"
-    response = client.post(url, {"name": "EPS", "owner_ref": "RH-1",
-                                 "upload": SimpleUploadedFile("x.eps", eps)})
+    response = client.post(url, {"name": "EPS", "owner_ref": "RH-1", "upload": SimpleUploadedFile("x.eps", eps)})
     assert response.status_code == 200 and b"not one of the accepted formats" in response.content
     assert not ProtectedAsset.objects.exists()
     png = demoweb.asset_png(2)
@@ -56,14 +55,25 @@ def test_an_uploaded_asset_is_decoded_safely_and_a_bad_one_is_refused_with_the_r
 
 def test_a_source_is_validated_and_a_crawl_run_started_from_the_list(client, operator):
     add = reverse("admin:workers_source_add")
-    fields = {"name": "Shop", "base_url": "https://shop.example/bilder/", "scope": "https://other.example/",
-              "priority": 5, "max_depth": 1, "max_links_per_page": 50, "max_images_per_page": 100, "is_active": "on"}
+    fields = {
+        "name": "Shop",
+        "base_url": "https://shop.example/bilder/",
+        "scope": "https://other.example/",
+        "priority": 5,
+        "max_depth": 1,
+        "max_links_per_page": 50,
+        "max_images_per_page": 100,
+        "is_active": "on",
+    }
     response = client.post(add, fields)
     assert response.status_code == 200 and b"must be a prefix of the base URL" in response.content
     assert client.post(add, {**fields, "scope": ""}).status_code == 302
     source = Source.objects.get()
-    response = client.post(reverse("admin:workers_source_changelist"),
-                           {"action": "start_crawl", "_selected_action": [source.id]}, follow=True)
+    response = client.post(
+        reverse("admin:workers_source_changelist"),
+        {"action": "start_crawl", "_selected_action": [source.id]},
+        follow=True,
+    )
     assert b"started for 1 source" in response.content
     job = Job.objects.get(type="crawl")
     assert job.payload["url"] == "https://shop.example/bilder/" and job.source == "Shop"
@@ -87,24 +97,37 @@ def test_recheck_plans_are_shown_and_ended_with_a_required_reason(client, operat
     name, owner, data = demoweb.protected_assets()[0]
     asset, _ = asset_register(name=name, owner_ref=owner, data=data)
     source = source_upsert(name="Galerie", base_url="https://galerie.example/")
-    candidate = Candidate.objects.create(image_url="https://galerie.example/a.png", page_url="https://galerie.example/",
-                                         source=source)
-    finding = Finding.objects.create(candidate=candidate, asset=asset, score=1.0, verdict="match",
-                                     analysis_version="analysis@1")
+    candidate = Candidate.objects.create(
+        image_url="https://galerie.example/a.png", page_url="https://galerie.example/", source=source
+    )
+    finding = Finding.objects.create(
+        candidate=candidate, asset=asset, score=1.0, verdict="match", analysis_version="analysis@1"
+    )
     job = job_submit(job_type="analysis", payload={"candidate_id": candidate.id}, idempotency_key="k", actor="t").job
     plan = plan_request(job=job, finding=finding, content_hash="h")
     assert client.get(reverse("admin:rechecks_recheckplan_changelist")).status_code == 200
-    assert b"first check 1 h after the match" in client.get(
-        reverse("admin:rechecks_recheckplan_change", args=[plan.id])).content
+    assert (
+        b"first check 1 h after the match"
+        in client.get(reverse("admin:rechecks_recheckplan_change", args=[plan.id])).content
+    )
     assert b"Recheck plan" in client.get(reverse("admin:jobs_job_change", args=[job.id])).content
     changelist = reverse("admin:rechecks_recheckplan_changelist")
     form = client.post(changelist, {"action": "abort_plans", "_selected_action": [plan.id]})
     assert form.status_code == 200 and b"Document the reason" in form.content
-    empty = client.post(changelist, {"action": "abort_plans", "_selected_action": [plan.id], "apply": "1", "reason": ""})
+    empty = client.post(
+        changelist, {"action": "abort_plans", "_selected_action": [plan.id], "apply": "1", "reason": ""}
+    )
     assert b"This field is required" in empty.content
-    done = client.post(changelist, {"action": "abort_plans", "_selected_action": [plan.id], "apply": "1",
-                                    "reason": "claim withdrawn"}, follow=True)
+    done = client.post(
+        changelist,
+        {"action": "abort_plans", "_selected_action": [plan.id], "apply": "1", "reason": "claim withdrawn"},
+        follow=True,
+    )
     assert b"Abort recheck plans: 1 plan(s)." in done.content
     plan.refresh_from_db()
-    assert (plan.end_reason, plan.ended_by, plan.end_note) == ("aborted", "user:op", "aborted by user:op: claim withdrawn")
+    assert (plan.end_reason, plan.ended_by, plan.end_note) == (
+        "aborted",
+        "user:op",
+        "aborted by user:op: claim withdrawn",
+    )
     assert Job.objects.get(pk=job.pk).state == "cancelled"

@@ -20,6 +20,7 @@ def bearer():
     def make(*scopes, name=None):
         _, clear = token_create(name=name or uuid.uuid4().hex[:8], scopes=list(scopes))
         return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
+
     return make
 
 
@@ -71,19 +72,26 @@ def test_submission_is_idempotent_and_the_record_is_complete(client, bearer):
     assert generated.json()["correlation_id"] == generated["X-Correlation-ID"] != ""
 
 
-@pytest.mark.parametrize("body,status,field", [
-    (b"{not json", 400, "parse"),
-    ({"type": "synthetic", "idempotency_key": "k"}, 422, "payload"),
-    ({"type": "nope", "payload": {}, "idempotency_key": "k"}, 422, "type"),
-    ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "priority": 12}, 422, "priority"),
-    ({"type": "crawl", "payload": {}, "idempotency_key": "k", "due_at": "tomorrow"}, 422, "due_at"),
-    ({"type": "crawl", "payload": {}, "idempotency_key": "k", "due_at": "0001-01-01T00:00:00+05:00"}, 422, "due_at"),
-    ({"type": "synthetic", "payload": {}, "idempotency_key": "k\u0000"}, 422, "idempotency_key"),
-    ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "source": "\u0000"}, 422, "source"),
-    ({"type": "synthetic", "payload": {"a": "\u0000"}, "idempotency_key": "k"}, 422, "payload"),
-    ({"type": "crawl", "payload": {"url": "https://site.example/"}, "idempotency_key": "k"}, 422, "payload"),
-    ({"type": "synthetic", "payload": {"fail": "sometimes"}, "idempotency_key": "k"}, 422, "payload"),
-])
+@pytest.mark.parametrize(
+    "body,status,field",
+    [
+        (b"{not json", 400, "parse"),
+        ({"type": "synthetic", "idempotency_key": "k"}, 422, "payload"),
+        ({"type": "nope", "payload": {}, "idempotency_key": "k"}, 422, "type"),
+        ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "priority": 12}, 422, "priority"),
+        ({"type": "crawl", "payload": {}, "idempotency_key": "k", "due_at": "tomorrow"}, 422, "due_at"),
+        (
+            {"type": "crawl", "payload": {}, "idempotency_key": "k", "due_at": "0001-01-01T00:00:00+05:00"},
+            422,
+            "due_at",
+        ),
+        ({"type": "synthetic", "payload": {}, "idempotency_key": "k\u0000"}, 422, "idempotency_key"),
+        ({"type": "synthetic", "payload": {}, "idempotency_key": "k", "source": "\u0000"}, 422, "source"),
+        ({"type": "synthetic", "payload": {"a": "\u0000"}, "idempotency_key": "k"}, 422, "payload"),
+        ({"type": "crawl", "payload": {"url": "https://site.example/"}, "idempotency_key": "k"}, 422, "payload"),
+        ({"type": "synthetic", "payload": {"fail": "sometimes"}, "idempotency_key": "k"}, 422, "payload"),
+    ],
+)
 def test_bad_input_gets_a_precise_problem_and_nothing_is_stored(client, bearer, body, status, field):
     # A payload the type's handler would refuse is refused at submission, with the handler's reason.
     response = post(client, body, bearer("jobs:write", "jobs:synthetic"))
@@ -94,10 +102,16 @@ def test_bad_input_gets_a_precise_problem_and_nothing_is_stored(client, bearer, 
     assert not Job.objects.exists()
 
 
-@pytest.mark.parametrize("query,field", [
-    ("correlation_id=%00", "correlation_id"), ("type=a%00", "type"), ("cursor=%00", "cursor"),
-    ("updated_after=0001-01-01T00:00:00%2B05:00", "updated_after"), ("state=dreaming", "state"),
-])
+@pytest.mark.parametrize(
+    "query,field",
+    [
+        ("correlation_id=%00", "correlation_id"),
+        ("type=a%00", "type"),
+        ("cursor=%00", "cursor"),
+        ("updated_after=0001-01-01T00:00:00%2B05:00", "updated_after"),
+        ("state=dreaming", "state"),
+    ],
+)
 def test_bad_filters_get_a_precise_problem(client, bearer, query, field):
     response = client.get(f"/api/v1/jobs?{query}", **bearer("jobs:read"))
     assert response.status_code == 422 and response["Content-Type"] == "application/problem+json"
@@ -119,12 +133,17 @@ def test_the_schema_is_published(client):
 
 def test_listing_pages_by_cursor_without_gaps(client, bearer):
     writer = bearer("jobs:read", "jobs:write", "jobs:synthetic")
-    ids = [post(client, job_body(idempotency_key=f"k{n}"), writer, HTTP_X_CORRELATION_ID="batch-9").json()["id"]
-           for n in range(5)]
+    ids = [
+        post(client, job_body(idempotency_key=f"k{n}"), writer, HTTP_X_CORRELATION_ID="batch-9").json()["id"]
+        for n in range(5)
+    ]
     seen, cursor = [], None
     while True:
-        page = client.get("/api/v1/jobs", {"correlation_id": "batch-9", "limit": 2, **({"cursor": cursor} if cursor else {})},
-                          **writer).json()
+        page = client.get(
+            "/api/v1/jobs",
+            {"correlation_id": "batch-9", "limit": 2, **({"cursor": cursor} if cursor else {})},
+            **writer,
+        ).json()
         seen += [job["id"] for job in page["items"]]
         cursor = page["next_cursor"]
         if cursor is None:
@@ -143,12 +162,16 @@ def test_listing_pages_through_jobs_that_changed_at_the_same_moment(client, bear
     Job.objects.filter(pk__in=[j.pk for j in jobs[:2]]).update(state_changed_at=moment - timedelta(seconds=1))
     Job.objects.filter(pk__in=[j.pk for j in jobs[2:8]]).update(state_changed_at=moment)
     Job.objects.filter(pk=jobs[8].pk).update(state_changed_at=moment + timedelta(seconds=1))
-    expected = [str(j.pk) for j in sorted(jobs[:2], key=lambda j: j.pk)] + \
-        [str(j.pk) for j in sorted(jobs[2:8], key=lambda j: j.pk)] + [str(jobs[8].pk)]
+    expected = (
+        [str(j.pk) for j in sorted(jobs[:2], key=lambda j: j.pk)]
+        + [str(j.pk) for j in sorted(jobs[2:8], key=lambda j: j.pk)]
+        + [str(jobs[8].pk)]
+    )
     seen, cursor = [], None
     while True:
-        page = client.get("/api/v1/jobs", {"correlation_id": "ties", "limit": 2, **({"cursor": cursor} if cursor else {})},
-                          **reader).json()
+        page = client.get(
+            "/api/v1/jobs", {"correlation_id": "ties", "limit": 2, **({"cursor": cursor} if cursor else {})}, **reader
+        ).json()
         seen += [job["id"] for job in page["items"]]
         if (cursor := page["next_cursor"]) is None:
             break
@@ -161,7 +184,9 @@ def test_cancel_answers_409_once_the_job_ended(client, bearer):
     url = f"/api/v1/jobs/{job['id']}/cancel"
     done = client.post(url, json.dumps({"reason": "order withdrawn"}), content_type="application/json", **writer)
     assert done.status_code == 200 and (done.json()["state"], done.json()["completion_reason"]) == (
-        "cancelled", "order withdrawn")
+        "cancelled",
+        "order withdrawn",
+    )
     again = client.post(url, content_type="application/json", **writer)
     assert again.status_code == 409 and "already ended" in again.json()["detail"]
 
@@ -234,9 +259,14 @@ def test_a_token_over_its_rate_gets_429_with_retry_after(client, bearer, setting
 
 
 def batch_body(**fields):
-    return {"key": "import-7", "name": "nightly import", "jobs": [
-        {"type": "synthetic", "payload": {"steps": ["a"]}, "idempotency_key": f"import-7-{n}"} for n in range(3)],
-        **fields}
+    return {
+        "key": "import-7",
+        "name": "nightly import",
+        "jobs": [
+            {"type": "synthetic", "payload": {"steps": ["a"]}, "idempotency_key": f"import-7-{n}"} for n in range(3)
+        ],
+        **fields,
+    }
 
 
 def test_a_batch_is_submitted_once_per_key_and_reports_its_counters(client, bearer):
@@ -248,13 +278,22 @@ def test_a_batch_is_submitted_once_per_key_and_reports_its_counters(client, bear
     assert (batch["state"], batch["counters"]["total"], len(batch["job_ids"])) == ("running", 3, 3)
     assert {job.batch_id for job in Job.objects.all()} == {batch["id"]}
     again = client.post(url, json.dumps(batch_body()), content_type="application/json", **writer)
-    assert again.status_code == 200 and again.json()["id"] == batch["id"] and again.json()["job_ids"] == batch["job_ids"]
+    assert (
+        again.status_code == 200 and again.json()["id"] == batch["id"] and again.json()["job_ids"] == batch["job_ids"]
+    )
     other = client.post(url, json.dumps(batch_body(name="another")), content_type="application/json", **writer)
     assert other.status_code == 422 and other.json()["invalid_fields"][0]["field"] == "key"
     assert Job.objects.count() == 3
     got = client.get(f"/api/v1/batches/{batch['id']}", **writer).json()
-    assert got["counters"] == {"total": 3, "done": 0, "failed": 0, "dead": 0, "in_review": 0, "rechecking": 0,
-                               "cancelled": 0}
+    assert got["counters"] == {
+        "total": 3,
+        "done": 0,
+        "failed": 0,
+        "dead": 0,
+        "in_review": 0,
+        "rechecking": 0,
+        "cancelled": 0,
+    }
     assert client.get("/api/v1/batches/999999", **writer).status_code == 404
 
 
@@ -266,7 +305,9 @@ def test_a_batch_with_a_bad_job_creates_nothing(client, bearer):
     assert response.status_code == 422 and response.json()["invalid_fields"][0]["field"] == "jobs[2].type"
     assert not Job.objects.exists()
     from jobs.models import Batch
+
     assert not Batch.objects.exists(), "the batch and its first two jobs were rolled back"
-    empty = client.post("/api/v1/batches", json.dumps(batch_body(key="x", jobs=[])), content_type="application/json",
-                        **writer)
+    empty = client.post(
+        "/api/v1/batches", json.dumps(batch_body(key="x", jobs=[])), content_type="application/json", **writer
+    )
     assert empty.status_code == 422 and empty.json()["invalid_fields"][0]["field"] == "jobs"

@@ -7,20 +7,33 @@ import pytest
 import schemathesis
 from django.core import signals
 from django.db import close_old_connections
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_headers_conformance,
-                                               response_schema_conformance, status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from config.wsgi import application
 from jobs.api import api
 from jobs.tokens import SCOPES, token_create
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
-          response_schema_conformance]
-OPERATIONS = [(method.upper(), path) for path, operations in api.get_openapi_schema(path_prefix="/api/v1")["paths"].items()
-              for method in operations]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+OPERATIONS = [
+    (method.upper(), path)
+    for path, operations in api.get_openapi_schema(path_prefix="/api/v1")["paths"].items()
+    for method in operations
+]
 
 
 @pytest.fixture
@@ -39,10 +52,9 @@ def published(db, settings):
 @pytest.fixture
 def existing(db):
     """A review case with its finding and an active recheck plan."""
+    from jobs.batches import batch_create
     from rechecks.services import plan_request
     from tests.dashboard.test_console import review_case
-
-    from jobs.batches import batch_create
 
     case = review_case("schema")
     plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")
@@ -50,10 +62,13 @@ def existing(db):
     return {"job_id": str(case.pk), "plan_id": plan.pk, "batch_id": batch.pk}
 
 
-@pytest.mark.parametrize("method,path,mode", [
-    *[(method, path, mode) for method, path in OPERATIONS for mode in ("positive", "negative")],
-    *[(method, path, "existing") for method, path in OPERATIONS if "{" in path],
-])
+@pytest.mark.parametrize(
+    "method,path,mode",
+    [
+        *[(method, path, mode) for method, path in OPERATIONS for mode in ("positive", "negative")],
+        *[(method, path, "existing") for method, path in OPERATIONS if "{" in path],
+    ],
+)
 def test_every_generated_request_gets_an_answer_within_the_schema(published, existing, method, path, mode):
     assert len(OPERATIONS) == len(list(published.get_all_operations())), "the published schema is the code's"
     operation = published[path][method]
@@ -61,15 +76,19 @@ def test_every_generated_request_gets_an_answer_within_the_schema(published, exi
     authorization = {"Authorization": f"Bearer {clear}"}
     if mode == "existing":
         names = {parameter.name for parameter in operation.path_parameters}
-        strategy = operation.as_strategy(GenerationMode.POSITIVE,
-                                         path_parameters={k: v for k, v in existing.items() if k in names})
+        strategy = operation.as_strategy(
+            GenerationMode.POSITIVE, path_parameters={k: v for k, v in existing.items() if k in names}
+        )
     else:
         strategy = operation.as_strategy(GenerationMode(mode))
 
     @given(case=strategy)
-    @hypothesis_settings(max_examples=40, deadline=None, database=None,
-                         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                                HealthCheck.filter_too_much])
+    @hypothesis_settings(
+        max_examples=40,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
     def run(case):
         case.call_and_validate(headers=authorization, checks=CHECKS)
 

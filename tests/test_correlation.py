@@ -37,19 +37,25 @@ def log_lines():
 
 def test_an_api_request_s_correlation_id_reaches_the_job_its_steps_and_the_log(client, log_lines, pool_runtime):
     _, clear = token_create(name="php", scopes=["jobs:write", "jobs:synthetic"])
-    response = client.post("/api/v1/jobs", json.dumps({"type": "synthetic", "payload": {"pool": "crawl", "steps": ["a", "b"]},
-                                                       "idempotency_key": "k1"}),
-                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {clear}",
-                           HTTP_X_CORRELATION_ID="php-request-9")
+    response = client.post(
+        "/api/v1/jobs",
+        json.dumps({"type": "synthetic", "payload": {"pool": "crawl", "steps": ["a", "b"]}, "idempotency_key": "k1"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {clear}",
+        HTTP_X_CORRELATION_ID="php-request-9",
+    )
     assert response.status_code == 201 and response["X-Correlation-ID"] == "php-request-9"
     job = Job.objects.get(pk=response.json()["id"])
     assert job.correlation_id == "php-request-9"
-    assert any("[php-request-9]" in line and f"job {job.pk} (synthetic) created by token php" in line
-               for line in log_lines())
+    assert any(
+        "[php-request-9]" in line and f"job {job.pk} (synthetic) created by token php" in line for line in log_lines()
+    )
 
     pool_runtime("crawl").wake()
     assert list(StepEvent.objects.filter(job=job).values_list("step", "correlation_id")) == [
-        ("a", "php-request-9"), ("b", "php-request-9")]
+        ("a", "php-request-9"),
+        ("b", "php-request-9"),
+    ]
 
 
 def test_a_handler_s_log_lines_carry_its_job_s_correlation_id(make_job, log_lines, pool_runtime):
@@ -57,9 +63,19 @@ def test_a_handler_s_log_lines_carry_its_job_s_correlation_id(make_job, log_line
         logging.getLogger("leitstand.test.handler").info("working on %s", context.payload["n"])
         return Done(reason="logged")
 
-    declared = registry.register(JobType(name="logs_test", handler=handler, pool="crawl", timeout_seconds=20,
-                                         lease_seconds=30, heartbeat_seconds=5, retry=RetryPolicy(),
-                                         processing_version="logs@1", expected_paths=("x",)))
+    declared = registry.register(
+        JobType(
+            name="logs_test",
+            handler=handler,
+            pool="crawl",
+            timeout_seconds=20,
+            lease_seconds=30,
+            heartbeat_seconds=5,
+            retry=RetryPolicy(),
+            processing_version="logs@1",
+            expected_paths=("x",),
+        )
+    )
     try:
         parent = make_job("crawl", correlation_id="case-4711", payload={"url": "https://example.org/"})
         child = make_job("logs_test", pool="crawl", parent_id=parent.pk, payload={"n": 1})

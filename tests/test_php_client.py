@@ -27,8 +27,9 @@ SECRET = "php-webhook-secret-3"
 pytestmark = pytest.mark.django_db(transaction=True)
 
 if shutil.which("php") is None:  # ./scripts/test installs php-cli and php-curl; a bare pytest run names them
-    pytest.fail("the PHP client tests need Debian's php-cli and php-curl: sudo apt-get install php-cli php-curl",
-                pytrace=False)
+    pytest.fail(
+        "the PHP client tests need Debian's php-cli and php-curl: sudo apt-get install php-cli php-curl", pytrace=False
+    )
 
 
 class AnswerLosingProxy:
@@ -81,9 +82,12 @@ def php_receiver(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     events = tmp_path / "events"
-    server = subprocess.Popen(["php", "-S", f"127.0.0.1:{port}", str(PHP_CLIENT / "examples" / "webhook_receiver.php")],
-                              env={**os.environ, "LEITSTAND_WEBHOOK_SECRET": SECRET, "LEITSTAND_EVENTS_DIR": str(events)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        ["php", "-S", f"127.0.0.1:{port}", str(PHP_CLIENT / "examples" / "webhook_receiver.php")],
+        env={**os.environ, "LEITSTAND_WEBHOOK_SECRET": SECRET, "LEITSTAND_EVENTS_DIR": str(events)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/hook"
     for _ in range(100):
         try:
@@ -96,14 +100,22 @@ def php_receiver(tmp_path):
     server.wait(timeout=10)
 
 
-def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server, php_receiver, settings,
-                                                                     pool_runtime):
+def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server, php_receiver, settings, pool_runtime):
     _, token = token_create(name="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"])
     proxy = AnswerLosingProxy(live_server.url)
     try:
-        run = subprocess.run(["php", str(PHP_CLIENT / "tests" / "client_test.php")], capture_output=True, text=True,
-                             timeout=120, env={**os.environ, "LEITSTAND_URL": proxy.url, "LEITSTAND_TOKEN": token,
-                                               "LEITSTAND_WEBHOOK_SECRET": SECRET})
+        run = subprocess.run(
+            ["php", str(PHP_CLIENT / "tests" / "client_test.php")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={
+                **os.environ,
+                "LEITSTAND_URL": proxy.url,
+                "LEITSTAND_TOKEN": token,
+                "LEITSTAND_WEBHOOK_SECRET": SECRET,
+            },
+        )
     finally:
         proxy.close()
     assert run.returncode == 0, run.stderr
@@ -126,11 +138,19 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
     assert delivery.state == State.DONE, delivery.error_message
     (recorded,) = events.iterdir()
     event = json.loads(recorded.read_text())
-    assert (event["type"], event["job"]["id"], event["job"]["correlation_id"]) == ("job.done", str(job.pk), "php-case-1")
+    assert (event["type"], event["job"]["id"], event["job"]["correlation_id"]) == (
+        "job.done",
+        str(job.pk),
+        "php-case-1",
+    )
 
     # A forged delivery is refused; a repeated one is acknowledged and recorded once.
     body = json.dumps(event).encode()
-    forged = httpx.post(receiver_url, content=body, headers={"X-Leitstand-Signature": sign("wrong", int(time.time()), body)})
+    forged = httpx.post(
+        receiver_url, content=body, headers={"X-Leitstand-Signature": sign("wrong", int(time.time()), body)}
+    )
     assert forged.status_code == 401 and "does not match" in forged.text
-    again = httpx.post(receiver_url, content=body, headers={"X-Leitstand-Signature": sign(SECRET, int(time.time()), body)})
+    again = httpx.post(
+        receiver_url, content=body, headers={"X-Leitstand-Signature": sign(SECRET, int(time.time()), body)}
+    )
     assert again.status_code == 204 and len(list(events.iterdir())) == 1

@@ -11,8 +11,15 @@ from tests.support.db import PROJECT_ROOT, child_env
 
 
 def manage(*args, env, check=True):
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=check)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+    )
 
 
 def production_env():
@@ -64,17 +71,25 @@ def test_the_state_diagram_in_the_docs_matches_the_declaration():
 
 
 def test_the_db_command_starts_reports_and_stops_an_embedded_server(tmp_path):
-    env = child_env(LEITSTAND_DEBUG="true", LEITSTAND_PGDATA=str(tmp_path / "pg"),
-                    DJANGO_SETTINGS_MODULE="config.settings")
+    env = child_env(
+        LEITSTAND_DEBUG="true", LEITSTAND_PGDATA=str(tmp_path / "pg"), DJANGO_SETTINGS_MODULE="config.settings"
+    )
     del env["DATABASE_URL"]
     try:
         assert "not initialised" in manage("db", "status", env=env).stdout
         started = manage("db", "start", env=env).stdout
         assert started.startswith("running") and str(tmp_path / "pg") in started
         # Any other command reuses the running server (it would start it if it were not running).
-        assert "leitstand" in manage("shell", "-c", "from django.db import connection; "
-                                     "connection.ensure_connection(); print(connection.settings_dict['NAME'])",
-                                     env=env).stdout
+        assert (
+            "leitstand"
+            in manage(
+                "shell",
+                "-c",
+                "from django.db import connection; "
+                "connection.ensure_connection(); print(connection.settings_dict['NAME'])",
+                env=env,
+            ).stdout
+        )
         assert manage("db", "status", env=env).stdout.startswith("running")
     finally:
         assert manage("db", "stop", env=env).stdout.strip() == "stopped"
@@ -108,11 +123,17 @@ def test_the_commands_the_demo_prints_work_as_printed_in_a_new_shell():
 
     Source.objects.create(name="Galerie Nord", base_url="http://127.0.0.1:8101/")
     demo = (PROJECT_ROOT / "scripts" / "demo").read_text()
-    printed = demo[demo.index("  try "):demo.index("\nMSG")]
+    printed = demo[demo.index("  try ") : demo.index("\nMSG")]
     commands = [line.strip() for line in printed.splitlines() if "manage.py" in line and " db stop" not in line]
     assert len(commands) == 3
     clean = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": child_env()["DATABASE_URL"]}
     for command in commands:
-        result = subprocess.run(["bash", "-c", command.replace("$PY", sys.executable)], cwd=PROJECT_ROOT, env=clean,
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            ["bash", "-c", command.replace("$PY", sys.executable)],
+            cwd=PROJECT_ROOT,
+            env=clean,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"

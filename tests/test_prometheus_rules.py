@@ -28,8 +28,9 @@ def test_the_rules_pass_promtool_check(promtool):
 
 
 def test_the_rules_pass_their_unit_tests(promtool):
-    result = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], capture_output=True, text=True,
-                            cwd=RULES.parent)
+    result = subprocess.run(
+        [promtool, "test", "rules", "alerts_test.yml"], capture_output=True, text=True, cwd=RULES.parent
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -52,8 +52,9 @@ def outbox():
 
 def test_done_dead_and_ready_for_review_write_one_event_each(outcomes):
     done, dead, unclear = outcomes
-    assert sorted(outbox()) == sorted([("job.done", done.pk), ("job.dead", dead.pk),
-                                       ("job.ready_for_review", unclear.pk)])
+    assert sorted(outbox()) == sorted(
+        [("job.done", done.pk), ("job.dead", dead.pk), ("job.ready_for_review", unclear.pk)]
+    )
     assert all(event.transition_id for event in WebhookEvent.objects.all())
 
 
@@ -93,13 +94,20 @@ def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, h
         bodies[message["type"]] = message
     assert set(bodies) == {"job.done", "job.dead", "job.ready_for_review"}
     assert bodies["job.done"]["job"] == {
-        "id": str(done.pk), "type": "synthetic", "idempotency_key": done.idempotency_key, "correlation_id": "order-17",
-        "source": "", "state": "done", "cause": "business outcome confirmed"}
+        "id": str(done.pk),
+        "type": "synthetic",
+        "idempotency_key": done.idempotency_key,
+        "correlation_id": "order-17",
+        "source": "",
+        "state": "done",
+        "cause": "business outcome confirmed",
+    }
     assert bodies["job.dead"]["job"]["state"] == "dead"
 
     webhook_sweep()
     assert not Job.objects.filter(type="api_webhook").exclude(pk__in=deliveries).exists(), (
-        "a delivered webhook does not announce itself with another webhook")
+        "a delivered webhook does not announce itself with another webhook"
+    )
 
 
 def test_events_and_job_types_can_be_narrowed(outcomes, hook):

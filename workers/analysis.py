@@ -39,7 +39,7 @@ TIGHT_VERSION, TIGHT_BANDS = "analysis@2-tight", {"match_at": 0.95, "no_match_be
 
 def parse(payload: dict) -> int:
     if set(payload) != {"candidate_id"}:
-        raise PermanentError("the analysis payload is exactly {\"candidate_id\": <int>}")
+        raise PermanentError('the analysis payload is exactly {"candidate_id": <int>}')
     candidate_id = payload["candidate_id"]
     if isinstance(candidate_id, bool) or not isinstance(candidate_id, int) or candidate_id < 1:
         raise PermanentError("payload.candidate_id must be a positive integer")
@@ -75,41 +75,79 @@ def handle(context: JobContext, *, bands: dict | None = None):
             info["skipped"] = True
             return Skipped("no protected assets are registered to compare with")
         score, asset_id, asset_name, asset_hash = max(
-            (images.similarity(decoded.dhash, int(dhash, 16)), pk, name, dhash) for pk, name, dhash in assets)
+            (images.similarity(decoded.dhash, int(dhash, 16)), pk, name, dhash) for pk, name, dhash in assets
+        )
         verdict = verdict_for(score, bands)
         info.update(asset_id=asset_id, score=round(score, 4), verdict=verdict, assets_compared=len(assets))
     evidence = {
-        "candidate_dhash": f"{decoded.dhash:016x}", "asset_dhash": asset_hash, "differing_bits": round((1 - score) * 64),
-        "bands": dict(bands), "image_url": candidate.image_url, "page_url": candidate.page_url,
-        "format": decoded.format, "size": [decoded.width, decoded.height],
+        "candidate_dhash": f"{decoded.dhash:016x}",
+        "asset_dhash": asset_hash,
+        "differing_bits": round((1 - score) * 64),
+        "bands": dict(bands),
+        "image_url": candidate.image_url,
+        "page_url": candidate.page_url,
+        "format": decoded.format,
+        "size": [decoded.width, decoded.height],
     }
     content_hash = hashlib.sha256(body).hexdigest()
     with context.step("record") as info:
-        recorded = context.effect(f"finding:{context.job_id}", kind="finding", apply=lambda: _finding_record(
-            context, candidate, asset_id, score, verdict, evidence, content_hash, f"{decoded.dhash:016x}",
-            decoded.thumbnail))
+        recorded = context.effect(
+            f"finding:{context.job_id}",
+            kind="finding",
+            apply=lambda: _finding_record(
+                context,
+                candidate,
+                asset_id,
+                score,
+                verdict,
+                evidence,
+                content_hash,
+                f"{decoded.dhash:016x}",
+                decoded.thumbnail,
+            ),
+        )
         info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"])
     finding_ref = f"finding:{recorded['finding_id']}"
     score, verdict = recorded["score"], recorded["verdict"]
     if verdict == Finding.Verdict.MATCH:
         return Stored(result_ref=finding_ref, result_checksum=content_hash, recheck=True)
     if verdict == Finding.Verdict.NO_MATCH:
-        return Done(reason=f"no match: best score {score:.2f} against {asset_name!r} is below "
-                           f"{bands['no_match_below']:.2f}", result_ref=finding_ref, result_checksum=content_hash)
-    return NeedsReview(f"score {score:.2f} against {asset_name!r} lies between {bands['no_match_below']:.2f} "
-                       f"and {bands['match_at']:.2f}: a person decides ({finding_ref})")
+        return Done(
+            reason=f"no match: best score {score:.2f} against {asset_name!r} is below {bands['no_match_below']:.2f}",
+            result_ref=finding_ref,
+            result_checksum=content_hash,
+        )
+    return NeedsReview(
+        f"score {score:.2f} against {asset_name!r} lies between {bands['no_match_below']:.2f} "
+        f"and {bands['match_at']:.2f}: a person decides ({finding_ref})"
+    )
 
 
-def _finding_record(context: JobContext, candidate: Candidate, asset_id: int, score: float, verdict: str,
-                    evidence: dict, content_hash: str, dhash: str, thumbnail: bytes) -> dict:
+def _finding_record(
+    context: JobContext,
+    candidate: Candidate,
+    asset_id: int,
+    score: float,
+    verdict: str,
+    evidence: dict,
+    content_hash: str,
+    dhash: str,
+    thumbnail: bytes,
+) -> dict:
     with transaction.atomic():
         finding, _ = Finding.objects.update_or_create(
-            candidate=candidate, asset_id=asset_id, analysis_version=PROCESSING_VERSION, job_id=context.job_id,
+            candidate=candidate,
+            asset_id=asset_id,
+            analysis_version=PROCESSING_VERSION,
+            job_id=context.job_id,
             defaults={"score": score, "verdict": verdict, "evidence": evidence, "thumbnail": thumbnail},
         )
-        Candidate.objects.filter(pk=candidate.pk).update(content_hash=content_hash, dhash=dhash,
-                                                         analysed_at=LeitstandNow())
+        Candidate.objects.filter(pk=candidate.pk).update(
+            content_hash=content_hash, dhash=dhash, analysed_at=LeitstandNow()
+        )
         plan_id = None
         if verdict == Finding.Verdict.MATCH:  # the match is followed up: a recheck plan, in this transaction
-            plan_id = plan_request(job=Job.objects.get(pk=context.job_id), finding=finding, content_hash=content_hash).pk
+            plan_id = plan_request(
+                job=Job.objects.get(pk=context.job_id), finding=finding, content_hash=content_hash
+            ).pk
     return {"finding_id": finding.pk, "verdict": verdict, "score": score, "recheck_plan_id": plan_id}

@@ -9,11 +9,10 @@ class WorkersConfig(AppConfig):
 
     def ready(self):
         from django.db.models.signals import post_migrate
+        from django_q.signals import post_spawn
 
         # Declarations register themselves; a duplicate or incomplete one stops start-up here.
         from workers import job_types  # noqa: F401
-
-        from django_q.signals import post_spawn
 
         post_migrate.connect(_pools_ensure, sender=self)
         post_spawn.connect(_worker_spawned)

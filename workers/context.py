@@ -90,9 +90,14 @@ class JobContext:
     _effect: Callable[..., Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self.log = logging.LoggerAdapter(logger, {
-            "job_id": str(self.job_id), "correlation_id": self.correlation_id, "attempt": self.lease_version,
-        })
+        self.log = logging.LoggerAdapter(
+            logger,
+            {
+                "job_id": str(self.job_id),
+                "correlation_id": self.correlation_id,
+                "attempt": self.lease_version,
+            },
+        )
 
     # Stopping -------------------------------------------------------------------------------
 
@@ -136,8 +141,15 @@ class JobContext:
             if info.pop("skipped", False) and outcome == "ok":
                 outcome = "skipped"
             with self._steps_lock:
-                self._steps.append(leases.Step(step=name, outcome=outcome, started_at=started_wall,
-                                               duration_ms=(time.monotonic() - started) * 1000, data=info))
+                self._steps.append(
+                    leases.Step(
+                        step=name,
+                        outcome=outcome,
+                        started_at=started_wall,
+                        duration_ms=(time.monotonic() - started) * 1000,
+                        data=info,
+                    )
+                )
 
     def take_steps(self) -> list[leases.Step]:
         with self._steps_lock:
@@ -150,13 +162,21 @@ class JobContext:
         """Apply ``apply()`` at most once per ``key`` (across attempts); returns its (recorded) result."""
         if self._effect is not None:
             return self._effect(key, apply, kind=kind)
-        return effect_apply_once(key=key, kind=kind, apply=apply, job_id=self.job_id,
-                                 lease_version=self.lease_version).value
+        return effect_apply_once(
+            key=key, kind=kind, apply=apply, job_id=self.job_id, lease_version=self.lease_version
+        ).value
 
     def spawn(self, job_type: str, payload: dict, *, key: str, priority: int | None = None, source: str = "") -> UUID:
         """Create a child job (idempotent per ``key``) that carries this job as parent and its correlation ID."""
         if self._spawn is None:
             raise RuntimeError("this context cannot spawn jobs")
-        return self._spawn(job_type=job_type, payload=payload, idempotency_key=key, priority=priority,
-                           parent_id=self.job_id, parent_lease_version=self.lease_version,
-                           correlation_id=self.correlation_id, source=source)
+        return self._spawn(
+            job_type=job_type,
+            payload=payload,
+            idempotency_key=key,
+            priority=priority,
+            parent_id=self.job_id,
+            parent_lease_version=self.lease_version,
+            correlation_id=self.correlation_id,
+            source=source,
+        )

@@ -16,16 +16,16 @@ import psycopg
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from dashboard.alerts import alerts_evaluate
+from dashboard.bulk import bulk_step
+from dashboard.deadletters import dead_letters_refresh
+from dashboard.rules import rules_evaluate
+from dashboard.snapshot import Throttled, snapshot_refresh
 from jobs import leases
 from jobs.batches import batches_finalize
 from jobs.paths import attempts_check
-from jobs.webhooks import webhook_sweep
 from jobs.retry import RetryPolicy
-from dashboard.alerts import alerts_evaluate
-from dashboard.bulk import bulk_step
-from dashboard.rules import rules_evaluate
-from dashboard.deadletters import dead_letters_refresh
-from dashboard.snapshot import Throttled, snapshot_refresh
+from jobs.webhooks import webhook_sweep
 from rechecks.services import planner_sweep
 from workers import dispatch
 from workers.registry import registry
@@ -107,7 +107,9 @@ def _connection_parameters() -> dict:
     return params
 
 
-def run(stop: threading.Event, *, interval: float | None = None, on_round: Callable[[dict], None] | None = None) -> None:
+def run(
+    stop: threading.Event, *, interval: float | None = None, on_round: Callable[[dict], None] | None = None
+) -> None:
     """Run the sweeps every ``interval`` seconds while this process leads, until ``stop`` is set."""
     interval = interval or settings.LEITSTAND_CONTROL_INTERVAL_SECONDS
     leadership = Leadership()

@@ -41,7 +41,12 @@ def parse(payload: dict) -> CrawlSpec:
     source_id, url, depth, run = (payload.get(k) for k in ("source_id", "url", "depth", "run"))
     if isinstance(source_id, bool) or not isinstance(source_id, int) or source_id < 1:
         raise PermanentError("payload.source_id must be a positive integer")
-    if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH or urlsplit(url).scheme not in ("http", "https"):
+    if (
+        not isinstance(url, str)
+        or not url
+        or len(url) > MAX_URL_LENGTH
+        or urlsplit(url).scheme not in ("http", "https")
+    ):
         raise PermanentError(f"payload.url must be an http(s) URL of at most {MAX_URL_LENGTH} characters")
     if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= 100:
         raise PermanentError("payload.depth must be an integer from 0 to 100")
@@ -64,8 +69,8 @@ def handle(context: JobContext):
     with context.step("extract") as info:
         found = extract(page.body, base_url=page.final_url, charset=_charset(page.headers.get("content-type", "")))
         scope = source.effective_scope
-        image_urls = found.images[:source.max_images_per_page]
-        links = [link for link in found.links if link.startswith(scope)][:source.max_links_per_page]
+        image_urls = found.images[: source.max_images_per_page]
+        links = [link for link in found.links if link.startswith(scope)][: source.max_links_per_page]
         info.update(images=len(image_urls), links_in_scope=len(links), links_found=len(found.links))
     with context.step("candidates") as info:
         candidates = candidates_record(source, page.final_url, image_urls)
@@ -73,19 +78,30 @@ def handle(context: JobContext):
     follow = links if spec.depth < source.max_depth else []
     with context.step("spawn") as info:
         for candidate in candidates:
-            context.spawn("analysis", {"candidate_id": candidate.id}, key=f"{spec.run}:{candidate.id}",
-                          priority=source.priority, source=source.name)
+            context.spawn(
+                "analysis",
+                {"candidate_id": candidate.id},
+                key=f"{spec.run}:{candidate.id}",
+                priority=source.priority,
+                source=source.name,
+            )
         already = 0
         for link in follow:
             try:
-                context.spawn("crawl", {"source_id": source.id, "url": link, "depth": spec.depth + 1, "run": spec.run},
-                              key=f"{spec.run}:{link}", priority=source.priority, source=source.name)
+                context.spawn(
+                    "crawl",
+                    {"source_id": source.id, "url": link, "depth": spec.depth + 1, "run": spec.run},
+                    key=f"{spec.run}:{link}",
+                    priority=source.priority,
+                    source=source.name,
+                )
             except IdempotencyConflict:  # reached by another path (at another depth) in this run
                 already += 1
         info.update(analyses=len(candidates), crawls=len(follow) - already, already_in_run=already)
     return Done(
         reason=f"page crawled: {len(candidates)} images handed to analysis, {len(follow)} links followed",
-        result_ref=f"page:{page.final_url}"[:500], result_checksum=hashlib.sha256(page.body).hexdigest(),
+        result_ref=f"page:{page.final_url}"[:500],
+        result_checksum=hashlib.sha256(page.body).hexdigest(),
     )
 
 
@@ -94,8 +110,9 @@ def candidates_record(source: Source, page_url: str, image_urls: list[str]) -> l
     if not image_urls:
         return []
     rows = [Candidate(image_url=url, page_url=page_url, source=source) for url in dict.fromkeys(image_urls)]
-    return Candidate.objects.bulk_create(rows, update_conflicts=True, unique_fields=["image_url"],
-                                         update_fields=["page_url", "source", "last_seen_at"])
+    return Candidate.objects.bulk_create(
+        rows, update_conflicts=True, unique_fields=["image_url"], update_fields=["page_url", "source", "last_seen_at"]
+    )
 
 
 # --- HTML ----------------------------------------------------------------------------------------
@@ -111,7 +128,7 @@ def _charset(content_type: str) -> str:
     for parameter in content_type.split(";")[1:]:
         name, _, value = parameter.partition("=")
         if name.strip().lower() == "charset":
-            return value.strip().strip('"\'') or "utf-8"
+            return value.strip().strip("\"'") or "utf-8"
     return "utf-8"
 
 

@@ -61,8 +61,7 @@ def asset_png(seed: int) -> bytes:
 
 def _recompressed(seed: int, scale: float, quality: int) -> bytes:
     original = artwork(seed)
-    return encode(original.resize((int(original.width * scale), int(original.height * scale))), "JPEG",
-                  quality=quality)
+    return encode(original.resize((int(original.width * scale), int(original.height * scale))), "JPEG", quality=quality)
 
 
 def _blend(seed: int, other: int, alpha: float) -> bytes:
@@ -73,22 +72,24 @@ def _blend(seed: int, other: int, alpha: float) -> bytes:
 def images() -> dict[str, tuple[str, bytes]]:
     """Every image the sites serve, by path, with its content type. The comment says what analysis finds."""
     return {
-        "/img/abendlicht.png": ("image/png", asset_png(1)),                   # exact copy → match
+        "/img/abendlicht.png": ("image/png", asset_png(1)),  # exact copy → match
         "/img/mohnfeld-klein.jpg": ("image/jpeg", _recompressed(2, 0.6, 35)),  # resized, recompressed → match
         "/img/logo.png": ("image/png", encode(artwork(101, (240, 160)), "PNG")),  # unrelated → no match
-        "/img/kreise-collage.jpg": ("image/jpeg", _blend(3, 103, 0.45)),       # blend → borderline
+        "/img/kreise-collage.jpg": ("image/jpeg", _blend(3, 103, 0.45)),  # blend → borderline
         "/img/foto-204.jpg": ("image/jpeg", encode(artwork(104), "JPEG", quality=85)),  # unrelated
         "/img/stadt.webp": ("image/webp", encode(artwork(5).resize((360, 240)), "WEBP", quality=60)),  # → match
         "/img/abendlicht-kopie.jpg": ("image/jpeg", _recompressed(1, 0.8, 50)),  # → match
-        "/img/hafen-mix.jpg": ("image/jpeg", _blend(1, 107, 0.45)),           # blend → borderline
-        "/img/verschwindet.jpg": ("image/jpeg", _recompressed(2, 1.0, 90)),    # → match, then gone
-        "/img/intern.png": ("image/png", asset_png(5)),                       # behind robots.txt: never fetched
+        "/img/hafen-mix.jpg": ("image/jpeg", _blend(1, 107, 0.45)),  # blend → borderline
+        "/img/verschwindet.jpg": ("image/jpeg", _recompressed(2, 1.0, 90)),  # → match, then gone
+        "/img/intern.png": ("image/png", asset_png(5)),  # behind robots.txt: never fetched
     }
 
 
 def _page(title: str, body: str) -> bytes:
-    return (f'<!doctype html><html lang="de"><head><meta charset="utf-8"><title>{title}</title></head>'
-            f"<body><h1>{title}</h1>{body}</body></html>").encode()
+    return (
+        f'<!doctype html><html lang="de"><head><meta charset="utf-8"><title>{title}</title></head>'
+        f"<body><h1>{title}</h1>{body}</body></html>"
+    ).encode()
 
 
 def _gallery(title: str, image_paths: list[str], links: list[str] = ()) -> bytes:
@@ -102,8 +103,11 @@ SITE_A = {
     "name": "Galerie Nord",
     "robots": b"User-agent: *\nDisallow: /private/\n",
     "pages": {
-        "/": _gallery("Galerie Nord", ["/img/logo.png"],
-                      ["/werke/1.html", "/werke/2.html", "/private/intern.html", "https://elsewhere.example/"]),
+        "/": _gallery(
+            "Galerie Nord",
+            ["/img/logo.png"],
+            ["/werke/1.html", "/werke/2.html", "/private/intern.html", "https://elsewhere.example/"],
+        ),
         "/werke/1.html": _gallery("Werke I", ["/img/abendlicht.png", "/img/mohnfeld-klein.jpg", "/img/logo.png"]),
         "/werke/2.html": _gallery("Werke II", ["/img/kreise-collage.jpg", "/img/foto-204.jpg"], ["/werke/1.html"]),
         "/private/intern.html": _gallery("Intern", ["/img/intern.png"]),
@@ -113,9 +117,11 @@ SITE_B = {
     "name": "Bildarchiv Süd",
     "robots": b"User-agent: *\nAllow: /\n",
     "pages": {
-        "/": _gallery("Bildarchiv Süd", ["/img/stadt.webp"],
-                      ["/archiv/langsam.html", "/archiv/wackelig.html", "/archiv/verschwindet.html",
-                       "/archiv/fehlt.html"]),
+        "/": _gallery(
+            "Bildarchiv Süd",
+            ["/img/stadt.webp"],
+            ["/archiv/langsam.html", "/archiv/wackelig.html", "/archiv/verschwindet.html", "/archiv/fehlt.html"],
+        ),
         "/archiv/langsam.html": _gallery("Langsam", ["/img/abendlicht-kopie.jpg"]),
         "/archiv/wackelig.html": _gallery("Wackelig", ["/img/hafen-mix.jpg", "/img/foto-204.jpg"]),
         "/archiv/verschwindet.html": _gallery("Verschwindet bald", ["/img/verschwindet.jpg"]),
@@ -181,8 +187,14 @@ def _handler_for(site: Site) -> type[BaseHTTPRequestHandler]:
 class DemoWeb:
     """Both demo sites, each on its own port (so per-host politeness applies to each separately)."""
 
-    def __init__(self, *, host: str = "127.0.0.1", ports: tuple[int, int] = (0, 0), slow_seconds: float = 2.0,
-                 vanish_after: float = 600.0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        ports: tuple[int, int] = (0, 0),
+        slow_seconds: float = 2.0,
+        vanish_after: float = 600.0,
+    ) -> None:
         self.sites = [Site(SITE_A, slow_seconds, vanish_after), Site(SITE_B, slow_seconds, vanish_after)]
         self.servers = [ThreadingHTTPServer((host, port), _handler_for(site)) for site, port in zip(self.sites, ports)]
         for server in self.servers:

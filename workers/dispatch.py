@@ -53,7 +53,9 @@ def due_jobs(pool: str, *, cap: int) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = 'planned' AND pool = %s "
-            "AND due_at <= leitstand_now() LIMIT %s) AS due", [pool, cap])
+            "AND due_at <= leitstand_now() LIMIT %s) AS due",
+            [pool, cap],
+        )
         return cursor.fetchone()[0]
 
 

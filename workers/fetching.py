@@ -53,8 +53,14 @@ def politeness_policy() -> PolitenessPolicy:
     return PolitenessPolicy(**settings.LEITSTAND_POLITENESS)
 
 
-def fetch_politely(context: JobContext, url: str, *, accept: frozenset[str] | None,
-                   client: SafeClient | None = None, raise_for_status: bool = True) -> Fetched:
+def fetch_politely(
+    context: JobContext,
+    url: str,
+    *,
+    accept: frozenset[str] | None,
+    client: SafeClient | None = None,
+    raise_for_status: bool = True,
+) -> Fetched:
     """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s)."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
@@ -70,10 +76,16 @@ def fetch_politely(context: JobContext, url: str, *, accept: frozenset[str] | No
         with polite(host, politeness_policy(), crawl_delay=decision.crawl_delay) as outcome:
             result = client.fetch(url, accept=accept)
             retry_after = retry_after_seconds(result.headers.get("retry-after"))
-            outcome.update(ok=result.status < 500 and result.status != 429, status=result.status,
-                           retry_after=retry_after)
-        info.update(status=result.status, bytes=len(result.body), elapsed_ms=round(result.elapsed_seconds * 1000),
-                    final_url=result.final_url, redirects=len(result.redirects))
+            outcome.update(
+                ok=result.status < 500 and result.status != 429, status=result.status, retry_after=retry_after
+            )
+        info.update(
+            status=result.status,
+            bytes=len(result.body),
+            elapsed_ms=round(result.elapsed_seconds * 1000),
+            final_url=result.final_url,
+            redirects=len(result.redirects),
+        )
         if raise_for_status:
             _raise_for_status(result, retry_after)
     return Fetched(decision, result)
@@ -84,8 +96,9 @@ def _raise_for_status(result: FetchResult, retry_after: float | None) -> None:
     if status in (404, 410):
         raise PageGone(f"{url} answered {status}: gone")
     if status in (429, 503):
-        raise SiteUnavailable(f"{url} answered {status}" + (f", Retry-After {retry_after:g} s" if retry_after else ""),
-                              retry_after)
+        raise SiteUnavailable(
+            f"{url} answered {status}" + (f", Retry-After {retry_after:g} s" if retry_after else ""), retry_after
+        )
     if status >= 500:
         raise SiteUnavailable(f"{url} answered {status}")
     if status >= 400:

@@ -129,12 +129,18 @@ class _Target:
 
 
 class SafeClient:
-    def __init__(self, policy: FetchPolicy | None = None, *, resolver: Resolver = system_resolver,
-                 allowed_targets: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        policy: FetchPolicy | None = None,
+        *,
+        resolver: Resolver = system_resolver,
+        allowed_targets: frozenset[str] | None = None,
+    ) -> None:
         self.policy = policy or FetchPolicy()
         self.resolver = resolver
-        self.allowed_targets = frozenset(settings.LEITSTAND_HTTP_ALLOWED_TARGETS if allowed_targets is None
-                                         else allowed_targets)
+        self.allowed_targets = frozenset(
+            settings.LEITSTAND_HTTP_ALLOWED_TARGETS if allowed_targets is None else allowed_targets
+        )
 
     def fetch(self, url: str, *, accept: frozenset[str] | None = None, truncate_at: int | None = None) -> FetchResult:
         """GET ``url`` under every guard; ``accept`` limits content types (checked by magic bytes).
@@ -154,9 +160,16 @@ class SafeClient:
                 redirects.append(current)
                 current = urljoin(current, headers["location"])
                 continue
-            return FetchResult(url=url, final_url=current, status=status, headers=headers, body=body,
-                               elapsed_seconds=time.monotonic() - started, redirects=redirects,
-                               address=target.address)
+            return FetchResult(
+                url=url,
+                final_url=current,
+                status=status,
+                headers=headers,
+                body=body,
+                elapsed_seconds=time.monotonic() - started,
+                redirects=redirects,
+                address=target.address,
+            )
 
     def check(self, url: str) -> None:
         """Raise the refusal ``fetch`` would raise for ``url`` before sending anything (URL rules and
@@ -196,14 +209,20 @@ class SafeClient:
         address = f"[{target.address}]" if ":" in target.address else target.address
         parts = urlsplit(target.url)
         pinned = parts._replace(netloc=f"{address}:{target.port}").geturl()
-        timeout = httpx.Timeout(connect=min(self.policy.connect_timeout, remaining),
-                                read=min(self.policy.read_timeout, remaining), write=min(5.0, remaining), pool=1.0)
-        headers = {"Host": parts.netloc.rsplit("@", 1)[-1], "User-Agent": self.policy.user_agent,
-                   "Accept-Encoding": "gzip, deflate"}
+        timeout = httpx.Timeout(
+            connect=min(self.policy.connect_timeout, remaining),
+            read=min(self.policy.read_timeout, remaining),
+            write=min(5.0, remaining),
+            pool=1.0,
+        )
+        headers = {
+            "Host": parts.netloc.rsplit("@", 1)[-1],
+            "User-Agent": self.policy.user_agent,
+            "Accept-Encoding": "gzip, deflate",
+        }
         try:
             with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
-                request = client.build_request("GET", pinned, headers=headers,
-                                               extensions={"sni_hostname": target.host})
+                request = client.build_request("GET", pinned, headers=headers, extensions={"sni_hostname": target.host})
                 response = client.send(request, stream=True)
                 try:
                     self._check_headers(response)
@@ -253,7 +272,7 @@ class SafeClient:
                     size += len(data)
                     if size > limit:
                         if truncate_at:
-                            chunks.append(data[:len(data) - (size - limit)])
+                            chunks.append(data[: len(data) - (size - limit)])
                             return b"".join(chunks)
                         raise ResponseRefused(f"body of {url} exceeds {limit} bytes (decoded)")
                     chunks.append(data)

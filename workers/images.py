@@ -51,8 +51,13 @@ def decode(data: bytes) -> DecodedImage:
                 probe.verify()  # structure and checksums, without decoding the pixels
             with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as image:
                 image.load()  # decodes every pixel: truncated data fails here
-                return DecodedImage(format=image.format, width=image.width, height=image.height,
-                                    dhash=dhash(image), thumbnail=_thumbnail(image))
+                return DecodedImage(
+                    format=image.format,
+                    width=image.width,
+                    height=image.height,
+                    dhash=dhash(image),
+                    thumbnail=_thumbnail(image),
+                )
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageRefused(f"decompression bomb: {exc}") from None
     except UnidentifiedImageError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from uuid import UUID
 
 from django.conf import settings
 
@@ -50,3 +51,24 @@ def loop_beat() -> None:
 
 def loop_is_alive(*, within: float) -> bool:
     return _loop_seen is None or time.monotonic() - _loop_seen <= within
+
+
+# The job whose handler runs in this worker now, in memory the pool's supervisor shares (no lock:
+# the supervisor reads it only after the worker died). None: not a supervised worker.
+_running_slot = None
+
+
+def running_slot_attach(slot) -> None:
+    global _running_slot
+    _running_slot = slot
+
+
+def running_job_set(job_id: UUID | None) -> None:
+    if _running_slot is not None:
+        _running_slot.raw = job_id.bytes if job_id is not None else bytes(16)
+
+
+def running_job_of(slot) -> UUID | None:
+    """What a worker's slot says ran when it died (read by its supervisor)."""
+    raw = bytes(slot.raw)
+    return UUID(bytes=raw) if any(raw) else None

@@ -41,7 +41,9 @@ class WorkerProcess(models.Model):
     current_job_id = models.UUIDField(null=True, blank=True)
     rss_bytes = models.PositiveBigIntegerField(default=0)
     cpu_percent = models.FloatField(default=0.0, help_text="CPU use of the process since its previous refresh.")
-    disk_free_bytes = models.PositiveBigIntegerField(null=True, blank=True, help_text="Free space on the host's data disk.")
+    disk_free_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Free space on the host's data disk."
+    )
     jobs_done = models.PositiveBigIntegerField(default=0)
     wakeups = models.PositiveBigIntegerField(default=0)
     duplicate_wakeups = models.PositiveBigIntegerField(
@@ -99,7 +101,8 @@ class Source(models.Model):
     name = models.CharField(max_length=200, unique=True)
     base_url = models.URLField(max_length=500, help_text="The page a crawl run starts from.")
     scope = models.CharField(
-        max_length=500, blank=True,
+        max_length=500,
+        blank=True,
         help_text="URL prefix the crawl stays within when it follows links; empty: the base URL's origin.",
     )
     priority = models.SmallIntegerField(default=5, help_text="Priority of its crawl and analysis jobs (0 most urgent).")
@@ -173,19 +176,27 @@ class Finding(models.Model):
     score = models.FloatField(help_text="Similarity 0..1 (1 − Hamming distance of the hashes / 64).")
     verdict = models.CharField(max_length=10, choices=Verdict.choices)
     analysis_version = models.CharField(max_length=64)
-    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="findings",
-                            help_text="The analysis job that produced it.")
+    job = models.ForeignKey(
+        "jobs.Job",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="findings",
+        help_text="The analysis job that produced it.",
+    )
     evidence = models.JSONField(default=dict, blank=True)
-    thumbnail = models.BinaryField(null=True, blank=True,
-                                   help_text="The candidate re-encoded as a small PNG by Pillow: safe to show reviewers.")
+    thumbnail = models.BinaryField(
+        null=True, blank=True, help_text="The candidate re-encoded as a small PNG by Pillow: safe to show reviewers."
+    )
     created_at = models.DateTimeField(db_default=LeitstandNow())
 
     class Meta:
         # One finding per analysis job (and asset, version): a later crawl run's analysis of the same
         # image records its own finding, so an earlier job's review case keeps its evidence.
         constraints = [
-            models.UniqueConstraint(fields=["candidate", "asset", "analysis_version", "job"],
-                                    name="finding_once_per_job_and_version"),
+            models.UniqueConstraint(
+                fields=["candidate", "asset", "analysis_version", "job"], name="finding_once_per_job_and_version"
+            ),
         ]
         indexes = [models.Index(fields=["verdict", "created_at"], name="finding_verdict_idx")]
 

@@ -107,20 +107,39 @@ def host_acquire(host: str, policy: PolitenessPolicy, *, crawl_delay: float | No
     if row is None:  # the row vanished between the two statements: try again soon
         return Turn(0.01, "host state was reset")
     wait, is_breaker_open, is_in_flight = row
-    reason = ("circuit breaker open after repeated failures" if is_breaker_open
-              else "a request to this host is in flight" if is_in_flight else "resting between requests")
+    reason = (
+        "circuit breaker open after repeated failures"
+        if is_breaker_open
+        else "a request to this host is in flight"
+        if is_in_flight
+        else "resting between requests"
+    )
     return Turn(max(wait.total_seconds(), 0.01), reason)
 
 
-def host_release(host: str, policy: PolitenessPolicy, *, ok: bool, outcome: str,
-                 crawl_delay: float | None = None, retry_after: float | None = None) -> None:
+def host_release(
+    host: str,
+    policy: PolitenessPolicy,
+    *,
+    ok: bool,
+    outcome: str,
+    crawl_delay: float | None = None,
+    retry_after: float | None = None,
+) -> None:
     """Free the slot; the next request waits the larger of the host's delay and its Retry-After (capped)."""
-    wait = max(policy.min_delay_seconds, crawl_delay or 0.0,
-               min(retry_after or 0.0, policy.retry_after_cap_seconds))
+    wait = max(policy.min_delay_seconds, crawl_delay or 0.0, min(retry_after or 0.0, policy.retry_after_cap_seconds))
     with connection.cursor() as cursor:
-        cursor.execute(_RELEASE_SQL, {"host": host, "wait": wait, "ok": ok, "outcome": outcome[:200],
-                                      "failures_to_open": policy.failures_to_open,
-                                      "open_for": policy.open_for_seconds})
+        cursor.execute(
+            _RELEASE_SQL,
+            {
+                "host": host,
+                "wait": wait,
+                "ok": ok,
+                "outcome": outcome[:200],
+                "failures_to_open": policy.failures_to_open,
+                "open_for": policy.open_for_seconds,
+            },
+        )
 
 
 @contextmanager
@@ -137,6 +156,11 @@ def polite(host: str, policy: PolitenessPolicy, *, crawl_delay: float | None = N
         outcome.update(ok=False, status=type(exc).__name__)
         raise
     finally:
-        host_release(host, policy, ok=bool(outcome["ok"]), outcome=str(outcome["status"]),
-                     crawl_delay=crawl_delay, retry_after=outcome.get("retry_after"))
-
+        host_release(
+            host,
+            policy,
+            ok=bool(outcome["ok"]),
+            outcome=str(outcome["status"]),
+            crawl_delay=crawl_delay,
+            retry_after=outcome.get("retry_after"),
+        )

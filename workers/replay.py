@@ -34,9 +34,15 @@ from workers.registry import JobType, registry
 from workers.runtime import time_limit
 
 REPLAYABLE = (State.FAILED, State.DEAD)
-FILTER_FIELDS = {"type": "type", "state": "state", "pool": "pool", "source": "source",
-                 "correlation_id": "correlation_id", "error_class": "error_class__icontains",
-                 "processing_version": "processing_version"}
+FILTER_FIELDS = {
+    "type": "type",
+    "state": "state",
+    "pool": "pool",
+    "source": "source",
+    "correlation_id": "correlation_id",
+    "error_class": "error_class__icontains",
+    "processing_version": "processing_version",
+}
 
 
 class ReplayRefused(Exception):
@@ -55,8 +61,10 @@ def replay(job_id, *, actor: str, reason: str, user=None) -> Job:
     if job is None:
         raise ReplayRefused(f"no job {job_id}")
     if job.state in (State.DONE, State.CANCELLED):
-        raise ReplayRefused(f"job {job_id} is {job.state}: final states stay final; run its input again without "
-                            "touching it with --dry-run, or another version with --shadow")
+        raise ReplayRefused(
+            f"job {job_id} is {job.state}: final states stay final; run its input again without "
+            "touching it with --dry-run, or another version with --shadow"
+        )
     if job.state not in REPLAYABLE:
         raise ReplayRefused(f"job {job_id} is {job.state}: it has not ended, so there is nothing to replay")
     return job_retry_now(job_id=job_id, actor=actor, reason=f"replay: {reason}", user=user)
@@ -97,16 +105,28 @@ class Recorder:
     def effect(self, key: str, apply, *, kind: str = "effect") -> Any:
         existing = Effect.objects.filter(key=key).first() if self.reuse_ledger else None
         if existing is not None:
-            self.effects.append({"key": key, "kind": kind, "would": "skip: already applied",
-                                 "applied_by": f"{existing.job_id} attempt {existing.lease_version}"})
+            self.effects.append(
+                {
+                    "key": key,
+                    "kind": kind,
+                    "would": "skip: already applied",
+                    "applied_by": f"{existing.job_id} attempt {existing.lease_version}",
+                }
+            )
             return existing.result
         value = apply()  # inside the isolated transaction: its writes are rolled back
         self.effects.append({"key": key, "kind": kind, "would": "apply", "result": _jsonable(value)})
         return value
 
     def spawn(self, **kwargs) -> uuid.UUID:
-        self.children.append({"type": kwargs["job_type"], "key": kwargs["idempotency_key"],
-                              "payload": kwargs["payload"], "priority": kwargs.get("priority")})
+        self.children.append(
+            {
+                "type": kwargs["job_type"],
+                "key": kwargs["idempotency_key"],
+                "payload": kwargs["payload"],
+                "priority": kwargs.get("priority"),
+            }
+        )
         return uuid.uuid4()  # a stand-in: nothing was created
 
 
@@ -125,18 +145,35 @@ class Run:
     retry_after: float | None = None  # with outcome "deferred": when to try again
 
     def as_dict(self) -> dict:
-        return {"job_type": self.job_type, "processing_version": self.processing_version, "outcome": self.outcome,
-                "detail": self.detail, "result_ref": self.result_ref, "path": self.path.signature,
-                "conforms": None if self.verdict is None else self.verdict.conforms,
-                "divergence": self.verdict.divergence if self.verdict else "", "steps": self.steps,
-                "effects": self.effects, "children": self.children}
+        return {
+            "job_type": self.job_type,
+            "processing_version": self.processing_version,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "result_ref": self.result_ref,
+            "path": self.path.signature,
+            "conforms": None if self.verdict is None else self.verdict.conforms,
+            "divergence": self.verdict.divergence if self.verdict else "",
+            "steps": self.steps,
+            "effects": self.effects,
+            "children": self.children,
+        }
 
 
 def run_isolated(job: Job, job_type: JobType, handler, processing_version: str, *, reuse_ledger: bool) -> Run:
     recorder = Recorder(reuse_ledger=reuse_ledger)
-    context = JobContext(job_id=job.id, job_type=job.type, correlation_id=job.correlation_id,
-                         attempt=job.attempts + 1, max_attempts=job.max_attempts, lease_version=job.lease_version,
-                         payload=job.payload, priority=job.priority, _spawn=recorder.spawn, _effect=recorder.effect)
+    context = JobContext(
+        job_id=job.id,
+        job_type=job.type,
+        correlation_id=job.correlation_id,
+        attempt=job.attempts + 1,
+        max_attempts=job.max_attempts,
+        lease_version=job.lease_version,
+        payload=job.payload,
+        priority=job.priority,
+        _spawn=recorder.spawn,
+        _effect=recorder.effect,
+    )
     returned: Any = None
     try:
         with transaction.atomic():
@@ -153,9 +190,22 @@ def run_isolated(job: Job, job_type: JobType, handler, processing_version: str, 
     steps = context.take_steps()
     path = Observed(tuple((s.step, s.outcome) for s in steps), outcome if outcome in EXITS else "failed")
     verdict = job_type.paths.judge(path) if outcome in EXITS else None
-    return Run(job.type, processing_version, outcome, detail[:500], result_ref, path, verdict,
-               [{"step": s.step, "outcome": s.outcome, "duration_ms": round(s.duration_ms, 1), "data": _jsonable(s.data)}
-                for s in steps], recorder.effects, recorder.children, retry_after)
+    return Run(
+        job.type,
+        processing_version,
+        outcome,
+        detail[:500],
+        result_ref,
+        path,
+        verdict,
+        [
+            {"step": s.step, "outcome": s.outcome, "duration_ms": round(s.duration_ms, 1), "data": _jsonable(s.data)}
+            for s in steps
+        ],
+        recorder.effects,
+        recorder.children,
+        retry_after,
+    )
 
 
 def _describe(returned) -> tuple[str, str, str]:
@@ -191,22 +241,32 @@ def dry_run(job_id) -> Run:
 
 def real_outcome(job: Job) -> dict:
     """What the job itself did, in the terms of a Run."""
-    attempt = (Attempt.objects.filter(job=job, outcome__in=["completed", "skipped", "recheck_planned", "unclear",
-                                                             "failed", "dead"])
-               .order_by("-lease_version").first())
+    attempt = (
+        Attempt.objects.filter(
+            job=job, outcome__in=["completed", "skipped", "recheck_planned", "unclear", "failed", "dead"]
+        )
+        .order_by("-lease_version")
+        .first()
+    )
     path = ""
     if attempt is not None:
         steps = StepEvent.objects.filter(job=job, lease_version=attempt.lease_version).order_by("id")
         path = Observed(tuple((s.step, s.outcome) for s in steps), _exit_of(attempt)).signature
     outcome = _exit_of(attempt) if attempt else job.state
     detail = job.completion_reason or (f"{job.error_class}: {job.error_message}" if job.error_class else "")
-    return {"outcome": outcome, "result_ref": job.result_ref, "path": path, "detail": detail,
-            "children": Job.objects.filter(parent=job).exclude(type="shadow").count()}
+    return {
+        "outcome": outcome,
+        "result_ref": job.result_ref,
+        "path": path,
+        "detail": detail,
+        "children": Job.objects.filter(parent=job).exclude(type="shadow").count(),
+    }
 
 
 def _exit_of(attempt: Attempt) -> str:
-    return {"completed": "done", "skipped": "skipped", "recheck_planned": "recheck",
-            "unclear": "review"}.get(attempt.outcome, "failed")
+    return {"completed": "done", "skipped": "skipped", "recheck_planned": "recheck", "unclear": "review"}.get(
+        attempt.outcome, "failed"
+    )
 
 
 def shadow_run(job_id, version: str, *, actor: str, sampled: bool = False) -> tuple[ShadowRun, Run, dict]:
@@ -221,14 +281,29 @@ def shadow_run(job_id, version: str, *, actor: str, sampled: bool = False) -> tu
     if run.outcome == "deferred":  # e.g. the host is busy: nothing to compare yet
         raise ShadowDeferred(run.detail, retry_after=run.retry_after or 5.0)
     differences = []
-    for name, shadow_value in (("outcome", run.outcome), ("result_ref", run.result_ref), ("path", run.path.signature),
-                               ("children", len(run.children))):
+    for name, shadow_value in (
+        ("outcome", run.outcome),
+        ("result_ref", run.result_ref),
+        ("path", run.path.signature),
+        ("children", len(run.children)),
+    ):
         if shadow_value != real[name]:
             differences.append({"field": name, "real": real[name], "shadow": shadow_value})
     record = ShadowRun.objects.create(
-        job=job, job_type=job.type, processing_version=version, real_version=job.processing_version,
-        outcome=run.outcome, detail=run.detail, path_signature=run.path.signature[:500], same=not differences,
-        differences=differences, effects=run.effects, children=run.children, sampled=sampled, actor=actor[:255])
+        job=job,
+        job_type=job.type,
+        processing_version=version,
+        real_version=job.processing_version,
+        outcome=run.outcome,
+        detail=run.detail,
+        path_signature=run.path.signature[:500],
+        same=not differences,
+        differences=differences,
+        effects=run.effects,
+        children=run.children,
+        sampled=sampled,
+        actor=actor[:255],
+    )
     return record, run, real
 
 
@@ -244,9 +319,15 @@ def shadow_sample(checked: list[tuple]) -> int:
             continue
         if int(hashlib.sha256(str(job_id).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF >= sample["share"]:
             continue
-        job_create(type="shadow", pool=registry.get(job_type).pool, idempotency_key=f"shadow:{job_id}:{sample['version']}",
-                   payload={"job_id": str(job_id), "version": sample["version"]}, actor="shadow-sampler", priority=9,
-                   parent_id=job_id)
+        job_create(
+            type="shadow",
+            pool=registry.get(job_type).pool,
+            idempotency_key=f"shadow:{job_id}:{sample['version']}",
+            payload={"job_id": str(job_id), "version": sample["version"]},
+            actor="shadow-sampler",
+            priority=9,
+            parent_id=job_id,
+        )
         made += 1
     return made
 
@@ -265,4 +346,6 @@ def handle_shadow(context: JobContext):
             raise PermanentError(str(exc)) from None
         # ShadowDeferred goes up: the engine releases this job and it runs again later.
         info.update(shadow_run=record.pk, same=record.same, outcome=run.outcome)
-    return Done(reason=f"shadow {version}: {'same as the job' if record.same else 'different: ' + ', '.join(d['field'] for d in record.differences)}")
+    return Done(
+        reason=f"shadow {version}: {'same as the job' if record.same else 'different: ' + ', '.join(d['field'] for d in record.differences)}"
+    )

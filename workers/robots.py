@@ -39,11 +39,15 @@ def robots_check(url: str, *, client: SafeClient | None = None) -> RobotsDecisio
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     origin = f"{parts.scheme}://{parts.hostname}:{port}"
-    robots = (RobotsFile.objects.filter(origin=origin, expires_at__gt=LeitstandNow()).first()
-              or _refresh(origin, client or SafeClient()))
+    robots = RobotsFile.objects.filter(origin=origin, expires_at__gt=LeitstandNow()).first() or _refresh(
+        origin, client or SafeClient()
+    )
     if robots.status is None or robots.status >= 500:
-        return RobotsDecision(False, f"robots.txt of {origin} is unreachable ({robots.error or robots.status}): "
-                                     "everything is disallowed until it answers")
+        return RobotsDecision(
+            False,
+            f"robots.txt of {origin} is unreachable ({robots.error or robots.status}): "
+            "everything is disallowed until it answers",
+        )
     if robots.status >= 400:
         return RobotsDecision(True, f"robots.txt of {origin} is unavailable ({robots.status}): everything is allowed")
     rules = Protego.parse(robots.body)
@@ -61,9 +65,15 @@ def _refresh(origin: str, client: SafeClient) -> RobotsFile:
     except JobError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
     fresh_for = CACHE_FOR if status is not None and status < 500 else CACHE_UNREACHABLE_FOR
-    robots, _ = RobotsFile.objects.update_or_create(origin=origin, defaults={
-        "status": status, "body": body if status is not None and status < 300 else "", "error": error,
-        "fetched_at": LeitstandNow(), "expires_at": LeitstandNow() + fresh_for,
-    })
+    robots, _ = RobotsFile.objects.update_or_create(
+        origin=origin,
+        defaults={
+            "status": status,
+            "body": body if status is not None and status < 300 else "",
+            "error": error,
+            "fetched_at": LeitstandNow(),
+            "expires_at": LeitstandNow() + fresh_for,
+        },
+    )
     robots.refresh_from_db()
     return robots

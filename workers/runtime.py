@@ -150,8 +150,14 @@ class PoolRuntime:
         until = time.monotonic() + settings.LEITSTAND_WAKEUP_BUDGET_SECONDS
         while time.monotonic() < until and not lifecycle.is_draining():
             limit = self.batch_size()
-            claimed = leases.claim(pool=self.pool, worker=self.worker, lease_seconds=self.lease_by_type or 60,
-                                   limit=limit, start=True, processing_versions=self.versions)
+            claimed = leases.claim(
+                pool=self.pool,
+                worker=self.worker,
+                lease_seconds=self.lease_by_type or 60,
+                limit=limit,
+                start=True,
+                processing_versions=self.versions,
+            )
             if not claimed:
                 break
             report.claimed += len(claimed)
@@ -206,19 +212,35 @@ class PoolRuntime:
                     self.held.pop(job.id, None)
 
     def _context(self, job: leases.ClaimedJob) -> JobContext:
-        return JobContext(job_id=job.id, job_type=job.type, correlation_id=job.correlation_id, attempt=job.attempt,
-                          max_attempts=job.max_attempts, lease_version=job.lease_version, payload=job.payload,
-                          priority=job.priority, _spawn=_spawn)
+        return JobContext(
+            job_id=job.id,
+            job_type=job.type,
+            correlation_id=job.correlation_id,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            lease_version=job.lease_version,
+            payload=job.payload,
+            priority=job.priority,
+            _spawn=_spawn,
+        )
 
     def _run_one(self, job: leases.ClaimedJob, context: JobContext, report: WakeupReport) -> leases.Completion | None:
         job_type = self.types.get(job.type)
         if job_type is None:
-            self._fail(job, context, ErrorKind.PERMANENT, "UnknownJobType",
-                       f"no handler for job type {job.type!r} in pool {self.pool}", 0, report)
+            self._fail(
+                job,
+                context,
+                ErrorKind.PERMANENT,
+                "UnknownJobType",
+                f"no handler for job type {job.type!r} in pool {self.pool}",
+                0,
+                report,
+            )
             return None
         if context.should_stop():  # its lease was lost while it waited for its turn
             return self._interrupted(job, context, report)
         self.current_job_id = job.id
+        lifecycle.running_job_set(job.id)  # if this process dies now, its supervisor knows whose handler ran
         started = time.monotonic()
         try:
             with time_limit(job_type.timeout_seconds), correlation(job.correlation_id):
@@ -240,23 +262,48 @@ class PoolRuntime:
         finally:
             self._measure(time.monotonic() - started)
             self.current_job_id = None
+            lifecycle.running_job_set(None)
         return self._outcome(job, context, outcome, report)
 
     def _outcome(self, job, context, outcome, report) -> leases.Completion | None:
         if isinstance(outcome, Stored):
-            return leases.Completion(job.id, job.lease_version, outcome.result_ref, outcome.result_checksum,
-                                     recheck=outcome.recheck, steps=tuple(context.take_steps()))
+            return leases.Completion(
+                job.id,
+                job.lease_version,
+                outcome.result_ref,
+                outcome.result_checksum,
+                recheck=outcome.recheck,
+                steps=tuple(context.take_steps()),
+            )
         if isinstance(outcome, Done):
-            return leases.Completion(job.id, job.lease_version, outcome.result_ref, outcome.result_checksum,
-                                     settled=outcome.reason or "done", steps=tuple(context.take_steps()))
+            return leases.Completion(
+                job.id,
+                job.lease_version,
+                outcome.result_ref,
+                outcome.result_checksum,
+                settled=outcome.reason or "done",
+                steps=tuple(context.take_steps()),
+            )
         if isinstance(outcome, Skipped):
-            return leases.Completion(job.id, job.lease_version, settled=f"skipped: {outcome.reason}"[:500],
-                                     skipped=True, steps=tuple(context.take_steps()))
+            return leases.Completion(
+                job.id,
+                job.lease_version,
+                settled=f"skipped: {outcome.reason}"[:500],
+                skipped=True,
+                steps=tuple(context.take_steps()),
+            )
         if isinstance(outcome, NeedsReview):
             self._fail(job, context, ErrorKind.UNCLEAR, "NeedsReview", outcome.reason, 0, report)
             return None
-        self._fail(job, context, ErrorKind.PERMANENT, "InvalidOutcome",
-                   f"handler returned {outcome!r}; expected Stored, Done, Skipped or NeedsReview", 0, report)
+        self._fail(
+            job,
+            context,
+            ErrorKind.PERMANENT,
+            "InvalidOutcome",
+            f"handler returned {outcome!r}; expected Stored, Done, Skipped or NeedsReview",
+            0,
+            report,
+        )
         return None
 
     def _interrupted(self, job, context, report) -> None:
@@ -267,14 +314,29 @@ class PoolRuntime:
 
     def _fail(self, job, context, kind, error_class, message, delay, report) -> None:
         self._flush_steps(job, context, report)
-        if self._write_or_count_refusal(report, "failure report", lambda: leases.fail(
-                job.id, job.lease_version, actor=self.worker.lease_owner, kind=kind, error_class=error_class,
-                message=message, retry_delay_seconds=delay)):
+        if self._write_or_count_refusal(
+            report,
+            "failure report",
+            lambda: leases.fail(
+                job.id,
+                job.lease_version,
+                actor=self.worker.lease_owner,
+                kind=kind,
+                error_class=error_class,
+                message=message,
+                retry_delay_seconds=delay,
+            ),
+        ):
             report.failed += 1
 
     def _release(self, job, reason, report, delay: float = 0.0) -> None:
-        if self._write_or_count_refusal(report, "release", lambda: leases.release(
-                job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason, delay_seconds=delay)):
+        if self._write_or_count_refusal(
+            report,
+            "release",
+            lambda: leases.release(
+                job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason, delay_seconds=delay
+            ),
+        ):
             report.released += 1
 
     @staticmethod
@@ -309,8 +371,9 @@ class PoolRuntime:
 
     def _ensure_heartbeat_thread(self) -> None:
         if self._heartbeat_thread is None or not self._heartbeat_thread.is_alive():
-            self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.pool}",
-                                                      daemon=True)
+            self._heartbeat_thread = threading.Thread(
+                target=self._heartbeat_loop, name=f"heartbeat-{self.pool}", daemon=True
+            )
             self._heartbeat_thread.start()
 
     def close(self) -> None:
@@ -329,8 +392,11 @@ class PoolRuntime:
                     self._heartbeat_round()
                     # Live means the loop that takes work is alive (in a wake-up, or waiting for one),
                     # not merely this thread: a worker whose loop froze stops looking live.
-                    if (time.monotonic() >= next_registry_update and not self._stop_recorded
-                            and (self.in_wakeup or lifecycle.loop_is_alive(within=LOOP_STALE_SECONDS))):
+                    if (
+                        time.monotonic() >= next_registry_update
+                        and not self._stop_recorded
+                        and (self.in_wakeup or lifecycle.loop_is_alive(within=LOOP_STALE_SECONDS))
+                    ):
                         self._registry_update()
                         next_registry_update = time.monotonic() + 5
                 except Exception:
@@ -343,9 +409,9 @@ class PoolRuntime:
         is_draining = lifecycle.is_draining()
         if is_draining and not self._stop_recorded:
             # The registry says so at once: consoles and alerts must not count a draining process.
-            WorkerProcess.objects.filter(host=self.worker.host, pid=self.worker.pid, pool=self.pool,
-                                         stopped_at__isnull=True).update(
-                stopped_at=LeitstandNow(), stop_reason="SIGTERM: the pool is shutting down")
+            WorkerProcess.objects.filter(
+                host=self.worker.host, pid=self.worker.pid, pool=self.pool, stopped_at__isnull=True
+            ).update(stopped_at=LeitstandNow(), stop_reason="SIGTERM: the pool is shutting down")
             self._stop_recorded = True
         with self.held_lock:
             in_hand = list(self.held.values())
@@ -364,13 +430,19 @@ class PoolRuntime:
     def _registry_update(self) -> None:
         process = self._process = getattr(self, "_process", None) or psutil.Process()
         rss = process.memory_info().rss
-        values = {"last_seen_at": LeitstandNow(), "current_job_id": self.current_job_id, "rss_bytes": rss,
-                  "cpu_percent": process.cpu_percent(interval=None),
-                  "disk_free_bytes": psutil.disk_usage(str(settings.BASE_DIR)).free,
-                  "jobs_done": self.jobs_done, "wakeups": self.wakeups,
-                  "duplicate_wakeups": self.duplicate_wakeups}
-        mine = WorkerProcess.objects.filter(host=self.worker.host, pid=self.worker.pid, pool=self.pool,
-                                            stopped_at__isnull=True)
+        values = {
+            "last_seen_at": LeitstandNow(),
+            "current_job_id": self.current_job_id,
+            "rss_bytes": rss,
+            "cpu_percent": process.cpu_percent(interval=None),
+            "disk_free_bytes": psutil.disk_usage(str(settings.BASE_DIR)).free,
+            "jobs_done": self.jobs_done,
+            "wakeups": self.wakeups,
+            "duplicate_wakeups": self.duplicate_wakeups,
+        }
+        mine = WorkerProcess.objects.filter(
+            host=self.worker.host, pid=self.worker.pid, pool=self.pool, stopped_at__isnull=True
+        )
         if not mine.update(**values):  # first refresh, or the row was removed meanwhile
             WorkerProcess.objects.create(host=self.worker.host, pid=self.worker.pid, pool=self.pool, **values)
 

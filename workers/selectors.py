@@ -25,13 +25,16 @@ def live_workers(*, live_within_seconds: float = LIVE_WITHIN_SECONDS) -> QuerySe
 
 def pool_consumers(*, live_within_seconds: float = LIVE_WITHIN_SECONDS) -> dict[str, int]:
     """Live worker processes per pool, in one query; pools without any are listed with 0."""
-    live = dict(live_workers(live_within_seconds=live_within_seconds).values("pool")
-                .annotate(n=Count("id")).values_list("pool", "n"))
+    live = dict(
+        live_workers(live_within_seconds=live_within_seconds)
+        .values("pool")
+        .annotate(n=Count("id"))
+        .values_list("pool", "n")
+    )
     return {pool: live.get(pool, 0) for pool in settings.LEITSTAND_POOLS}
 
 
 def pools_with_consumers() -> QuerySet[Pool]:
     """Pools annotated with ``live_consumers``, counted in the same query."""
-    counted = (live_workers().filter(pool=OuterRef("name")).order_by().values("pool")
-               .annotate(n=Count("id")).values("n"))
+    counted = live_workers().filter(pool=OuterRef("name")).order_by().values("pool").annotate(n=Count("id")).values("n")
     return Pool.objects.annotate(live_consumers=Coalesce(Subquery(counted), 0))

@@ -7,16 +7,15 @@ import hashlib
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from django.utils import timezone
-
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from jobs import leases
 from jobs import services as job_services
 from jobs.batches import batch_create
-from jobs.models import LeitstandNow
 from jobs.errors import PermanentError
+from jobs.models import LeitstandNow
 from jobs.services import JobInputError, Submission
 from workers import dispatch, images
 from workers.models import Pool, ProtectedAsset, Source
@@ -62,10 +61,19 @@ def job_submit(
             submission = None
         else:
             submission = job_services.job_create(
-                type=job_type, pool=pool, payload=payload, idempotency_key=idempotency_key, actor=actor,
-                priority=declared.default_priority if priority is None else priority, correlation_id=correlation_id,
-                source=source, due_at=due_at, parent_id=parent_id, max_attempts=declared.retry.max_attempts,
-                schema_version=declared.schema_version, batch_id=batch_id,
+                type=job_type,
+                pool=pool,
+                payload=payload,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                priority=declared.default_priority if priority is None else priority,
+                correlation_id=correlation_id,
+                source=source,
+                due_at=due_at,
+                parent_id=parent_id,
+                max_attempts=declared.retry.max_attempts,
+                schema_version=declared.schema_version,
+                batch_id=batch_id,
             )
         if submission is not None and submission.created:
             dispatch.wakeup_after_commit(pool)
@@ -90,9 +98,15 @@ def _pool_set(*, pool: str, is_paused: bool, actor: str, reason: str) -> Pool:
         raise JobInputError("pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
     if not reason or not reason.strip():
         raise JobInputError("reason", "is required")
-    Pool.objects.update_or_create(name=pool, defaults={
-        "is_paused": is_paused, "changed_by": actor[:255], "reason": reason[:500], "changed_at": LeitstandNow(),
-    })
+    Pool.objects.update_or_create(
+        name=pool,
+        defaults={
+            "is_paused": is_paused,
+            "changed_by": actor[:255],
+            "reason": reason[:500],
+            "changed_at": LeitstandNow(),
+        },
+    )
     return Pool.objects.get(name=pool)
 
 
@@ -115,10 +129,17 @@ def asset_register(*, name: str, owner_ref: str, data: bytes) -> tuple[Protected
         decoded = images.decode(data)
     except images.ImageRefused as exc:
         raise JobInputError("image", str(exc)) from None
-    return ProtectedAsset.objects.get_or_create(content_hash=hashlib.sha256(data).hexdigest(), defaults={
-        "name": name.strip(), "owner_ref": owner_ref.strip(), "image": data, "dhash": f"{decoded.dhash:016x}",
-        "width": decoded.width, "height": decoded.height,
-    })
+    return ProtectedAsset.objects.get_or_create(
+        content_hash=hashlib.sha256(data).hexdigest(),
+        defaults={
+            "name": name.strip(),
+            "owner_ref": owner_ref.strip(),
+            "image": data,
+            "dhash": f"{decoded.dhash:016x}",
+            "width": decoded.width,
+            "height": decoded.height,
+        },
+    )
 
 
 def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> None:
@@ -136,8 +157,9 @@ def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> Non
 
 def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
     """Create or update a source by name."""
-    source_validate(base_url=base_url, scope=crawl_settings.get("scope", ""),
-                    priority=crawl_settings.get("priority", 5))
+    source_validate(
+        base_url=base_url, scope=crawl_settings.get("scope", ""), priority=crawl_settings.get("priority", 5)
+    )
     source, _ = Source.objects.update_or_create(name=name, defaults={"base_url": base_url, **crawl_settings})
     return source
 
@@ -149,16 +171,24 @@ def crawl_start(*, actor: str, sources: list[Source] | None = None, run: str | N
     submissions = []
     with transaction.atomic():
         # The run is a batch: its crawl jobs, and every job they spawn, count towards its progress.
-        batch, _ = batch_create(key=f"crawl-run:{run}", name=f"crawl run {run}", created_by=actor,
-                                correlation_id=f"crawl:{run}")
+        batch, _ = batch_create(
+            key=f"crawl-run:{run}", name=f"crawl run {run}", created_by=actor, correlation_id=f"crawl:{run}"
+        )
         for source in chosen:
             if not source.is_active:
                 raise JobInputError("source", f"source {source.name!r} is inactive")
-            submissions.append(job_submit(
-                job_type="crawl", payload={"source_id": source.id, "url": source.base_url, "depth": 0, "run": run},
-                idempotency_key=f"{run}:{source.base_url}", actor=actor, priority=source.priority,
-                correlation_id=f"crawl:{run}:source-{source.id}", source=source.name, batch_id=batch.pk,
-            ))
+            submissions.append(
+                job_submit(
+                    job_type="crawl",
+                    payload={"source_id": source.id, "url": source.base_url, "depth": 0, "run": run},
+                    idempotency_key=f"{run}:{source.base_url}",
+                    actor=actor,
+                    priority=source.priority,
+                    correlation_id=f"crawl:{run}:source-{source.id}",
+                    source=source.name,
+                    batch_id=batch.pk,
+                )
+            )
     return submissions
 
 

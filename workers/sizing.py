@@ -55,10 +55,15 @@ class Sizing:
             f"= {self.recommended}",
         ]
         if self.live_workers and self.attempts:
-            lines.append(f"the workers were busy {self.busy_share:.0%} of the window"
-                         + (f"; at full load a worker ends {self.at_full_load_per_worker_per_minute:.2f} a minute, "
-                            f"which would allow {math.floor(self.live_workers * self.at_full_load_per_worker_per_minute * self.target_minutes)}"
-                            if self.at_full_load_per_worker_per_minute and self.busy_share < 0.8 else ""))
+            lines.append(
+                f"the workers were busy {self.busy_share:.0%} of the window"
+                + (
+                    f"; at full load a worker ends {self.at_full_load_per_worker_per_minute:.2f} a minute, "
+                    f"which would allow {math.floor(self.live_workers * self.at_full_load_per_worker_per_minute * self.target_minutes)}"
+                    if self.at_full_load_per_worker_per_minute and self.busy_share < 0.8
+                    else ""
+                )
+            )
         if not self.live_workers:
             lines.append("no live workers: start the pool (manage.py runpool " + self.pool + ") before sizing a batch")
         elif not self.attempts:
@@ -76,17 +81,26 @@ def batch_size_recommendation(*, pool: str, target_minutes: float, window_minute
     workers = pool_consumers().get(pool, 0)
     since = database_now() - timedelta(minutes=window_minutes)
     with connection.cursor() as cursor:
-        cursor.execute("""
+        cursor.execute(
+            """
             SELECT count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
             FROM jobs_attempt
             WHERE id > (SELECT coalesce(max(id), 0) FROM jobs_attempt) - %s AND pool = %s AND finished_at > %s
               AND started_at IS NOT NULL AND outcome IN ('completed', 'skipped', 'recheck_planned', 'unclear', 'failed', 'dead')""",
-            [RECENT_ATTEMPTS, pool, since])
+            [RECENT_ATTEMPTS, pool, since],
+        )
         attempts, busy_seconds = cursor.fetchone()
     busy_minutes = float(busy_seconds) / 60
     per_worker = attempts / workers / window_minutes if workers else 0.0
     full_load = attempts / busy_minutes if busy_minutes > 0 else None
-    return Sizing(pool=pool, target_minutes=target_minutes, window_minutes=window_minutes, live_workers=workers,
-                  attempts=attempts, busy_minutes=busy_minutes, per_worker_per_minute=per_worker,
-                  at_full_load_per_worker_per_minute=full_load,
-                  recommended=math.floor(workers * per_worker * target_minutes))
+    return Sizing(
+        pool=pool,
+        target_minutes=target_minutes,
+        window_minutes=window_minutes,
+        live_workers=workers,
+        attempts=attempts,
+        busy_minutes=busy_minutes,
+        per_worker_per_minute=per_worker,
+        at_full_load_per_worker_per_minute=full_load,
+        recommended=math.floor(workers * per_worker * target_minutes),
+    )

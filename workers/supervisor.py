@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 
 import psutil
 import setproctitle
-
 from django import db
 from django.conf import settings
 from django.db import Error as DatabaseError
@@ -88,13 +87,15 @@ _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
-def _child(target, parent_pid: int, *args) -> None:
+def _child(target, parent_pid: int, *args, running_slot=None) -> None:
     """Run a child of the sentinel that dies with it, even when the sentinel is killed by SIGKILL."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the supervisor's own stop request
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the sentinel died before the request took effect
         os._exit(1)
+    if running_slot is not None:
+        lifecycle.running_slot_attach(running_slot)
     target(*args)
 
 
@@ -133,6 +134,7 @@ class _Worker:
     process: multiprocessing.Process
     handoff: Handoff
     timer: object  # django-q2's shared Value: -1 idle, > 0 seconds left of its task, 0 timed out, -2 recycled
+    running: object  # the job whose handler it runs (lifecycle.running_job_set), read after it died
     task: dict | None = None  # handed to it, result not yet back
     handed_at: float = 0.0
     taken: bool = False  # it was seen running the task handed to it
@@ -160,8 +162,14 @@ def _bounded():
 
 def _local_wakeup(pool: str) -> dict:
     """A wake-up the supervisor hands a worker itself, without the broker (so nothing to acknowledge)."""
-    return {"id": uuid.uuid4().hex, "name": "supervisor-wakeup", "func": "workers.tasks.wake", "args": (pool,),
-            "kwargs": {}, "local": True}
+    return {
+        "id": uuid.uuid4().hex,
+        "name": "supervisor-wakeup",
+        "func": "workers.tasks.wake",
+        "args": (pool,),
+        "kwargs": {},
+        "local": True,
+    }
 
 
 def _describe_exit(code: int | None) -> str:
@@ -192,7 +200,7 @@ class PoolSentinel(Sentinel):
         self.workers: list[_Worker] = []
         self.pending: collections.deque = collections.deque()  # wake-ups read from the pusher, not yet handed
         self.progress = _Progress()
-        self.unrescued: list[tuple[int, str]] = []  # dead workers whose jobs could not be handed back yet
+        self.unrescued: list[tuple] = []  # (pid, reason, running) of dead workers whose jobs wait for the database
         self.stop_requested = False
         self.stopping = False
         self.shutdown_seconds = settings.LEITSTAND_POOL_SHUTDOWN_SECONDS
@@ -213,10 +221,14 @@ class PoolSentinel(Sentinel):
 
     # --- spawning ------------------------------------------------------------------------------
 
-    def _spawn(self, target, *args) -> multiprocessing.Process:
+    def _spawn(self, target, *args, running_slot=None) -> multiprocessing.Process:
         db.connections.close_all()  # a child must never share this process's database socket
-        process = get_mp_context().Process(target=_child, args=(target, self.pid, *args),
-                                           name=f"Process-{uuid.uuid4().hex}")
+        process = get_mp_context().Process(
+            target=_child,
+            args=(target, self.pid, *args),
+            kwargs={"running_slot": running_slot},
+            name=f"Process-{uuid.uuid4().hex}",
+        )
         process.daemon = True
         process.start()
         return process
@@ -224,9 +236,10 @@ class PoolSentinel(Sentinel):
     def spawn_worker(self) -> None:
         handoff = Handoff()
         timer = multiprocessing.Value("f", -1)
-        process = self._spawn(worker, handoff, handoff, timer, self.timeout)
+        running = multiprocessing.RawArray("c", 16)
+        process = self._spawn(worker, handoff, handoff, timer, self.timeout, running_slot=running)
         handoff.worker_end.close()  # only the worker holds its end, so no later child inherits it
-        self.workers.append(_Worker(process, handoff, timer))
+        self.workers.append(_Worker(process, handoff, timer, running))
         self._sync_pool()
 
     def spawn_pusher(self) -> multiprocessing.Process:
@@ -371,8 +384,9 @@ class PoolSentinel(Sentinel):
                 w.taken = True
             if timer == 0:
                 self._kill(w, "ran past its wake-up timeout")
-            elif (w.task is not None and not w.taken and timer == -1
-                  and time.monotonic() - w.handed_at > HANDOFF_SECONDS):
+            elif (
+                w.task is not None and not w.taken and timer == -1 and time.monotonic() - w.handed_at > HANDOFF_SECONDS
+            ):
                 if w.handoff.sentinel_end.poll(0):  # it did run it, quicker than we looked: its result is here
                     self._receive(w)
                     continue
@@ -411,7 +425,7 @@ class PoolSentinel(Sentinel):
         if why or not (w.process.exitcode == 0 and (recycled or w.told_to_stop)):
             reason = f"worker {self.host}:{w.pid} {why or _describe_exit(w.process.exitcode)}"
             logger.critical("pool %s: %s", self.pool_name, reason)
-            self._rescue(w.pid, reason)
+            self._rescue(w.pid, reason, running=lifecycle.running_job_of(w.running))
             return
         # It ended as asked: its registry row says so at once (consoles and alerts count live rows).
         try:
@@ -422,34 +436,53 @@ class PoolSentinel(Sentinel):
 
     # --- handing back a dead worker's jobs -------------------------------------------------------
 
-    def _rescue(self, pid: int, reason: str) -> None:
-        if not self._try_rescue(pid, reason):
-            self.unrescued.append((pid, reason))  # the database is away: again next round
+    def _rescue(self, pid: int, reason: str, *, running=True) -> None:
+        """``running``: the job whose handler ran when it died (None: none; True: not known)."""
+        if not self._try_rescue(pid, reason, running):
+            self.unrescued.append((pid, reason, running))  # the database is away: again next round
 
     def _retry_rescues(self) -> None:
         mine = {w.pid for w in self.workers}
         # A pid may have been reused by now (a long database outage): then the reaper takes over.
-        self.unrescued = [(pid, reason) for pid, reason in self.unrescued
-                          if pid not in mine and not psutil.pid_exists(pid) and not self._try_rescue(pid, reason)]
+        self.unrescued = [
+            (pid, reason, running)
+            for pid, reason, running in self.unrescued
+            if pid not in mine and not psutil.pid_exists(pid) and not self._try_rescue(pid, reason, running)
+        ]
 
-    def _try_rescue(self, pid: int, reason: str) -> bool:
+    def _try_rescue(self, pid: int, reason: str, running) -> bool:
         owner = leases.WorkerIdentity(self.host, pid, self.pool_name).lease_owner
         poison = settings.LEITSTAND_POISON_DEATHS
         try:
             with _bounded():
-                rescued = [r for t in registry.for_pool(self.pool_name)
-                           for r in leases.rescue_from_dead_worker(lease_owner=owner, reason=reason, policy=t.retry,
-                                                                   poison_deaths=poison, job_type=t.name)]
-                rescued += leases.rescue_from_dead_worker(lease_owner=owner, reason=reason, policy=FALLBACK_POLICY,
-                                                          poison_deaths=poison)
+                rescued = [
+                    r
+                    for t in registry.for_pool(self.pool_name)
+                    for r in leases.rescue_from_dead_worker(
+                        lease_owner=owner,
+                        reason=reason,
+                        policy=t.retry,
+                        poison_deaths=poison,
+                        running=running,
+                        job_type=t.name,
+                    )
+                ]
+                rescued += leases.rescue_from_dead_worker(
+                    lease_owner=owner, reason=reason, policy=FALLBACK_POLICY, poison_deaths=poison, running=running
+                )
                 self._registry_stopped(pid, reason)
         except DatabaseError:
             logger.warning("pool %s: could not hand back the jobs of %s yet", self.pool_name, owner, exc_info=True)
             db.connections.close_all()
             return False
         if rescued:
-            logger.warning("pool %s: handed back %d jobs of %s: %s", self.pool_name, len(rescued), owner,
-                           ", ".join(f"{r.job_id} → {r.to_state}" for r in rescued))
+            logger.warning(
+                "pool %s: handed back %d jobs of %s: %s",
+                self.pool_name,
+                len(rescued),
+                owner,
+                ", ".join(f"{r.job_id} → {r.to_state}" for r in rescued),
+            )
             if not self.stopping:
                 self._wake_idle()  # start them again now, not at the next wake-up from elsewhere
         return True
@@ -467,14 +500,15 @@ class PoolSentinel(Sentinel):
                     "SELECT DISTINCT lease_owner FROM jobs_job WHERE state = ANY(%(leased)s) "
                     "AND starts_with(lease_owner, %(host)s) "
                     "AND heartbeat_at < leitstand_now() - %(silent)s * interval '1 second'",
-                    {"leased": list(LEASED_STATES), "host": f"{self.host}:", "silent": silent})
+                    {"leased": list(LEASED_STATES), "host": f"{self.host}:", "silent": silent},
+                )
                 owners = [row[0] for row in cursor.fetchall()]
         except DatabaseError:
             db.connections.close_all()
             return
         mine = {w.pid for w in self.workers}
         for owner in owners:
-            pid_text = owner[len(self.host) + 1:-len(self.pool_name) - 1]
+            pid_text = owner[len(self.host) + 1 : -len(self.pool_name) - 1]
             if not owner.endswith(f"/{self.pool_name}") or not pid_text.isdigit():
                 continue  # another pool's, or another host whose name starts like this one's
             pid = int(pid_text)
@@ -483,7 +517,8 @@ class PoolSentinel(Sentinel):
 
     def _registry_stopped(self, pid: int, reason: str) -> None:
         WorkerProcess.objects.filter(host=self.host, pid=pid, pool=self.pool_name, stopped_at__isnull=True).update(
-            stopped_at=LeitstandNow(), stop_reason=reason[:255])
+            stopped_at=LeitstandNow(), stop_reason=reason[:255]
+        )
 
     # --- liveness means progress -----------------------------------------------------------------
 
@@ -501,7 +536,8 @@ class PoolSentinel(Sentinel):
                     "SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = 'planned' AND pool = %(pool)s "
                     "               AND due_at <= leitstand_now()), "
                     "       EXISTS (SELECT 1 FROM workers_pool WHERE name = %(pool)s AND is_paused)",
-                    {"pool": self.pool_name})
+                    {"pool": self.pool_name},
+                )
                 has_due, is_paused = cursor.fetchone()
         except DatabaseError:
             db.connections.close_all()  # a database outage is not a stall of this pool
@@ -521,11 +557,18 @@ class PoolSentinel(Sentinel):
         self.progress.due_since = now  # each healing step gets a window of its own
         heals = self.progress.heals
         if heals == 1:
-            logger.warning("pool %s: due work and %d idle workers, no claim for %.0f s; waking them",
-                           self.pool_name, len(idle), quiet)
+            logger.warning(
+                "pool %s: due work and %d idle workers, no claim for %.0f s; waking them",
+                self.pool_name,
+                len(idle),
+                quiet,
+            )
         elif heals == 2:
-            logger.critical("pool %s: still no claim after waking its workers; restarting %d idle workers and "
-                            "the pusher", self.pool_name, len(idle))
+            logger.critical(
+                "pool %s: still no claim after waking its workers; restarting %d idle workers and the pusher",
+                self.pool_name,
+                len(idle),
+            )
             for w in idle:
                 self._kill(w, "restarted: its pool claimed nothing while work was due")
             self.pusher.kill()
@@ -533,9 +576,11 @@ class PoolSentinel(Sentinel):
             self._replace_pusher("restarted: its pool claimed nothing while work was due")
         elif not self.progress.recorded:
             # Restarting again would only churn processes: report, and keep waking the workers.
-            self._record_stall(f"due work, {len(idle)} idle workers and no claim for "
-                               f"{self.stall_seconds * heals:.0f} s on {self.host}, through 2 healing steps "
-                               "(wake-ups, then restarted workers and pusher)")
+            self._record_stall(
+                f"due work, {len(idle)} idle workers and no claim for "
+                f"{self.stall_seconds * heals:.0f} s on {self.host}, through 2 healing steps "
+                "(wake-ups, then restarted workers and pusher)"
+            )
         self._wake_idle()
 
     def _wake_idle(self) -> None:
@@ -554,10 +599,12 @@ class PoolSentinel(Sentinel):
     def _write_stall(self, note: str | None) -> None:
         if note is None:
             if Pool.objects.filter(name=self.pool_name, stalled_on=self.identity).update(
-                    stalled_since=None, stalled_on="", stall_note=""):
+                stalled_since=None, stalled_on="", stall_note=""
+            ):
                 logger.warning("pool %s: claiming again; stall cleared", self.pool_name)
         elif Pool.objects.filter(name=self.pool_name, stalled_since__isnull=True).update(
-                stalled_since=LeitstandNow(), stalled_on=self.identity, stall_note=note[:500]):
+            stalled_since=LeitstandNow(), stalled_on=self.identity, stall_note=note[:500]
+        ):
             logger.critical("pool %s: stalled: %s", self.pool_name, note)
         else:
             logger.critical("pool %s: stalled (another supervisor reported it first): %s", self.pool_name, note)
@@ -570,7 +617,8 @@ class PoolSentinel(Sentinel):
                     pid = pool.stalled_on.rsplit(":", 1)[1]
                     if not pid.isdigit() or not psutil.pid_exists(int(pid)):
                         Pool.objects.filter(pk=pool.pk, stalled_on=pool.stalled_on).update(
-                            stalled_since=None, stalled_on="", stall_note="")
+                            stalled_since=None, stalled_on="", stall_note=""
+                        )
         except DatabaseError:
             db.connections.close_all()
 
@@ -646,8 +694,10 @@ class PoolCluster(Cluster):
         setproctitle.setproctitle(f"leitstand {os.environ['Q_CLUSTER_NAME']} pool")
         self.stop_event, self.start_event = multiprocessing.Event(), multiprocessing.Event()
         self.sentinel = get_mp_context().Process(
-            target=PoolSentinel, name=f"Process-{uuid.uuid4().hex}",
-            args=(self.stop_event, self.start_event, self.cluster_id, self.broker, self.timeout))
+            target=PoolSentinel,
+            name=f"Process-{uuid.uuid4().hex}",
+            args=(self.stop_event, self.start_event, self.cluster_id, self.broker, self.timeout),
+        )
         self.sentinel.start()
         while not self.start_event.is_set():
             if not self.sentinel.is_alive():
@@ -673,8 +723,11 @@ class PoolCluster(Cluster):
                 continue
             if self.stop_deadline is not None:
                 return
-            logger.critical("the pool's supervisor %s %s; starting a new one", self.sentinel.pid,
-                            _describe_exit(self.sentinel.exitcode))
+            logger.critical(
+                "the pool's supervisor %s %s; starting a new one",
+                self.sentinel.pid,
+                _describe_exit(self.sentinel.exitcode),
+            )
             lifecycle.drain_clear(self.main_pid)  # it may have stopped on a signal of its own
             time.sleep(1)
             self.start()

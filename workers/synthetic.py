@@ -37,8 +37,16 @@ def parse(payload: dict) -> dict:
     unknown = set(payload) - FIELDS
     if unknown:
         raise PermanentError(f"unknown synthetic payload fields: {', '.join(sorted(unknown))}")
-    spec = {"duration_ms": 0, "steps": ["work"], "fail": "none", "fail_attempts": None, "retry_after_s": None,
-            "effect": False, "settle": False, **payload}
+    spec = {
+        "duration_ms": 0,
+        "steps": ["work"],
+        "fail": "none",
+        "fail_attempts": None,
+        "retry_after_s": None,
+        "effect": False,
+        "settle": False,
+        **payload,
+    }
     if not isinstance(spec["duration_ms"], (int, float)) or not 0 <= spec["duration_ms"] <= 3_600_000:
         raise PermanentError("payload.duration_ms must be a number from 0 to 3600000")
     if not isinstance(spec["steps"], list) or not all(isinstance(s, str) and 0 < len(s) <= 100 for s in spec["steps"]):
@@ -60,7 +68,9 @@ def handle(context: JobContext):
     steps = spec["steps"] or ["work"]
     for name in steps:
         with context.step(name):
-            _sleep(context, spec["duration_ms"] / 1000 / len(steps), honour_stop=not (failing and spec["fail"] == "hang"))
+            _sleep(
+                context, spec["duration_ms"] / 1000 / len(steps), honour_stop=not (failing and spec["fail"] == "hang")
+            )
     if failing and spec["fail"] != "crash_after_effect":
         _fail(context, spec)
     result_ref = f"synthetic:{context.job_id}"
@@ -91,8 +101,9 @@ def _fail(context: JobContext, spec: dict):
         while True:  # ignores stop requests; only the job's timeout ends it
             time.sleep(0.05)
     if mode == "transient":
-        raise SyntheticTransientError(f"synthetic transient failure on attempt {context.attempt}",
-                                      retry_after=spec["retry_after_s"])
+        raise SyntheticTransientError(
+            f"synthetic transient failure on attempt {context.attempt}", retry_after=spec["retry_after_s"]
+        )
     if mode == "permanent":
         raise PermanentError(f"synthetic permanent failure on attempt {context.attempt}")
     raise UnclearError("synthetic case left for a reviewer")

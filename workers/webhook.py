@@ -31,17 +31,23 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={digest}"
 
 
-def post_signed(context: JobContext, *, url: str, secret: str, message: dict, agent: str,
-                headers: dict[str, str] | None = None) -> Done:
+def post_signed(
+    context: JobContext, *, url: str, secret: str, message: dict, agent: str, headers: dict[str, str] | None = None
+) -> Done:
     """POST ``message`` as compact JSON, signed, as the step ``webhook``."""
     body = json.dumps(message, sort_keys=True, separators=(",", ":")).encode()
-    all_headers = {"Content-Type": "application/json", "User-Agent": agent,
-                   SIGNATURE_HEADER: sign(secret, int(time.time()), body), "X-Leitstand-Delivery": str(context.job_id),
-                   **(headers or {})}
+    all_headers = {
+        "Content-Type": "application/json",
+        "User-Agent": agent,
+        SIGNATURE_HEADER: sign(secret, int(time.time()), body),
+        "X-Leitstand-Delivery": str(context.job_id),
+        **(headers or {}),
+    }
     with context.step("webhook", url=url) as info:
         try:
-            response = httpx.post(url, content=body, headers=all_headers,
-                                  timeout=settings.LEITSTAND_NOTIFY["http_timeout_seconds"])
+            response = httpx.post(
+                url, content=body, headers=all_headers, timeout=settings.LEITSTAND_NOTIFY["http_timeout_seconds"]
+            )
         except httpx.HTTPError as exc:
             raise WebhookRefused(f"{type(exc).__name__} delivering to {url}: {exc}") from None
         info["status"] = response.status_code
@@ -57,6 +63,15 @@ def handle_api_webhook(context: JobContext):
     hook = settings.LEITSTAND_WEBHOOK
     if not hook["url"] or not hook["secret"]:
         raise PermanentError("LEITSTAND_WEBHOOK_URL and LEITSTAND_WEBHOOK_SECRET are no longer both set")
-    return post_signed(context, url=hook["url"], secret=hook["secret"], message=event, agent="Leitstand-Webhooks/1",
-                       headers={"X-Leitstand-Event-Id": event["id"], "X-Leitstand-Event-Type": event["type"],
-                                "X-Correlation-ID": context.correlation_id})
+    return post_signed(
+        context,
+        url=hook["url"],
+        secret=hook["secret"],
+        message=event,
+        agent="Leitstand-Webhooks/1",
+        headers={
+            "X-Leitstand-Event-Id": event["id"],
+            "X-Leitstand-Event-Type": event["type"],
+            "X-Correlation-ID": context.correlation_id,
+        },
+    )

@@ -4,7 +4,6 @@ from dashboard.roles import roles_migrate
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("dashboard", "0005_rule_violations"),
         ("jobs", "0014_webhook_batch_events"),

@@ -3,8 +3,8 @@
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
 from django.utils.http import urlencode
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -21,7 +21,13 @@ def sparkline(values, width=120, height=24):
     return format_html(
         '<svg class="spark" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">'
         '<polyline points="{}" fill="none" stroke="currentColor" stroke-width="1.5"/></svg>',
-        width, height, width, height, f"done per 5 minutes, last 2 hours: {', '.join(map(str, values))}", points)
+        width,
+        height,
+        width,
+        height,
+        f"done per 5 minutes, last 2 hours: {', '.join(map(str, values))}",
+        points,
+    )
 
 
 @register.simple_tag
@@ -51,16 +57,18 @@ def gib(value):
     return "—" if value in (None, "") else f"{int(value) / 2**30:,.1f} GiB"
 
 
-
-
 @register.filter
 def human(name: str) -> str:
     return str(name).replace("_", " ")
 
 
 # The parts of a batch's progress bar, in drawing order: (counter names, CSS class, label).
-_PROGRESS_PARTS = ((("done",), "done", "done"), (("in_review", "rechecking"), "handed", "in review or rechecking"),
-                   (("failed",), "failing", "failed, retrying"), (("dead", "cancelled"), "lost", "dead or cancelled"))
+_PROGRESS_PARTS = (
+    (("done",), "done", "done"),
+    (("in_review", "rechecking"), "handed", "in review or rechecking"),
+    (("failed",), "failing", "failed, retrying"),
+    (("dead", "cancelled"), "lost", "dead or cancelled"),
+)
 
 
 @register.simple_tag
@@ -73,11 +81,27 @@ def progress_bar(progress, width=220, height=14):
         if count <= 0:
             continue
         w = width * count / total
-        parts.append(format_html('<rect class="{}" x="{}" y="0" width="{}" height="{}"><title>{}: {}</title></rect>',
-                                 css, f"{x:.1f}", f"{w:.1f}", height, label, count))
+        parts.append(
+            format_html(
+                '<rect class="{}" x="{}" y="0" width="{}" height="{}"><title>{}: {}</title></rect>',
+                css,
+                f"{x:.1f}",
+                f"{w:.1f}",
+                height,
+                label,
+                count,
+            )
+        )
         labels.append(f"{label} {count}")
         x += w
     summary = f"{progress.ended} of {progress.total} ended" + (f" ({', '.join(labels)})" if labels else "")
-    return format_html('<svg class="progress" width="{}" height="{}" role="img" aria-label="{}">'
-                       '<rect class="open" x="0" y="0" width="{}" height="{}"/>{}</svg>',
-                       width, height, summary, width, height, mark_safe("".join(parts)))
+    return format_html(
+        '<svg class="progress" width="{}" height="{}" role="img" aria-label="{}">'
+        '<rect class="open" x="0" y="0" width="{}" height="{}"/>{}</svg>',
+        width,
+        height,
+        summary,
+        width,
+        height,
+        mark_safe("".join(parts)),
+    )

@@ -5,32 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0001_initial'),
+        ("jobs", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='effect',
-            name='result',
+            model_name="effect",
+            name="result",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.CreateModel(
-            name='StepEvent',
+            name="StepEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('lease_version', models.PositiveIntegerField()),
-                ('correlation_id', models.CharField(max_length=255)),
-                ('step', models.CharField(max_length=100)),
-                ('outcome', models.CharField(choices=[('ok', 'Ok'), ('failed', 'Failed'), ('skipped', 'Skipped')], max_length=10)),
-                ('started_at', models.DateTimeField()),
-                ('duration_ms', models.FloatField()),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='jobs.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("lease_version", models.PositiveIntegerField()),
+                ("correlation_id", models.CharField(max_length=255)),
+                ("step", models.CharField(max_length=100)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[("ok", "Ok"), ("failed", "Failed"), ("skipped", "Skipped")], max_length=10
+                    ),
+                ),
+                ("started_at", models.DateTimeField()),
+                ("duration_ms", models.FloatField()),
+                ("data", models.JSONField(blank=True, default=dict)),
+                (
+                    "job",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="steps", to="jobs.job"),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['job', 'lease_version', 'id'], name='stepevent_job_idx')],
+                "indexes": [models.Index(fields=["job", "lease_version", "id"], name="stepevent_job_idx")],
             },
         ),
     ]

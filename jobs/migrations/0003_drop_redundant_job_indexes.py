@@ -5,25 +5,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0002_steps_and_effect_results'),
+        ("jobs", "0002_steps_and_effect_results"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='attempt',
-            name='job',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='attempt_log', to='jobs.job'),
+            model_name="attempt",
+            name="job",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="attempt_log", to="jobs.job"
+            ),
         ),
         migrations.AlterField(
-            model_name='stepevent',
-            name='job',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='jobs.job'),
+            model_name="stepevent",
+            name="job",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="steps", to="jobs.job"
+            ),
         ),
         migrations.AlterField(
-            model_name='transition',
-            name='job',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='transitions', to='jobs.job'),
+            model_name="transition",
+            name="job",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="transitions", to="jobs.job"
+            ),
         ),
     ]

@@ -4,18 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0004_reviewescalation_reviewlease_job_job_finished_idx'),
+        ("jobs", "0004_reviewescalation_reviewlease_job_job_finished_idx"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('state__in', ('done', 'dead', 'cancelled')), _negated=True), fields=['type', 'state'], name='job_open_idx'),
+            model_name="job",
+            index=models.Index(
+                condition=models.Q(("state__in", ("done", "dead", "cancelled")), _negated=True),
+                fields=["type", "state"],
+                name="job_open_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['-created_at'], name='job_created_idx'),
+            model_name="job",
+            index=models.Index(fields=["-created_at"], name="job_created_idx"),
         ),
     ]

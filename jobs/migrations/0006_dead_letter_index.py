@@ -4,14 +4,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0005_console_indexes'),
+        ("jobs", "0005_console_indexes"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('state', 'dead')), fields=['-created_at'], name='job_dead_idx'),
+            model_name="job",
+            index=models.Index(condition=models.Q(("state", "dead")), fields=["-created_at"], name="job_dead_idx"),
         ),
     ]

@@ -5,22 +5,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0007_api_tokens'),
+        ("jobs", "0007_api_tokens"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ApiRateWindow',
+            name="ApiRateWindow",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('window_start', models.DateTimeField()),
-                ('requests', models.PositiveIntegerField(default=0)),
-                ('token', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='jobs.apitoken')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("window_start", models.DateTimeField()),
+                ("requests", models.PositiveIntegerField(default=0)),
+                (
+                    "token",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="jobs.apitoken"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('token', 'window_start'), name='rate_window_once')],
+                "constraints": [models.UniqueConstraint(fields=("token", "window_start"), name="rate_window_once")],
             },
         ),
     ]

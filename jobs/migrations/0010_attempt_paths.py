@@ -4,58 +4,69 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0009_webhook_outbox'),
+        ("jobs", "0009_webhook_outbox"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='attempt',
-            name='duration_ms',
-            field=models.FloatField(blank=True, help_text='From start to end of the handler run.', null=True),
+            model_name="attempt",
+            name="duration_ms",
+            field=models.FloatField(blank=True, help_text="From start to end of the handler run.", null=True),
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='path_checked',
+            model_name="attempt",
+            name="path_checked",
             field=models.BooleanField(db_default=False),
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='path_conforms',
-            field=models.BooleanField(blank=True, help_text='Empty: not judged (released, expired, cancelled).', null=True),
+            model_name="attempt",
+            name="path_conforms",
+            field=models.BooleanField(
+                blank=True, help_text="Empty: not judged (released, expired, cancelled).", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='path_divergence',
-            field=models.CharField(blank=True, db_default='', max_length=500),
+            model_name="attempt",
+            name="path_divergence",
+            field=models.CharField(blank=True, db_default="", max_length=500),
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='path_divergence_kind',
-            field=models.CharField(blank=True, db_default='', max_length=20),
+            model_name="attempt",
+            name="path_divergence_kind",
+            field=models.CharField(blank=True, db_default="", max_length=20),
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='path_signature',
-            field=models.CharField(blank=True, db_default='', help_text='The steps it took and how it ended.', max_length=500),
+            model_name="attempt",
+            name="path_signature",
+            field=models.CharField(
+                blank=True, db_default="", help_text="The steps it took and how it ended.", max_length=500
+            ),
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='slow',
-            field=models.BooleanField(db_default=False, help_text="Far outside its type's (or a step's) usual run time."),
+            model_name="attempt",
+            name="slow",
+            field=models.BooleanField(
+                db_default=False, help_text="Far outside its type's (or a step's) usual run time."
+            ),
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='slow_reason',
-            field=models.CharField(blank=True, db_default='', max_length=300),
+            model_name="attempt",
+            name="slow_reason",
+            field=models.CharField(blank=True, db_default="", max_length=300),
         ),
         migrations.AddIndex(
-            model_name='attempt',
-            index=models.Index(condition=models.Q(('finished_at__isnull', False), ('path_checked', False)), fields=['id'], name='attempt_unchecked_idx'),
+            model_name="attempt",
+            index=models.Index(
+                condition=models.Q(("finished_at__isnull", False), ("path_checked", False)),
+                fields=["id"],
+                name="attempt_unchecked_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='attempt',
-            index=models.Index(condition=models.Q(('path_conforms', False)), fields=['id'], name='attempt_divergent_idx'),
+            model_name="attempt",
+            index=models.Index(
+                condition=models.Q(("path_conforms", False)), fields=["id"], name="attempt_divergent_idx"
+            ),
         ),
     ]

@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0010_attempt_paths'),
+        ("jobs", "0010_attempt_paths"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='transition',
-            index=models.Index(condition=models.Q(('from_state', 'ready_for_review')), fields=['at'], name='transition_decision_idx'),
+            model_name="transition",
+            index=models.Index(
+                condition=models.Q(("from_state", "ready_for_review")), fields=["at"], name="transition_decision_idx"
+            ),
         ),
     ]

@@ -4,16 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0011_transition_decision_index'),
+        ("jobs", "0011_transition_decision_index"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='attempt',
-            name='job_type',
-            field=models.CharField(blank=True, db_default='', max_length=64),
+            model_name="attempt",
+            name="job_type",
+            field=models.CharField(blank=True, db_default="", max_length=64),
         ),
         # Attempts from before this migration learn their job's type (one pass; the index follows).
         migrations.RunSQL(
@@ -21,7 +20,9 @@ class Migration(migrations.Migration):
             reverse_sql=migrations.RunSQL.noop,
         ),
         migrations.AddIndex(
-            model_name='attempt',
-            index=models.Index(condition=models.Q(('path_checked', True)), fields=['job_type', '-id'], name='attempt_type_checked_idx'),
+            model_name="attempt",
+            index=models.Index(
+                condition=models.Q(("path_checked", True)), fields=["job_type", "-id"], name="attempt_type_checked_idx"
+            ),
         ),
     ]

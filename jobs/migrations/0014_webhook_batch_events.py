@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0013_batches'),
+        ("jobs", "0013_batches"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='webhookevent',
-            name='batch_id',
+            model_name="webhookevent",
+            name="batch_id",
             field=models.BigIntegerField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name='webhookevent',
-            name='job_id',
+            model_name="webhookevent",
+            name="job_id",
             field=models.UUIDField(blank=True, help_text="Empty for a batch's event.", null=True),
         ),
     ]

@@ -14,7 +14,8 @@ class Migration(migrations.Migration):
     operations = [
         AddIndexConcurrently(
             model_name="job",
-            index=models.Index(fields=["type", "error_class", "-created_at"], name="job_dead_group_idx",
-                               condition=Q(state="dead")),
+            index=models.Index(
+                fields=["type", "error_class", "-created_at"], name="job_dead_group_idx", condition=Q(state="dead")
+            ),
         ),
     ]

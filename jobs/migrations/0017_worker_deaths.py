@@ -4,15 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0016_job_dead_group_index'),
+        ("jobs", "0016_job_dead_group_index"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='attempt',
-            name='outcome',
-            field=models.CharField(blank=True, choices=[('completed', 'Completed'), ('recheck_planned', 'Recheck Planned'), ('unclear', 'Unclear'), ('failed', 'Failed'), ('dead', 'Dead'), ('released', 'Released'), ('lease_expired', 'Lease Expired'), ('worker_died', 'Worker Died'), ('cancelled', 'Cancelled')], max_length=20),
+            model_name="attempt",
+            name="outcome",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("completed", "Completed"),
+                    ("recheck_planned", "Recheck Planned"),
+                    ("unclear", "Unclear"),
+                    ("failed", "Failed"),
+                    ("dead", "Dead"),
+                    ("released", "Released"),
+                    ("lease_expired", "Lease Expired"),
+                    ("worker_died", "Worker Died"),
+                    ("cancelled", "Cancelled"),
+                ],
+                max_length=20,
+            ),
         ),
     ]

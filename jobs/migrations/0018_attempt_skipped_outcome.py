@@ -14,20 +14,30 @@ SKIPPED_TO_COMPLETED = "UPDATE jobs_attempt SET outcome = 'completed' WHERE outc
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0017_worker_deaths'),
+        ("jobs", "0017_worker_deaths"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='attempt',
-            name='outcome',
-            field=models.CharField(blank=True, choices=[
-                ('completed', 'Completed'), ('skipped', 'Skipped'), ('recheck_planned', 'Recheck Planned'),
-                ('unclear', 'Unclear'), ('failed', 'Failed'), ('dead', 'Dead'), ('released', 'Released'),
-                ('lease_expired', 'Lease Expired'), ('worker_died', 'Worker Died'), ('cancelled', 'Cancelled')],
-                max_length=20),
+            model_name="attempt",
+            name="outcome",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("completed", "Completed"),
+                    ("skipped", "Skipped"),
+                    ("recheck_planned", "Recheck Planned"),
+                    ("unclear", "Unclear"),
+                    ("failed", "Failed"),
+                    ("dead", "Dead"),
+                    ("released", "Released"),
+                    ("lease_expired", "Lease Expired"),
+                    ("worker_died", "Worker Died"),
+                    ("cancelled", "Cancelled"),
+                ],
+                max_length=20,
+            ),
         ),
         migrations.RunSQL(SKIPPED_FROM_CAUSE, SKIPPED_TO_COMPLETED),
     ]

@@ -4,8 +4,8 @@ console must stay free of Content-Security-Policy violations."""
 
 import pytest
 
-from dashboard.roles import OPERATORS, REVIEWERS
 from dashboard.bulk import bulk_step
+from dashboard.roles import OPERATORS, REVIEWERS
 from jobs.models import Job, State, database_now
 from tests.conftest import job_in_state
 from tests.dashboard.test_console import review_case
@@ -75,7 +75,9 @@ def test_a_bulk_retry_acts_on_everything_the_filter_matches(page_as, live_server
 def test_an_operator_retries_a_dead_letter_group_after_a_fix(page_as, live_server, make_job):
     timeouts = [job_in_state(make_job("crawl", pool="crawl"), State.DEAD) for _ in range(2)]
     gone = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
-    Job.objects.filter(pk__in=[j.pk for j in timeouts]).update(error_class="httpx.ReadTimeout", finished_at=database_now())
+    Job.objects.filter(pk__in=[j.pk for j in timeouts]).update(
+        error_class="httpx.ReadTimeout", finished_at=database_now()
+    )
     Job.objects.filter(pk=gone.pk).update(error_class="workers.fetching.PageGone", finished_at=database_now())
     page = page_as(OPERATORS)
     page.goto(f"{live_server.url}/admin/")

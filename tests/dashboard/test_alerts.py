@@ -21,8 +21,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def immediate(settings):
     """Fire and resolve at once, unless a test sets the timing itself."""
-    settings.LEITSTAND_ALERTS = {rule: {**config, "for_seconds": 0, "clear_seconds": 0}
-                                 for rule, config in settings.LEITSTAND_ALERTS.items()}
+    settings.LEITSTAND_ALERTS = {
+        rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
+    }
     alerts._memory.clear()
 
 
@@ -41,7 +42,9 @@ def assert_clears(rules, now):
 
 def test_a_pool_without_consumers_but_due_jobs(make_job, db_clock):
     make_job("crawl", pool="crawl")
-    WorkerProcess.objects.create(host="host-a", pid=4312, pool="crawl", stopped_at=db_clock.now(), stop_reason="SIGTERM")
+    WorkerProcess.objects.create(
+        host="host-a", pid=4312, pool="crawl", stopped_at=db_clock.now(), stop_reason="SIGTERM"
+    )
     alerts.alerts_evaluate(now=db_clock.now())
     alert = open_alerts("pool_no_consumers")["pool:crawl"]
     assert alert.state == "firing" and alert.route == "operations"
@@ -99,11 +102,13 @@ def test_dead_letters_stuck_leases_and_stale_writes(make_job, db_clock, settings
     Job.objects.filter(pk=stuck.pk).update(lease_owner="host-a:1/crawl", lease_expires_at=now - timedelta(minutes=5))
     settings.LEITSTAND_ALERTS["stale_writes_spike"]["count"] = 2
     for _ in range(2):
-        StaleWrite.objects.create(job=stuck, lease_version=1, operation="heartbeat", at=now, current_lease_version=2,
-                                  current_state="running")
+        StaleWrite.objects.create(
+            job=stuck, lease_version=1, operation="heartbeat", at=now, current_lease_version=2, current_state="running"
+        )
     alerts.alerts_evaluate(now=now)
     assert open_alerts("dlq_growth")["type:crawl"].diagnosis == (
-        "crawl: 3 jobs dead-lettered in the last 60 min; most often workers.fetching.PageGone (3)")
+        "crawl: 3 jobs dead-lettered in the last 60 min; most often workers.fetching.PageGone (3)"
+    )
     assert "1 leases expired more than 10 s ago" in open_alerts("stuck_leases")["pool:crawl"].diagnosis
     assert "held by host-a:1/crawl" in open_alerts("stuck_leases")["pool:crawl"].diagnosis
     assert open_alerts("stale_writes_spike")["type:crawl"].diagnosis.startswith("crawl: 2 writes of stale attempts")
@@ -148,9 +153,14 @@ def test_acknowledge_and_resolve_need_a_comment_and_are_audited(make_job, db_clo
     alert.refresh_from_db()
     assert alert.state == "resolved"
     assert list(AlertEvent.objects.filter(alert=alert).values_list("kind", "actor")) == [
-        ("fired", "alert-evaluator"), ("acknowledged", "user:op"), ("resolved", "user:op")]
+        ("fired", "alert-evaluator"),
+        ("acknowledged", "user:op"),
+        ("resolved", "user:op"),
+    ]
     assert list(AuditEntry.objects.values_list("action", "reason")) == [
-        ("alert.acknowledged", "looking at host-a"), ("alert.resolved", "pool restarted")]
+        ("alert.acknowledged", "looking at host-a"),
+        ("alert.resolved", "pool restarted"),
+    ]
 
 
 def test_the_home_shows_active_alerts_with_their_runbooks(make_job, db_clock, client, django_user_model):
@@ -160,7 +170,11 @@ def test_the_home_shows_active_alerts_with_their_runbooks(make_job, db_clock, cl
     viewer.groups.add(roles_ensure()[VIEWERS])
     client.force_login(viewer)
     home = client.get(reverse("admin:index")).content.decode()
-    assert 'id="alerts"' in home and "pool_no_consumers" in home and reverse("admin:runbook", args=["pool_no_consumers"]) in home
+    assert (
+        'id="alerts"' in home
+        and "pool_no_consumers" in home
+        and reverse("admin:runbook", args=["pool_no_consumers"]) in home
+    )
     runbook = client.get(reverse("admin:runbook", args=["pool_no_consumers"])).content.decode()
     assert "systemctl start leitstand-pool@" in runbook
     assert client.get(reverse("admin:runbook", args=["no_such_rule"])).status_code == 404

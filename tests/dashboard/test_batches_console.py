@@ -18,8 +18,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def batch(make_job, pool_runtime):
     batch, _ = batch_create(key="nightly", name="nightly import", created_by="api:php-core")
-    Batch.objects.filter(pk=batch.pk).update(created_at=database_now() - timedelta(minutes=30),
-                                             target_finish_at=database_now() + timedelta(minutes=1))
+    Batch.objects.filter(pk=batch.pk).update(
+        created_at=database_now() - timedelta(minutes=30), target_finish_at=database_now() + timedelta(minutes=1)
+    )
     jobs = [make_job("synthetic", pool="crawl", batch_id=batch.pk, payload={}) for _ in range(10)]
     pool_runtime("crawl").wake()
     for job in jobs[:2]:
@@ -41,13 +42,17 @@ def test_the_batch_page_shows_counters_rate_eta_and_members(client, login, batch
     assert "misses it" in page and "ETA" in page
     outsider = Job.objects.create(type="synthetic", pool="crawl", idempotency_key="not-a-member", correlation_id="x")
     members = client.get(f"/admin/jobs/job/?batch={batch.pk}")
-    assert {j.pk for j in members.context["cl"].result_list} == set(Job.objects.filter(batch=batch).values_list("pk", flat=True))
+    assert {j.pk for j in members.context["cl"].result_list} == set(
+        Job.objects.filter(batch=batch).values_list("pk", flat=True)
+    )
     assert outsider.pk not in {j.pk for j in members.context["cl"].result_list}
 
 
 def test_a_batch_that_will_miss_its_target_fires_the_alert(batch, settings):
-    settings.LEITSTAND_ALERTS = {**settings.LEITSTAND_ALERTS, "batch_will_miss_target": {
-        **settings.LEITSTAND_ALERTS["batch_will_miss_target"], "for_seconds": 0}}
+    settings.LEITSTAND_ALERTS = {
+        **settings.LEITSTAND_ALERTS,
+        "batch_will_miss_target": {**settings.LEITSTAND_ALERTS["batch_will_miss_target"], "for_seconds": 0},
+    }
     alerts.alerts_evaluate()
     alert = Alert.objects.get(rule="batch_will_miss_target")
     assert alert.scope == f"batch:{batch.pk}" and alert.state == Alert.State.FIRING

@@ -51,8 +51,15 @@ def test_a_crawl_whose_children_do_not_end_in_time_breaks_the_rule(make_job):
 
 def test_a_review_decision_not_followed_by_the_job_s_end_breaks_the_rule(make_job):
     job = job_in_state(make_job("analysis", payload={"candidate_id": 1}), State.RESULT_STORED)
-    Transition.objects.create(job=job, from_state=State.READY_FOR_REVIEW, to_state=State.DONE, lease_version=1,
-                              cause="decided: no match", actor="user:rev", at=database_now() - timedelta(hours=1))
+    Transition.objects.create(
+        job=job,
+        from_state=State.READY_FOR_REVIEW,
+        to_state=State.DONE,
+        lease_version=1,
+        cause="decided: no match",
+        actor="user:rev",
+        at=database_now() - timedelta(hours=1),
+    )
     rules_evaluate()
     (violation,) = RuleViolation.objects.filter(rule="decision_ends_the_job", resolved_at__isnull=True)
     assert "decided by user:rev" in violation.detail and "the job is result_stored" in violation.detail
@@ -62,9 +69,10 @@ def test_a_review_decision_not_followed_by_the_job_s_end_breaks_the_rule(make_jo
 
 
 def test_open_violations_fire_the_alert_and_show_in_the_console(client, login, settings):  # noqa: F811
-    settings.LEITSTAND_ALERTS = {**settings.LEITSTAND_ALERTS,
-                                 "business_rule_violated": {**settings.LEITSTAND_ALERTS["business_rule_violated"],
-                                                            "for_seconds": 0}}
+    settings.LEITSTAND_ALERTS = {
+        **settings.LEITSTAND_ALERTS,
+        "business_rule_violated": {**settings.LEITSTAND_ALERTS["business_rule_violated"], "for_seconds": 0},
+    }
     case = review_case("m3")
     Finding.objects.filter(job=case).update(verdict="match", created_at=database_now() - timedelta(hours=3))
     rules_evaluate()
@@ -74,5 +82,5 @@ def test_open_violations_fire_the_alert_and_show_in_the_console(client, login, s
     assert "1 open violation of “Every match finding gets a recheck plan”" in alert.diagnosis
     login("viewer")
     page = client.get("/admin/rules/").content.decode()
-    assert "Every match finding gets a recheck plan <span class=\"badge gone\">1 open</span>" in page
+    assert 'Every match finding gets a recheck plan <span class="badge gone">1 open</span>' in page
     assert f'href="/admin/jobs/job/{case.pk}/change/"' in page

@@ -1,7 +1,6 @@
 """The console pages with real records: the home's snapshot, the job page's sentence and actions,
 the reviewer workspace, stuck leases, the capped jobs list, and the audit log."""
 
-
 import pytest
 from django.urls import reverse
 
@@ -27,6 +26,7 @@ def login(client, django_user_model):
         user.groups.add(roles_ensure()[role])
         client.force_login(user)
         return user
+
     return as_role
 
 
@@ -35,15 +35,32 @@ def review_case(key="c1", score=0.8):
     name, owner, data = demoweb.protected_assets()[0]
     asset, _ = asset_register(name=name, owner_ref=owner, data=data)
     source, _ = Source.objects.get_or_create(name="Galerie", base_url="https://galerie.example/")
-    candidate = Candidate.objects.create(image_url=f"https://galerie.example/{key}.png",
-                                         page_url="https://galerie.example/", source=source, content_hash="h" * 64)
+    candidate = Candidate.objects.create(
+        image_url=f"https://galerie.example/{key}.png",
+        page_url="https://galerie.example/",
+        source=source,
+        content_hash="h" * 64,
+    )
     job = job_submit(job_type="analysis", payload={"candidate_id": candidate.id}, idempotency_key=key, actor="t").job
     job = job_in_state(job, State.READY_FOR_REVIEW)
-    Finding.objects.create(candidate=candidate, asset=asset, score=score, verdict="unclear", job=job,
-                           analysis_version="analysis@1", thumbnail=data,
-                           evidence={"differing_bits": 13, "bands": {"match_at": 0.9, "no_match_below": 0.75},
-                                     "candidate_dhash": "00ff", "asset_dhash": asset.dhash, "page_url": "p",
-                                     "format": "PNG", "size": [480, 320]})
+    Finding.objects.create(
+        candidate=candidate,
+        asset=asset,
+        score=score,
+        verdict="unclear",
+        job=job,
+        analysis_version="analysis@1",
+        thumbnail=data,
+        evidence={
+            "differing_bits": 13,
+            "bands": {"match_at": 0.9, "no_match_below": 0.75},
+            "candidate_dhash": "00ff",
+            "asset_dhash": asset.dhash,
+            "page_url": "p",
+            "format": "PNG",
+            "size": [480, 320],
+        },
+    )
     return job
 
 
@@ -67,7 +84,14 @@ def test_the_home_shows_the_three_views_from_the_snapshot(client, login, make_jo
     page = client.get(reverse("admin:index"))
     html = page.content.decode()
     assert "runpool control</code> running?" not in html
-    for part in ("Pipeline", "Business", "Hosts", "Review backlog", "<svg class=\"spark\"", "?type__exact=crawl&amp;state__exact=dead"):
+    for part in (
+        "Pipeline",
+        "Business",
+        "Hosts",
+        "Review backlog",
+        '<svg class="spark"',
+        "?type__exact=crawl&amp;state__exact=dead",
+    ):
         assert part in html or part.replace("&amp;", "&") in html, part
 
 
@@ -118,8 +142,11 @@ def test_a_reviewer_decides_cases_with_a_reason(client, login):
     client.post(case_url, {"verdict": "no_match", "reason": "different picture"})
     job = Job.objects.get(pk=no_match.pk)
     assert (job.state, job.completion_reason) == (State.DONE, "no_match: different picture")
-    assert Finding.objects.get(job=job).evidence["review"] == {"verdict": "no_match", "by": "user:reviewer",
-                                                               "reason": "different picture"}
+    assert Finding.objects.get(job=job).evidence["review"] == {
+        "verdict": "no_match",
+        "by": "user:reviewer",
+        "reason": "different picture",
+    }
     client.get(reverse("admin:review_case", args=[match.id]))
     client.post(reverse("admin:review_case", args=[match.id]), {"verdict": "match", "reason": "same motif"})
     assert Job.objects.get(pk=match.pk).state == State.RECHECK_DUE
@@ -131,8 +158,12 @@ def test_a_reviewer_decides_cases_with_a_reason(client, login):
     assert b"No open case is free" in client.get(reverse("admin:review_queue")).content
     escalated = client.get(reverse("admin:review_queue") + "?queue=escalated").content.decode()
     assert str(escalate.id)[:8] in escalated
-    assert [a for a, in AuditEntry.objects.order_by("id").values_list("action")] == [
-        "review.no_match", "review.no_match", "review.match", "review.escalate"]
+    assert [a for (a,) in AuditEntry.objects.order_by("id").values_list("action")] == [
+        "review.no_match",
+        "review.no_match",
+        "review.match",
+        "review.escalate",
+    ]
     assert reviewer
 
 
@@ -159,8 +190,11 @@ def test_stuck_leases_are_listed_and_released_with_a_reason(client, login, make_
     client.post(reverse("admin:stuck_leases"), {"job": [str(claimed.id)], "reason": "host-a was decommissioned"})
     assert Job.objects.get(pk=claimed.id).state == State.PLANNED
     entry = AuditEntry.objects.get()
-    assert (entry.action, entry.reason, entry.result) == ("lease.release", "host-a was decommissioned",
-                                                          "released: planned again, due now")
+    assert (entry.action, entry.reason, entry.result) == (
+        "lease.release",
+        "host-a was decommissioned",
+        "released: planned again, due now",
+    )
 
 
 def test_the_jobs_list_searches_exact_ids_and_never_counts_everything(client, login, make_job, settings):
@@ -174,8 +208,10 @@ def test_the_jobs_list_searches_exact_ids_and_never_counts_everything(client, lo
         assert str(job.id)[:8] in page and "1 result" in page, term
     assert client.get(changelist, {"q": "not-a-uuid"}).status_code == 200
     from dashboard.admin import EstimatedCountPaginator
-    assert EstimatedCountPaginator(Job.objects.filter(pool="crawl").order_by("id"), 100).count == 4, \
+
+    assert EstimatedCountPaginator(Job.objects.filter(pool="crawl").order_by("id"), 100).count == 4, (
         "few rows expected: counted exactly"
+    )
     EstimatedCountPaginator.CAP = 0
     try:
         estimated = EstimatedCountPaginator(Job.objects.filter(pool="crawl").order_by("id"), 100).count
@@ -214,17 +250,23 @@ def test_a_bulk_action_on_a_filter_is_previewed_pinned_and_run_in_batches(client
     assert Job.objects.get(pk=late.pk).state == State.DEAD, "created after the operator looked: untouched"
     assert Job.objects.get(pk=other.pk).state == State.DEAD and Job.objects.get(pk=planned.pk).state == State.PLANNED
     assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
-        "bulk.retry_now.start", "bulk.retry_now.done"]
-    assert Job.objects.get(pk=dead[0].pk).transitions.order_by("-id").first().cause == \
-        f"bulk {operation.pk} (retry now): parser fixed"
+        "bulk.retry_now.start",
+        "bulk.retry_now.done",
+    ]
+    assert (
+        Job.objects.get(pk=dead[0].pk).transitions.order_by("-id").first().cause
+        == f"bulk {operation.pk} (retry now): parser fixed"
+    )
 
 
 def test_release_and_send_to_review_from_the_job_page_go_through_the_jobs_services(client, login, make_job):
     login(OPERATORS)
     running = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
     unclear = job_in_state(make_job("analysis", pool="analysis"), State.UNCLEAR)
-    act = lambda job, name, reason: client.post(reverse("admin:jobs_job_act", args=[job.id]),  # noqa: E731
-                                                {"action": name, "reason": reason})
+
+    def act(job, name, reason):
+        return client.post(reverse("admin:jobs_job_act", args=[job.id]), {"action": name, "reason": reason})
+
     act(running, "release", "")
     assert Job.objects.get(pk=running.pk).state == State.RUNNING, "a release needs a reason"
     act(running, "release", "host-a is gone")
@@ -249,10 +291,14 @@ def test_the_children_link_lists_exactly_the_children(client, login, make_job):
 
 
 def test_the_pools_page_shows_a_stall_and_the_workers_page_how_each_worker_ended(client, login):
-    Pool.objects.filter(name="crawl").update(stalled_since=database_now(), stalled_on="host-a:4242",
-                                             stall_note="due work, 2 idle workers and no claim for 15 s")
-    WorkerProcess.objects.create(host="host-a", pid=77, pool="crawl", stopped_at=database_now(),
-                                 stop_reason="worker host-a:77 killed by SIGKILL")
+    Pool.objects.filter(name="crawl").update(
+        stalled_since=database_now(),
+        stalled_on="host-a:4242",
+        stall_note="due work, 2 idle workers and no claim for 15 s",
+    )
+    WorkerProcess.objects.create(
+        host="host-a", pid=77, pool="crawl", stopped_at=database_now(), stop_reason="worker host-a:77 killed by SIGKILL"
+    )
     login(OPERATORS)
     pools = client.get(reverse("admin:workers_pool_changelist")).content.decode()
     assert ">stalled</span> since" in pools and "host-a:4242" in pools and "no claim for 15 s" in pools

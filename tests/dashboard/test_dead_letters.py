@@ -25,17 +25,36 @@ def dead(make_job, pool_runtime):
     four failed permanently after the step ``store`` (one of them in a batch), three after ``parse``;
     their finishing times and versions are then spread, as a week of dead letters would be."""
     batch, _ = batch_create(key="night", name="night run", created_by="test")
-    jobs = [make_job("synthetic", pool="crawl", max_attempts=1,
-                     payload={"fail": "permanent", "steps": ["fetch", "store"]},
-                     batch_id=batch.pk if n == 0 else None) for n in range(4)]
-    jobs += [make_job("synthetic", pool="crawl", max_attempts=1,
-                      payload={"fail": "permanent", "steps": ["fetch", "parse"]}) for _ in range(3)]
+    jobs = [
+        make_job(
+            "synthetic",
+            pool="crawl",
+            max_attempts=1,
+            payload={"fail": "permanent", "steps": ["fetch", "store"]},
+            batch_id=batch.pk if n == 0 else None,
+        )
+        for n in range(4)
+    ]
+    jobs += [
+        make_job("synthetic", pool="crawl", max_attempts=1, payload={"fail": "permanent", "steps": ["fetch", "parse"]})
+        for _ in range(3)
+    ]
     pool_runtime("crawl").wake()
     assert Job.objects.filter(state=State.DEAD).count() == 7
     attempts_check({t.name: t.paths for t in registry.all()}, limit=100)
     now = database_now()
-    for job, age in zip(jobs, (timedelta(minutes=10), timedelta(hours=2), timedelta(hours=30), timedelta(days=5),
-                               timedelta(minutes=20), timedelta(minutes=30), timedelta(minutes=40))):
+    for job, age in zip(
+        jobs,
+        (
+            timedelta(minutes=10),
+            timedelta(hours=2),
+            timedelta(hours=30),
+            timedelta(days=5),
+            timedelta(minutes=20),
+            timedelta(minutes=30),
+            timedelta(minutes=40),
+        ),
+    ):
         Job.objects.filter(pk=job.pk).update(finished_at=now - age)
     # The handler version: the "parse" failures come only from the current one, the rest from an older one.
     current = registry.get("synthetic").processing_version
@@ -50,7 +69,9 @@ def test_groups_count_each_window_and_mark_an_error_new_with_the_current_version
     parse, store = groups
     assert parse.counts == [3, 3, 3, 3, 3] and store.counts == [1, 2, 2, 3, 4]
     assert store.error_class == parse.error_class and parse.error_name == parse.error_class.rsplit(".", 1)[-1]
-    assert store.first_seen == dead["now"] - timedelta(days=5) and store.last_seen == dead["now"] - timedelta(minutes=10)
+    assert store.first_seen == dead["now"] - timedelta(days=5) and store.last_seen == dead["now"] - timedelta(
+        minutes=10
+    )
     assert store.newest_job_id == str(dead["jobs"][0].pk) and store.newest_message
     assert parse.new_with == dead["current"] and parse.version_list == [dead["current"]]
     assert store.new_with == "" and store.version_list == ["synthetic@0"]
@@ -104,7 +125,6 @@ def test_no_dead_letters_says_so(client, login, db):  # noqa: F811
 def test_home_links_the_dead_letters(client, login, db):  # noqa: F811
     login("viewer")
     assert 'href="/admin/deadletters/"' in client.get("/admin/").content.decode()
-
 
 
 def test_the_page_reads_the_groups_the_control_process_stored(client, login, dead):  # noqa: F811

@@ -4,11 +4,11 @@ from datetime import timedelta
 
 import pytest
 
+from dashboard.explain import job_explain
 from jobs import leases
 from jobs.errors import ErrorKind
 from jobs.models import Job, ReviewLease, State
 from tests.conftest import job_in_state
-from dashboard.explain import job_explain
 from workers.models import WorkerProcess
 from workers.services import job_submit, pool_pause
 
@@ -38,8 +38,9 @@ def test_waiting_for_a_worker_counts_the_jobs_ahead(db_clock):
 def test_a_paused_pool_and_a_pool_without_workers_say_so(db_clock):
     job = submit("p")
     gone = live_worker()
-    WorkerProcess.objects.filter(pk=gone.pk).update(last_seen_at=db_clock.now() - timedelta(minutes=5),
-                                                    stop_reason="SIGTERM")
+    WorkerProcess.objects.filter(pk=gone.pk).update(
+        last_seen_at=db_clock.now() - timedelta(minutes=5), stop_reason="SIGTERM"
+    )
     assert explain(job, db_clock).startswith("no live worker in pool crawl; last worker host-a:4312 seen at ")
     assert explain(job, db_clock).endswith("(SIGTERM)")
     live_worker()
@@ -55,9 +56,18 @@ def test_a_retry_a_lease_and_an_expired_lease(db_clock, worker):
     db_clock.advance(3)
     assert explain(job, db_clock).startswith("lease held by test-host:4242/crawl, last heartbeat 3 s ago, lease until ")
     db_clock.advance(40)
-    assert explain(job, db_clock).startswith("lease of test-host:4242/crawl expired 13 s ago; the reaper releases it 10 s")
-    leases.fail(claimed.id, claimed.lease_version, actor="w", kind=ErrorKind.TRANSIENT,
-                error_class="httpx.ReadTimeout", message="read timed out", retry_delay_seconds=60)
+    assert explain(job, db_clock).startswith(
+        "lease of test-host:4242/crawl expired 13 s ago; the reaper releases it 10 s"
+    )
+    leases.fail(
+        claimed.id,
+        claimed.lease_version,
+        actor="w",
+        kind=ErrorKind.TRANSIENT,
+        error_class="httpx.ReadTimeout",
+        message="read timed out",
+        retry_delay_seconds=60,
+    )
     sentence = explain(job, db_clock)
     assert sentence.startswith("retry 2 of 5 at ") and sentence.endswith(" after ReadTimeout")
 
@@ -79,7 +89,10 @@ def test_review_recheck_stored_and_ended_cases(make_job, db_clock):
 def test_a_deferred_job_says_when_and_why(db_clock, worker):
     job = submit("d")
     (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
-    leases.release(claimed.id, claimed.lease_version, actor="w", reason="deferred: a.example:443: busy",
-                   delay_seconds=90)
+    leases.release(
+        claimed.id, claimed.lease_version, actor="w", reason="deferred: a.example:443: busy", delay_seconds=90
+    )
     sentence = explain(job, db_clock)
-    assert sentence.startswith("not due yet: due at ") and "in 90 s (released: deferred: a.example:443: busy)" in sentence
+    assert (
+        sentence.startswith("not due yet: due at ") and "in 90 s (released: deferred: a.example:443: busy)" in sentence
+    )

@@ -7,10 +7,10 @@ import pytest
 from django.core import mail
 
 from dashboard import alerts
-from workers.webhook import SIGNATURE_HEADER
 from jobs import leases
 from jobs.models import Job, State
 from tests.support.receiver import Receiver, signature_valid
+from workers.webhook import SIGNATURE_HEADER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "hook-secret-42"
@@ -22,10 +22,12 @@ def receiver(settings):
 
     def start(status=200):
         made.append(Receiver(status))
-        settings.LEITSTAND_ALERT_ROUTES = {"operations": {"webhook": made[-1].url, "secret": SECRET,
-                                                          "email": ["oncall@example.org"]}}
-        settings.LEITSTAND_ALERTS = {rule: {**config, "for_seconds": 0, "clear_seconds": 0}
-                                     for rule, config in settings.LEITSTAND_ALERTS.items()}
+        settings.LEITSTAND_ALERT_ROUTES = {
+            "operations": {"webhook": made[-1].url, "secret": SECRET, "email": ["oncall@example.org"]}
+        }
+        settings.LEITSTAND_ALERTS = {
+            rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
+        }
         return made[-1]
 
     yield start
@@ -45,8 +47,10 @@ def test_a_fired_alert_is_delivered_signed_and_by_mail(receiver, make_job, db_cl
     assert sorted(j.payload["channel"] for j in deliveries) == ["email", "webhook"]
     pool_runtime("notify").wake()
     assert {j.state for j in Job.objects.filter(type="alert_notify")} == {State.DONE}
-    (headers, body), = hook.deliveries
-    assert signature_valid(SECRET, headers[SIGNATURE_HEADER], body), "the receiver can verify the signature over the raw body"
+    ((headers, body),) = hook.deliveries
+    assert signature_valid(SECRET, headers[SIGNATURE_HEADER], body), (
+        "the receiver can verify the signature over the raw body"
+    )
     message = json.loads(body)
     assert (message["rule"], message["event"], message["scope"]) == ("pool_no_consumers", "fired", "pool:crawl")
     assert message["runbook"] == "/admin/runbooks/pool_no_consumers/"

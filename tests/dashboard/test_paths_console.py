@@ -8,10 +8,10 @@ import json
 import pytest
 from django.core.management import call_command
 
-from dashboard.management.commands import flow_snapshot
 from dashboard.diagram import Edge
-from jobs.paths import attempts_check
+from dashboard.management.commands import flow_snapshot
 from jobs.models import Job
+from jobs.paths import attempts_check
 from tests.dashboard.test_console import login, review_case  # noqa: F401 (the fixture)
 from workers.registry import registry
 
@@ -21,9 +21,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def attempts(make_job, pool_runtime):
     """Five synthetic runs on the declared path, two skipping the step parse, one failing."""
-    jobs = {"ok": [make_job("synthetic", pool="crawl", payload={"steps": ["fetch", "parse", "store"]}) for _ in range(5)],
-            "skipped": [make_job("synthetic", pool="crawl", payload={"steps": ["fetch", "store"]}) for _ in range(2)],
-            "failed": [make_job("synthetic", pool="crawl", payload={"steps": ["fetch"], "fail": "permanent"})]}
+    jobs = {
+        "ok": [make_job("synthetic", pool="crawl", payload={"steps": ["fetch", "parse", "store"]}) for _ in range(5)],
+        "skipped": [make_job("synthetic", pool="crawl", payload={"steps": ["fetch", "store"]}) for _ in range(2)],
+        "failed": [make_job("synthetic", pool="crawl", payload={"steps": ["fetch"], "fail": "permanent"})],
+    }
     pool_runtime("crawl").wake()
     attempts_check({t.name: t.paths for t in registry.all()})
     return jobs
@@ -32,8 +34,8 @@ def attempts(make_job, pool_runtime):
 def test_the_paths_page_shows_frequencies_drop_off_and_divergent_attempts(client, login, attempts):  # noqa: F811
     login("viewer")
     page = client.get("/admin/paths/?type=synthetic").content.decode()
-    assert "<code>fetch &gt; parse &gt; store -&gt; done</code></td><td class=\"num\">5</td>" in page
-    assert "<code>fetch &gt; store -&gt; done</code></td><td class=\"num\">2</td>" in page
+    assert '<code>fetch &gt; parse &gt; store -&gt; done</code></td><td class="num">5</td>' in page
+    assert '<code>fetch &gt; store -&gt; done</code></td><td class="num">2</td>' in page
     assert "missing step parse (declared: fetch &gt; parse &gt; store)" in page
     for job in attempts["skipped"]:
         assert f'href="/admin/jobs/job/{job.pk}/change/"' in page, "each divergent attempt links to its job"
@@ -67,8 +69,19 @@ def test_the_export_holds_everything_and_reads_back_as_json(client, login, attem
     call_command("export_job", str(case.pk), stdout=out)
     document = json.loads(out.getvalue())
     assert document["format"] == "leitstand.job-export/1" and document["job"]["id"] == str(case.pk)
-    assert set(document) >= {"attempts", "transitions", "step_events", "effects", "review", "findings",
-                             "recheck_plan", "shadow_runs", "children", "audit", "stale_writes"}
+    assert set(document) >= {
+        "attempts",
+        "transitions",
+        "step_events",
+        "effects",
+        "review",
+        "findings",
+        "recheck_plan",
+        "shadow_runs",
+        "children",
+        "audit",
+        "stale_writes",
+    }
     assert document["findings"][0]["verdict"] == "unclear" and document["findings"][0]["thumbnail_bytes"] > 0
     assert [t["to_state"] for t in document["transitions"]] == ["planned"]
 
@@ -85,7 +98,8 @@ def test_the_export_holds_everything_and_reads_back_as_json(client, login, attem
 def test_the_committed_flow_snapshot_matches_the_declaration():
     committed = flow_snapshot.SNAPSHOT.read_text()
     assert flow_snapshot.flow_json() == committed, (
-        "the flow changed: review the difference and run manage.py flow_snapshot --write")
+        "the flow changed: review the difference and run manage.py flow_snapshot --write"
+    )
 
 
 def test_a_transition_added_without_updating_the_snapshot_fails_the_comparison(monkeypatch):

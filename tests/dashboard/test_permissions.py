@@ -30,17 +30,29 @@ def as_role(client, django_user_model):
             user.groups.add(roles_ensure()[role])
             client.force_login(user)
         return client
+
     return login
 
 
 def pages(job, case):
-    return [reverse("admin:index"), reverse("admin:review_queue"), reverse("admin:review_case", args=[case.id]),
-            reverse("admin:stuck_leases"), reverse("admin:jobs_job_changelist"),
-            reverse("admin:jobs_job_change", args=[job.id]), reverse("admin:dashboard_auditentry_changelist"),
-            reverse("admin:workers_finding_changelist"), reverse("admin:rechecks_recheckplan_changelist"),
-            reverse("admin:workers_pool_changelist"), reverse("admin:workers_workerprocess_changelist"),
-            reverse("admin:paths") + "?type=crawl", reverse("admin:flow"), reverse("admin:business_rules"),
-            reverse("admin:jobs_batch_changelist"), reverse("admin:jobs_job_export", args=[job.id])]
+    return [
+        reverse("admin:index"),
+        reverse("admin:review_queue"),
+        reverse("admin:review_case", args=[case.id]),
+        reverse("admin:stuck_leases"),
+        reverse("admin:jobs_job_changelist"),
+        reverse("admin:jobs_job_change", args=[job.id]),
+        reverse("admin:dashboard_auditentry_changelist"),
+        reverse("admin:workers_finding_changelist"),
+        reverse("admin:rechecks_recheckplan_changelist"),
+        reverse("admin:workers_pool_changelist"),
+        reverse("admin:workers_workerprocess_changelist"),
+        reverse("admin:paths") + "?type=crawl",
+        reverse("admin:flow"),
+        reverse("admin:business_rules"),
+        reverse("admin:jobs_batch_changelist"),
+        reverse("admin:jobs_job_export", args=[job.id]),
+    ]
 
 
 @pytest.mark.parametrize("role", ROLES)

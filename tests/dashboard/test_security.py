@@ -7,8 +7,9 @@ pytestmark = pytest.mark.django_db
 
 
 def attempt(client, username, password, address):
-    return client.post(reverse("admin:login"), {"username": username, "password": password,
-                                                "next": "/admin/"}, REMOTE_ADDR=address)
+    return client.post(
+        reverse("admin:login"), {"username": username, "password": password, "next": "/admin/"}, REMOTE_ADDR=address
+    )
 
 
 def test_repeated_failures_lock_only_that_user_from_that_address(client, django_user_model, settings):

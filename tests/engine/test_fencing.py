@@ -87,8 +87,9 @@ def test_stale_step_events_are_not_written(zombie):
     job, stale, _ = zombie()
     before = snapshot(job.pk)
     with pytest.raises(leases.StaleAttempt):
-        leases.steps_record(stale.id, stale.lease_version, [
-            leases.Step("fetch", "ok", timezone.now() - timedelta(seconds=1), 12.0, {})])
+        leases.steps_record(
+            stale.id, stale.lease_version, [leases.Step("fetch", "ok", timezone.now() - timedelta(seconds=1), 12.0, {})]
+        )
     assert_refused_and_untouched(job, before, "step")
     assert not StepEvent.objects.filter(job=job).exists()
 
@@ -107,10 +108,13 @@ def test_a_stale_member_of_a_batch_completion_is_refused_while_the_holder_comple
     (held,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True)
     assert held.id == own.id
     before = snapshot(job.pk)
-    outcomes = leases.complete_many([
-        leases.Completion(stale.id, stale.lease_version, "result-of-A"),
-        leases.Completion(held.id, held.lease_version, "result-of-held"),
-    ], actor="A")
+    outcomes = leases.complete_many(
+        [
+            leases.Completion(stale.id, stale.lease_version, "result-of-A"),
+            leases.Completion(held.id, held.lease_version, "result-of-held"),
+        ],
+        actor="A",
+    )
     assert isinstance(outcomes[0], leases.StaleAttempt) and outcomes[1].to_state == State.RESULT_STORED
     assert_refused_and_untouched(job, before, "complete")
 
@@ -119,8 +123,14 @@ def test_a_stale_failure_report_does_not_fail_the_newer_attempt(zombie):
     job, stale, _ = zombie()
     before = snapshot(job.pk)
     with pytest.raises(leases.StaleAttempt):
-        leases.fail(stale.id, stale.lease_version, actor="A", kind=ErrorKind.PERMANENT, error_class="Boom",
-                    message="the stale attempt failed")
+        leases.fail(
+            stale.id,
+            stale.lease_version,
+            actor="A",
+            kind=ErrorKind.PERMANENT,
+            error_class="Boom",
+            message="the stale attempt failed",
+        )
     assert_refused_and_untouched(job, before, "fail")
 
 
@@ -137,8 +147,13 @@ def test_a_stale_effect_is_not_applied(zombie):
     before = snapshot(job.pk)
     applied = []
     with pytest.raises(leases.StaleAttempt):
-        effect_apply_once(key=f"notice:{job.pk}", kind="notice", apply=lambda: applied.append(1) or {"sent": True},
-                          job_id=stale.id, lease_version=stale.lease_version)
+        effect_apply_once(
+            key=f"notice:{job.pk}",
+            kind="notice",
+            apply=lambda: applied.append(1) or {"sent": True},
+            job_id=stale.id,
+            lease_version=stale.lease_version,
+        )
     assert applied == [] and not Effect.objects.filter(key=f"notice:{job.pk}").exists()
     assert_refused_and_untouched(job, before, "effect")
 
@@ -147,22 +162,38 @@ def test_a_stale_spawn_creates_no_child(zombie):
     job, stale, _ = zombie(type="synthetic")
     before = snapshot(job.pk)
     with pytest.raises(leases.StaleAttempt):
-        job_submit(job_type="synthetic", payload={}, idempotency_key="child-of-the-stale-attempt", actor="spawn",
-                   parent_id=job.pk, parent_lease_version=stale.lease_version)
+        job_submit(
+            job_type="synthetic",
+            payload={},
+            idempotency_key="child-of-the-stale-attempt",
+            actor="spawn",
+            parent_id=job.pk,
+            parent_lease_version=stale.lease_version,
+        )
     assert not Job.objects.filter(parent=job).exists()
     assert_refused_and_untouched(job, before, "spawn")
 
 
 def test_the_holder_may_spawn(zombie):
     job, _, newer = zombie(type="synthetic")
-    child = job_submit(job_type="synthetic", payload={}, idempotency_key="child-of-the-holder", actor="spawn",
-                       parent_id=job.pk, parent_lease_version=newer.lease_version).job
+    child = job_submit(
+        job_type="synthetic",
+        payload={},
+        idempotency_key="child-of-the-holder",
+        actor="spawn",
+        parent_id=job.pk,
+        parent_lease_version=newer.lease_version,
+    ).job
     assert child.parent_id == job.pk
 
 
 def test_a_dead_workers_rescue_leaves_the_newer_attempt_alone(zombie, worker):
     job, stale, _ = zombie()
     before = snapshot(job.pk)
-    assert leases.rescue_from_dead_worker(lease_owner=worker.lease_owner, reason="worker died", policy=POLICY,
-                                          poison_deaths=3) == []
+    assert (
+        leases.rescue_from_dead_worker(
+            lease_owner=worker.lease_owner, reason="worker died", policy=POLICY, poison_deaths=3
+        )
+        == []
+    )
     assert snapshot(job.pk) == before

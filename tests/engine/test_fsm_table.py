@@ -22,8 +22,19 @@ HUMAN = sorted({t.name for t in FIELD.get_all_transitions(Job) if not t.custom.g
 
 
 def test_the_declaration_is_what_the_design_names():
-    assert set(ALL_STATES) == {"planned", "reserved", "running", "result_stored", "unclear", "ready_for_review",
-                               "recheck_due", "failed", "done", "dead", "cancelled"}
+    assert set(ALL_STATES) == {
+        "planned",
+        "reserved",
+        "running",
+        "result_stored",
+        "unclear",
+        "ready_for_review",
+        "recheck_due",
+        "failed",
+        "done",
+        "dead",
+        "cancelled",
+    }
     assert {t for _, t, _ in DECLARED} | {"planned"} == set(ALL_STATES), "every state is reachable"
     assert not any(source in ("done", "cancelled") for source, _, _ in DECLARED), "done and cancelled are final"
     for t in FIELD.get_all_transitions(Job):
@@ -32,6 +43,7 @@ def test_the_declaration_is_what_the_design_names():
 
 
 # --- path 1: the django-fsm methods themselves ------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted({name for _, _, name in DECLARED}))
 @pytest.mark.parametrize("state", ALL_STATES)
@@ -64,6 +76,7 @@ POLICY = RetryPolicy(base_seconds=1, cap_seconds=1)
 
 def _engine_ops():
     """Each SQL write path with the declared transition it performs."""
+
     def fail(kind):
         return lambda job: leases.fail(job.id, 1, actor="t", kind=kind, error_class="E", message="m")
 
@@ -107,11 +120,15 @@ def test_claim_takes_only_declared_sources(make_job, worker, state):
 
 
 @pytest.mark.parametrize("state", ALL_STATES)
-@pytest.mark.parametrize("sweep,name", [
-    (lambda: leases.reap_expired(grace_seconds=0, policy=POLICY), "fail_for_retry"),
-    (lambda: leases.retries_promote_due(), "retry_due"),
-    (lambda: leases.unclear_queue_for_review(), "queue_for_review"),
-], ids=["reap", "retries_promote_due", "unclear_queue_for_review"])
+@pytest.mark.parametrize(
+    "sweep,name",
+    [
+        (lambda: leases.reap_expired(grace_seconds=0, policy=POLICY), "fail_for_retry"),
+        (lambda: leases.retries_promote_due(), "retry_due"),
+        (lambda: leases.unclear_queue_for_review(), "queue_for_review"),
+    ],
+    ids=["reap", "retries_promote_due", "unclear_queue_for_review"],
+)
 def test_sweeps_take_only_declared_sources(make_job, db_clock, state, sweep, name):
     job = job_in_state(make_job(), state)
     # Make every time-based sweep eligible, so only the state decides.
@@ -154,7 +171,8 @@ def _all_write_paths(worker):
     paths["claim_and_start"] = lambda job: leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
     paths["complete_many"] = lambda job: leases.complete_many([leases.Completion(job.id, 1)], actor="t")
     paths["complete_many_settled"] = lambda job: leases.complete_many(
-        [leases.Completion(job.id, 1, settled="no match")], actor="t")
+        [leases.Completion(job.id, 1, settled="no match")], actor="t"
+    )
     paths["reap"] = lambda job: leases.reap_expired(grace_seconds=0, policy=POLICY)
     paths["retries_promote_due"] = lambda job: leases.retries_promote_due()
     paths["unclear_queue_for_review"] = lambda job: leases.unclear_queue_for_review()
@@ -162,8 +180,9 @@ def _all_write_paths(worker):
     for name in HUMAN:
         paths[name] = lambda job, name=name: leases.transition_apply(job.id, name, actor="t", cause="t", reason="t")
     for name in ("retry_now", "cancel"):  # the set-based forms bulk actions use
-        paths[f"bulk_{name}"] = lambda job, name=name: leases.transition_many(name, [job.id], actor="t", cause="t",
-                                                                           reason="t")
+        paths[f"bulk_{name}"] = lambda job, name=name: leases.transition_many(
+            name, [job.id], actor="t", cause="t", reason="t"
+        )
     return paths
 
 
@@ -205,4 +224,6 @@ def test_human_transitions_check_the_permission_of_the_person(make_job):
     assert job.state == State.DEAD
     someone.user_permissions.add(Permission.objects.get(codename="operate_job"))
     someone = get_user_model().objects.get(pk=someone.pk)  # fresh permission cache
-    assert services.job_retry_now(job_id=job.id, actor="user:someone", reason="try again", user=someone).state == "planned"
+    assert (
+        services.job_retry_now(job_id=job.id, actor="user:someone", reason="try again", user=someone).state == "planned"
+    )

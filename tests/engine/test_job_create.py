@@ -38,21 +38,24 @@ def test_a_sub_job_inherits_its_parents_correlation_id(db):
     assert create(idempotency_key="own").job.correlation_id == str(Job.objects.get(idempotency_key="own").id)
 
 
-@pytest.mark.parametrize("overrides,field", [
-    ({"type": ""}, "type"),
-    ({"type": "Crawl Jobs"}, "type"),
-    ({"idempotency_key": ""}, "idempotency_key"),
-    ({"idempotency_key": "x" * 256}, "idempotency_key"),
-    ({"payload": ["not", "an", "object"]}, "payload"),
-    ({"payload": {"nan": float("nan")}}, "payload"),
-    ({"payload": {"text": "nul\x00byte"}}, "payload"),
-    ({"payload": {"blob": "x" * 1_000_001}}, "payload"),
-    ({"priority": 10}, "priority"),
-    ({"priority": True}, "priority"),
-    ({"max_attempts": 0}, "max_attempts"),
-    ({"correlation_id": "c" * 256}, "correlation_id"),
-    ({"parent_id": "6b1e5d5e-0000-4000-8000-000000000000"}, "parent_id"),
-])
+@pytest.mark.parametrize(
+    "overrides,field",
+    [
+        ({"type": ""}, "type"),
+        ({"type": "Crawl Jobs"}, "type"),
+        ({"idempotency_key": ""}, "idempotency_key"),
+        ({"idempotency_key": "x" * 256}, "idempotency_key"),
+        ({"payload": ["not", "an", "object"]}, "payload"),
+        ({"payload": {"nan": float("nan")}}, "payload"),
+        ({"payload": {"text": "nul\x00byte"}}, "payload"),
+        ({"payload": {"blob": "x" * 1_000_001}}, "payload"),
+        ({"priority": 10}, "priority"),
+        ({"priority": True}, "priority"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"correlation_id": "c" * 256}, "correlation_id"),
+        ({"parent_id": "6b1e5d5e-0000-4000-8000-000000000000"}, "parent_id"),
+    ],
+)
 def test_invalid_input_is_refused_with_the_field_named_and_nothing_stored(db, overrides, field):
     with pytest.raises(services.JobInputError) as refused:
         create(**overrides)

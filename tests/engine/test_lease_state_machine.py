@@ -26,6 +26,7 @@ GRACE = 5.0
 POLICY = RetryPolicy(base_seconds=1, cap_seconds=4)
 WORKER = leases.WorkerIdentity(host="hyp", pid=1, pool="p")
 
+
 def complete_in_a_batch(handle):
     (result,) = leases.complete_many([leases.Completion(*handle, result_ref="batch")], actor="w")
     if isinstance(result, Exception):
@@ -39,8 +40,9 @@ WRITES = {
     "heartbeat": lambda h: leases.heartbeat(*h, lease_seconds=LEASE, progress={"at": "step"}),
     "complete": lambda h: leases.complete(*h, actor="w", result_ref=f"r{h[1]}"),
     "recheck": lambda h: leases.complete(*h, actor="w", recheck=True),
-    "fail_transient": lambda h: leases.fail(*h, actor="w", kind=ErrorKind.TRANSIENT, error_class="T", message="m",
-                                            retry_delay_seconds=POLICY.ceiling(1)),
+    "fail_transient": lambda h: leases.fail(
+        *h, actor="w", kind=ErrorKind.TRANSIENT, error_class="T", message="m", retry_delay_seconds=POLICY.ceiling(1)
+    ),
     "fail_permanent": lambda h: leases.fail(*h, actor="w", kind=ErrorKind.PERMANENT, error_class="P", message="m"),
     "fail_unclear": lambda h: leases.fail(*h, actor="w", kind=ErrorKind.UNCLEAR, error_class="U", message="m"),
     "release": lambda h: leases.release(*h, actor="w", reason="shutdown"),
@@ -64,8 +66,14 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @rule(target=jobs, max_attempts=st.integers(1, 3), priority=st.integers(0, 9))
     def create(self, max_attempts, priority):
-        job = services.job_create(type=self.type, idempotency_key=str(uuid.uuid4()), payload={}, actor="hyp",
-                                  max_attempts=max_attempts, priority=priority).job
+        job = services.job_create(
+            type=self.type,
+            idempotency_key=str(uuid.uuid4()),
+            payload={},
+            actor="hyp",
+            max_attempts=max_attempts,
+            priority=priority,
+        ).job
         self.highest_version[job.id] = 0
         return job.id
 
@@ -155,8 +163,11 @@ class LeaseMachine(RuleBasedStateMachine):
     @invariant()
     def every_state_change_has_its_transition_row(self):
         chains: dict = {}
-        for job_id, from_state, to_state in Transition.objects.filter(job__type=self.type).order_by("id").values_list(
-                "job_id", "from_state", "to_state"):
+        for job_id, from_state, to_state in (
+            Transition.objects.filter(job__type=self.type)
+            .order_by("id")
+            .values_list("job_id", "from_state", "to_state")
+        ):
             previous = chains.get(job_id, "")
             assert from_state == previous, f"transition log of {job_id} skips from {previous} to {from_state}"
             chains[job_id] = to_state
@@ -170,8 +181,12 @@ def test_lease_state_machine():
     try:
         run_state_machine_as_test(
             LeaseMachine,
-            settings=settings(max_examples=60, stateful_step_count=40, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
+            settings=settings(
+                max_examples=60,
+                stateful_step_count=40,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
         )
     finally:
         LeaseMachine.clock.reset()

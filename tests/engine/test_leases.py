@@ -32,14 +32,21 @@ def test_happy_path_writes_a_transition_row_for_every_change(make_job, worker):
     assert (claimed.id, claimed.lease_version, claimed.attempt) == (job.id, 1, 1)
     leases.start(claimed.id, claimed.lease_version, actor=worker.lease_owner, processing_version="crawl@3")
     leases.heartbeat(claimed.id, claimed.lease_version, lease_seconds=LEASE, progress={"done": 3, "total": 10})
-    leases.complete(claimed.id, claimed.lease_version, actor=worker.lease_owner, result_ref="s3://r/1", result_checksum="abc")
+    leases.complete(
+        claimed.id, claimed.lease_version, actor=worker.lease_owner, result_ref="s3://r/1", result_checksum="abc"
+    )
 
     job.refresh_from_db()
     assert job.state == State.RESULT_STORED
     assert (job.result_ref, job.result_checksum, job.processing_version) == ("s3://r/1", "abc", "crawl@3")
     assert job.progress == {"done": 3, "total": 10}
     assert job.lease_owner == "" and job.lease_expires_at is None
-    assert states(job.id) == [("", "planned"), ("planned", "reserved"), ("reserved", "running"), ("running", "result_stored")]
+    assert states(job.id) == [
+        ("", "planned"),
+        ("planned", "reserved"),
+        ("reserved", "running"),
+        ("running", "result_stored"),
+    ]
     attempt = Attempt.objects.get(job=job)
     assert attempt.outcome == Attempt.Outcome.COMPLETED
     assert attempt.claimed_at <= attempt.started_at <= attempt.heartbeat_at <= attempt.finished_at
@@ -102,8 +109,9 @@ def test_the_zombie_attempt_is_refused_and_recorded_and_the_new_result_stands(ma
     attempt_a = Attempt.objects.get(job=job, lease_version=a.lease_version)
     assert attempt_a.outcome == Attempt.Outcome.LEASE_EXPIRED
     assert attempt_a.refused_writes == 2 and attempt_a.last_refused_op == "heartbeat"
-    assert list(StaleWrite.objects.filter(job=job).values_list("operation", "lease_version", "current_lease_version")) == [
-        ("complete", 1, 2), ("heartbeat", 1, 2)]
+    assert list(
+        StaleWrite.objects.filter(job=job).values_list("operation", "lease_version", "current_lease_version")
+    ) == [("complete", 1, 2), ("heartbeat", 1, 2)]
 
 
 def test_a_slow_worker_within_the_grace_period_keeps_its_job(make_job, worker, db_clock):
@@ -145,8 +153,15 @@ def test_a_transient_failure_waits_with_backoff_then_goes_dead_when_the_budget_i
         c = claim_one(worker)
         assert c.attempt == attempt
         leases.start(c.id, c.lease_version, actor="w")
-        leases.fail(c.id, c.lease_version, actor="w", kind=ErrorKind.TRANSIENT, error_class="httpx.ReadTimeout",
-                    message="read timed out", retry_delay_seconds=POLICY.delay(attempt))
+        leases.fail(
+            c.id,
+            c.lease_version,
+            actor="w",
+            kind=ErrorKind.TRANSIENT,
+            error_class="httpx.ReadTimeout",
+            message="read timed out",
+            retry_delay_seconds=POLICY.delay(attempt),
+        )
         job.refresh_from_db()
         if attempt == 1:
             assert job.state == State.FAILED and job.next_attempt_at is not None
@@ -240,8 +255,10 @@ def test_writes_to_a_missing_job_say_so(db):
 def test_the_transition_log_refuses_update_and_delete(make_job):
     job = make_job()
     row = Transition.objects.get(job=job)
-    for statement in ("UPDATE jobs_transition SET cause = 'rewritten' WHERE id = %s",
-                      "DELETE FROM jobs_transition WHERE id = %s"):
+    for statement in (
+        "UPDATE jobs_transition SET cause = 'rewritten' WHERE id = %s",
+        "DELETE FROM jobs_transition WHERE id = %s",
+    ):
         with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(statement, [row.id])
@@ -253,8 +270,10 @@ def _job_table_update_counts():
         # Make this backend publish its pending statistics, then read them afresh.
         cursor.execute("SELECT pg_stat_force_next_flush()")
         cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute("SELECT pg_stat_get_tuples_hot_updated('jobs_job'::regclass), "
-                       "pg_stat_get_tuples_updated('jobs_job'::regclass)")
+        cursor.execute(
+            "SELECT pg_stat_get_tuples_hot_updated('jobs_job'::regclass), "
+            "pg_stat_get_tuples_updated('jobs_job'::regclass)"
+        )
         return cursor.fetchone()
 
 
@@ -275,17 +294,24 @@ def test_an_effect_is_applied_once_per_key_and_only_by_the_lease_holder(make_job
     make_job()
     c = claim_one(worker)
     applied = []
-    first = effect_apply_once(key="finding:1", kind="finding", job_id=c.id, lease_version=c.lease_version,
-                              apply=lambda: applied.append(1) or "created")
-    second = effect_apply_once(key="finding:1", kind="finding", job_id=c.id, lease_version=c.lease_version,
-                               apply=lambda: applied.append(2))
+    first = effect_apply_once(
+        key="finding:1",
+        kind="finding",
+        job_id=c.id,
+        lease_version=c.lease_version,
+        apply=lambda: applied.append(1) or "created",
+    )
+    second = effect_apply_once(
+        key="finding:1", kind="finding", job_id=c.id, lease_version=c.lease_version, apply=lambda: applied.append(2)
+    )
     assert (first.applied, first.value, second.applied, applied) == (True, "created", False, [1])
 
     db_clock.advance(LEASE + 1)
     leases.reap_expired(grace_seconds=0, policy=POLICY)
     with pytest.raises(leases.StaleAttempt):
-        effect_apply_once(key="finding:2", kind="finding", job_id=c.id, lease_version=c.lease_version,
-                          apply=lambda: applied.append(3))
+        effect_apply_once(
+            key="finding:2", kind="finding", job_id=c.id, lease_version=c.lease_version, apply=lambda: applied.append(3)
+        )
     assert applied == [1]
     assert not Effect.objects.filter(key="finding:2").exists()
     assert StaleWrite.objects.get().operation == "effect"
@@ -304,8 +330,14 @@ def test_an_effect_that_raises_is_not_recorded(db):
 def test_claim_can_start_at_once_with_a_lease_and_version_per_type(make_job, worker, db_clock):
     quick = make_job("quick", pool="mixed")
     slow = make_job("slow", pool="mixed")
-    claimed = leases.claim(pool="mixed", worker=worker, lease_seconds={"quick": 10, "slow": 100}, limit=5,
-                           start=True, processing_versions={"quick": "quick@2"})
+    claimed = leases.claim(
+        pool="mixed",
+        worker=worker,
+        lease_seconds={"quick": 10, "slow": 100},
+        limit=5,
+        start=True,
+        processing_versions={"quick": "quick@2"},
+    )
     now = db_clock.now()
     leases_left = {c.type: (c.lease_expires_at - now).total_seconds() for c in claimed}
     assert 8 < leases_left["quick"] <= 10 and 98 < leases_left["slow"] <= 100
@@ -327,11 +359,14 @@ def test_complete_many_completes_the_holders_and_records_each_stale_one(make_job
         make_job()
     a, b, c = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=3, start=True)
     leases.release(c.id, c.lease_version, actor="w", reason="handed back")
-    results = leases.complete_many([
-        leases.Completion(a.id, a.lease_version, result_ref="ra", result_checksum="ca"),
-        leases.Completion(b.id, b.lease_version, result_ref="rb", recheck=True),
-        leases.Completion(c.id, c.lease_version, result_ref="rc"),
-    ], actor="w")
+    results = leases.complete_many(
+        [
+            leases.Completion(a.id, a.lease_version, result_ref="ra", result_checksum="ca"),
+            leases.Completion(b.id, b.lease_version, result_ref="rb", recheck=True),
+            leases.Completion(c.id, c.lease_version, result_ref="rc"),
+        ],
+        actor="w",
+    )
     assert [r.to_state for r in results[:2]] == [State.RESULT_STORED, State.RECHECK_DUE]
     assert isinstance(results[2], leases.StaleAttempt) and results[2].current_state == State.PLANNED
     assert Job.objects.get(pk=a.id).result_ref == "ra" and Job.objects.get(pk=c.id).result_ref == ""
@@ -345,15 +380,23 @@ def test_complete_many_completes_the_holders_and_records_each_stale_one(make_job
 def test_a_settled_completion_logs_the_stored_result_and_the_decision(make_job, worker):
     make_job()
     (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True)
-    (result,) = leases.complete_many([leases.Completion(claimed.id, claimed.lease_version, result_ref="finding:9",
-                                                        settled="no match: best score 0.41")], actor="w")
+    (result,) = leases.complete_many(
+        [
+            leases.Completion(
+                claimed.id, claimed.lease_version, result_ref="finding:9", settled="no match: best score 0.41"
+            )
+        ],
+        actor="w",
+    )
     assert (result.from_state, result.to_state) == (State.RUNNING, State.DONE)
     job = Job.objects.get(pk=claimed.id)
     assert (job.result_ref, job.completion_reason, job.lease_owner) == ("finding:9", "no match: best score 0.41", "")
     assert job.finished_at is not None
     assert states(claimed.id)[-2:] == [("running", "result_stored"), ("result_stored", "done")]
-    assert list(Transition.objects.filter(job_id=claimed.id).order_by("id").values_list("cause", flat=True))[-1] == \
-        "no match: best score 0.41"
+    assert (
+        list(Transition.objects.filter(job_id=claimed.id).order_by("id").values_list("cause", flat=True))[-1]
+        == "no match: best score 0.41"
+    )
     with pytest.raises(ValueError, match="both plan a recheck and settle"):
         leases.complete_many([leases.Completion(claimed.id, 1, recheck=True, settled="x")], actor="w")
 
@@ -380,7 +423,11 @@ def test_step_events_are_fenced_by_the_lease(make_job, worker, db_clock):
         leases.steps_record(c.id, c.lease_version, [step])
     recorded = StepEvent.objects.get(job=job)
     assert (recorded.step, recorded.correlation_id, recorded.data, recorded.lease_version) == (
-        "fetch", "case-1", {"status": 200}, 1)
+        "fetch",
+        "case-1",
+        {"status": 200},
+        1,
+    )
     assert StaleWrite.objects.get(job=job).operation == "step"
 
 
@@ -388,8 +435,15 @@ def test_retry_now_gives_a_dead_job_a_fresh_retry_budget(make_job, worker):
     job = make_job(max_attempts=2)
     for _ in range(2):
         (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True)
-        leases.fail(claimed.id, claimed.lease_version, actor="w", kind=ErrorKind.TRANSIENT, error_class="Flaky",
-                    message="again", retry_delay_seconds=0)
+        leases.fail(
+            claimed.id,
+            claimed.lease_version,
+            actor="w",
+            kind=ErrorKind.TRANSIENT,
+            error_class="Flaky",
+            message="again",
+            retry_delay_seconds=0,
+        )
         leases.retries_promote_due()
     job.refresh_from_db()
     assert (job.state, job.attempts) == (State.DEAD, 2)
@@ -422,25 +476,50 @@ def test_a_dead_workers_jobs_come_back_at_once_then_back_off_then_die_as_suspect
         dying = leases.WorkerIdentity("host-a", pid, "crawl")
         (claimed,) = leases.claim(pool="crawl", worker=dying, lease_seconds=LEASE, start=True)
         assert claimed.id == job.id
-        deaths.append(leases.rescue_from_dead_worker(lease_owner=dying.lease_owner, reason=f"worker {pid} died",
-                                                     policy=POLICY, poison_deaths=3))
+        deaths.append(
+            leases.rescue_from_dead_worker(
+                lease_owner=dying.lease_owner, reason=f"worker {pid} died", policy=POLICY, poison_deaths=3
+            )
+        )
         job.refresh_from_db()
         if pid == 101:
-            assert (job.state, job.attempts, job.due_at) == (State.PLANNED, 1, due_at), "due again at once, in its place"
+            assert (job.state, job.attempts, job.due_at) == (State.PLANNED, 1, due_at), (
+                "due again at once, in its place"
+            )
         elif pid == 102:
             assert (job.state, job.attempts) == (State.FAILED, 2) and job.next_attempt_at is not None
     assert [[r.to_state for r in rescued] for rescued in deaths] == [[State.PLANNED], [State.FAILED], [State.DEAD]]
     assert (job.state, job.error_class) == (State.DEAD, "WorkerDied")
     assert job.completion_reason == "suspected poison job: its worker died in 3 attempts"
-    assert list(Attempt.objects.filter(job=job).values_list("outcome", flat=True).order_by("lease_version")) == [
-        Attempt.Outcome.WORKER_DIED] * 3
+    assert (
+        list(Attempt.objects.filter(job=job).values_list("outcome", flat=True).order_by("lease_version"))
+        == [Attempt.Outcome.WORKER_DIED] * 3
+    )
     assert Job.objects.get(pk=other.pk).state == State.PLANNED, "other owners' jobs are left alone"
 
 
 def test_a_dead_workers_job_without_budget_left_goes_dead(make_job, worker):
     job = make_job(max_attempts=1)
     claim_one(worker)
-    (rescued,) = leases.rescue_from_dead_worker(lease_owner=worker.lease_owner, reason="worker died", policy=POLICY,
-                                                poison_deaths=3)
+    (rescued,) = leases.rescue_from_dead_worker(
+        lease_owner=worker.lease_owner, reason="worker died", policy=POLICY, poison_deaths=3
+    )
     job.refresh_from_db()
     assert (rescued.to_state, job.completion_reason) == (State.DEAD, "retry budget spent (1 of 1): worker died")
+
+
+def test_a_dead_workers_batch_mates_that_waited_their_turn_are_released_not_blamed(make_job, worker):
+    ran, waited = make_job(), make_job()
+    claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=2, start=True)
+    assert [c.id for c in claimed] == [ran.id, waited.id]
+    leases.rescue_from_dead_worker(
+        lease_owner=worker.lease_owner, reason="worker died", policy=POLICY, poison_deaths=3, running=ran.id
+    )
+    ran.refresh_from_db()
+    waited.refresh_from_db()
+    assert (ran.state, ran.attempts, ran.error_class) == (State.PLANNED, 1, "WorkerDied")
+    assert (waited.state, waited.attempts, waited.error_class) == (State.PLANNED, 0, "")
+    assert Attempt.objects.get(job=ran).outcome == Attempt.Outcome.WORKER_DIED
+    waited_attempt = Attempt.objects.get(job=waited)
+    assert waited_attempt.outcome == Attempt.Outcome.RELEASED
+    assert waited_attempt.error_message == "its worker died while it waited its turn: worker died"

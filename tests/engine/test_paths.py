@@ -27,7 +27,10 @@ def run(make_job, pool_runtime, **payload):
 def test_a_declared_path_conforms(make_job, pool_runtime):
     attempt = run(make_job, pool_runtime, steps=["fetch", "parse", "store"])
     assert (attempt.path_checked, attempt.path_conforms, attempt.path_signature) == (
-        True, True, "fetch > parse > store -> done")
+        True,
+        True,
+        "fetch > parse > store -> done",
+    )
     assert attempt.duration_ms is not None and attempt.duration_ms >= 0 and not attempt.slow
 
 
@@ -83,10 +86,19 @@ def skipping_type():
             pass
         return Skipped("robots.txt forbids the page")
 
-    declared = registry.register(JobType(
-        name="test_skipping", handler=handler, pool="crawl", timeout_seconds=5, lease_seconds=30, heartbeat_seconds=1,
-        retry=RetryPolicy(base_seconds=1, cap_seconds=5), processing_version="test@1",
-        expected_paths=("robots -> skipped",)))
+    declared = registry.register(
+        JobType(
+            name="test_skipping",
+            handler=handler,
+            pool="crawl",
+            timeout_seconds=5,
+            lease_seconds=30,
+            heartbeat_seconds=1,
+            retry=RetryPolicy(base_seconds=1, cap_seconds=5),
+            processing_version="test@1",
+            expected_paths=("robots -> skipped",),
+        )
+    )
     yield declared
     registry.unregister(declared.name)
 
@@ -117,11 +129,18 @@ def test_the_migration_gives_attempts_skipped_before_it_their_outcome(make_job, 
     executor = MigrationExecutor(connection)
     executor.migrate([("jobs", "0017_worker_deaths")])  # the schema is the same; only the outcome's meaning moves
     skipped, done = make_job(), make_job()
-    for job in (skipped, done):
+    for _ in (skipped, done):
         (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
-        leases.complete_many([leases.Completion(claimed.id, claimed.lease_version,
-                                                settled="skipped: robots.txt" if claimed.id == skipped.id else "done")],
-                             actor="old-runtime")
+        leases.complete_many(
+            [
+                leases.Completion(
+                    claimed.id,
+                    claimed.lease_version,
+                    settled="skipped: robots.txt" if claimed.id == skipped.id else "done",
+                )
+            ],
+            actor="old-runtime",
+        )
     Attempt.objects.filter(job__in=[skipped, done]).update(outcome="completed")  # as the runtime wrote it before
     assert Transition.objects.filter(job=skipped, cause__startswith="skipped:").exists()
     executor = MigrationExecutor(connection)

@@ -17,20 +17,31 @@ pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 
 def test_stopping_the_only_worker_fires_the_zero_consumer_alert(tmp_path, client, django_user_model):
-    pools = PoolProcesses(str(tmp_path), LEITSTAND_CRAWL_WORKERS="1", LEITSTAND_ALERT_FOR_SECONDS="0",
-                          LEITSTAND_ALERT_INTERVAL_SECONDS="0.2")
+    pools = PoolProcesses(
+        str(tmp_path),
+        LEITSTAND_CRAWL_WORKERS="1",
+        LEITSTAND_ALERT_FOR_SECONDS="0",
+        LEITSTAND_ALERT_INTERVAL_SECONDS="0.2",
+    )
     try:
         pools.start("control")
         pools.start("crawl")
-        wait_for(lambda: pools.check_running() and pool_consumers()["crawl"] == 1, timeout=30,
-                 message="one live crawl consumer")
+        wait_for(
+            lambda: pools.check_running() and pool_consumers()["crawl"] == 1,
+            timeout=30,
+            message="one live crawl consumer",
+        )
         assert pools.terminate("crawl") == 0
         with transaction.atomic():  # all three at once: the evaluator runs every 0.2 s and counts what it sees
-            jobs = [job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
-                    for _ in range(3)]
-        alert = wait_for(lambda: Alert.objects.filter(rule="pool_no_consumers", scope="pool:crawl",
-                                                      state="firing").first(), timeout=30,
-                         message="the zero-consumer alert to fire")
+            jobs = [
+                job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
+                for _ in range(3)
+            ]
+        alert = wait_for(
+            lambda: Alert.objects.filter(rule="pool_no_consumers", scope="pool:crawl", state="firing").first(),
+            timeout=30,
+            message="the zero-consumer alert to fire",
+        )
     finally:
         pools.stop_all()
     assert alert.diagnosis.startswith("crawl: 0 consumers since ")

@@ -20,8 +20,13 @@ def recount(batch):
     states = {}
     for state in Job.objects.filter(batch=batch).values_list("state", flat=True):
         states[state] = states.get(state, 0) + 1
-    return {"total": sum(states.values()), "done": states.get("done", 0), "dead": states.get("dead", 0),
-            "in_review": states.get("ready_for_review", 0), "failed": states.get("failed", 0)}
+    return {
+        "total": sum(states.values()),
+        "done": states.get("done", 0),
+        "dead": states.get("dead", 0),
+        "in_review": states.get("ready_for_review", 0),
+        "failed": states.get("failed", 0),
+    }
 
 
 def test_counters_stay_exact_under_concurrent_completions_and_the_batch_ends_once(tmp_path, settings):
@@ -32,19 +37,28 @@ def test_counters_stay_exact_under_concurrent_completions_and_the_batch_ends_onc
             payload = {"fail": "permanent"}
         elif n % 30 == 1:
             payload = {"fail": "unclear"}
-        job_submit(job_type="synthetic", payload=payload, idempotency_key=f"{batch.key}-{n}", actor="test",
-                   batch_id=batch.pk)
+        job_submit(
+            job_type="synthetic", payload=payload, idempotency_key=f"{batch.key}-{n}", actor="test", batch_id=batch.pk
+        )
     assert batch_progress(batch.pk).total == MEMBERS
 
     # The batch's end is announced by webhook: the delivery job is made, not sent (no notify pool here).
-    processes = PoolProcesses(str(tmp_path / "run"), LEITSTAND_WEBHOOK_URL="http://127.0.0.1:9/hook",
-                              LEITSTAND_WEBHOOK_SECRET="s", LEITSTAND_WEBHOOK_EVENTS="batch.finished")
+    processes = PoolProcesses(
+        str(tmp_path / "run"),
+        LEITSTAND_WEBHOOK_URL="http://127.0.0.1:9/hook",
+        LEITSTAND_WEBHOOK_SECRET="s",
+        LEITSTAND_WEBHOOK_EVENTS="batch.finished",
+    )
     try:
         processes.start("control")
         processes.start("crawl")
         processes.start("crawl", key="crawl-2")  # a second process of the same pool: concurrent completions
-        seen_midway = wait_for(lambda: (lambda p: p if 0 < p.done < MEMBERS - 20 else None)(batch_progress(batch.pk)),
-                               timeout=60, interval=0.05, message="progress visible while the batch runs")
+        seen_midway = wait_for(
+            lambda: (lambda p: p if 0 < p.done < MEMBERS - 20 else None)(batch_progress(batch.pk)),
+            timeout=60,
+            interval=0.05,
+            message="progress visible while the batch runs",
+        )
         assert seen_midway.done > 0 and Batch.objects.get(pk=batch.pk).finished_at is None
         wait_for(lambda: Batch.objects.get(pk=batch.pk).finished_at, timeout=120, message="the batch to finish")
         processes.check_running()

@@ -21,13 +21,30 @@ PROCESSES = 4
 def test_four_processes_claim_and_complete_a_thousand_jobs_exactly_once():
     job_type = f"race-{uuid.uuid4().hex[:8]}"
     for n in range(JOBS):
-        services.job_create(type=job_type, idempotency_key=f"race-{n}", payload={"n": n}, actor="test",
-                            priority=n % 10, max_attempts=100)
+        services.job_create(
+            type=job_type,
+            idempotency_key=f"race-{n}",
+            payload={"n": n},
+            actor="test",
+            priority=n % 10,
+            max_attempts=100,
+        )
 
     env = child_env()
-    workers = [python_process("tests.support.race_worker", "--type", job_type, "--seed", str(seed),
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for seed in range(PROCESSES)]
+    workers = [
+        python_process(
+            "tests.support.race_worker",
+            "--type",
+            job_type,
+            "--seed",
+            str(seed),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in range(PROCESSES)
+    ]
     counts = []
     for process in workers:
         out, err = process.communicate(timeout=180)
@@ -51,12 +68,15 @@ def test_four_processes_claim_and_complete_a_thousand_jobs_exactly_once():
     with connection.cursor() as cursor:
         # No two attempts of a job held its lease at the same time: each attempt ended (completed,
         # reaped, released) before the next one was claimed.
-        cursor.execute("""
+        cursor.execute(
+            """
             SELECT count(*) FROM (
                 SELECT a.claimed_at, lag(a.finished_at) OVER (PARTITION BY a.job_id ORDER BY a.lease_version) AS previous_end
                 FROM jobs_attempt a JOIN jobs_job j ON j.id = a.job_id WHERE j.type = %s
             ) t WHERE previous_end > claimed_at
-        """, [job_type])
+        """,
+            [job_type],
+        )
         assert cursor.fetchone()[0] == 0
 
     refused = sum(c.get("refused", 0) for c in counts)

@@ -20,18 +20,26 @@ def test_pool_processes_counters_reach_metrics(tmp_path, client, settings, monke
     try:
         pools.start("control")
         pools.start("crawl")
-        jobs = [job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
-                for _ in range(12)]
-        wait_for(lambda: pools.check_running() and Job.objects.filter(pk__in=[j.pk for j in jobs],
-                                                                      state=State.RESULT_STORED).count() == 12,
-                 timeout=30, message="12 jobs to complete")
+        jobs = [
+            job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
+            for _ in range(12)
+        ]
+        wait_for(
+            lambda: pools.check_running()
+            and Job.objects.filter(pk__in=[j.pk for j in jobs], state=State.RESULT_STORED).count() == 12,
+            timeout=30,
+            message="12 jobs to complete",
+        )
     finally:
         pools.stop_all()
     assert list(metrics_dir.glob("counter_*.db")), "the worker processes wrote their counters"
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
     settings.LEITSTAND_METRICS_TOKEN = "t0ken"
     body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t0ken").content.decode()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in text_string_to_metric_families(body) for s in f.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(body)
+        for s in f.samples
+    }
     assert samples[("leitstand_worker_jobs_total", (("outcome", "completed"), ("pool", "crawl")))] == 12
     assert ("leitstand_pool_consumers", (("pool", "crawl"),)) in samples, "the pipeline figures are collected too"

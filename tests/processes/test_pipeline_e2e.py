@@ -33,19 +33,30 @@ def test_the_demo_web_crawled_by_real_pools(tmp_path):
         for name, owner, data in demoweb.protected_assets():
             asset_register(name=name, owner_ref=owner, data=data)
         sources = [source_upsert(**source) for source in web.sources()]
-        pools = PoolProcesses(str(tmp_path), LEITSTAND_HTTP_ALLOWED_TARGETS=",".join(web.targets),
-                              LEITSTAND_HOST_MIN_DELAY_SECONDS="0.05", LEITSTAND_ANALYSIS_WORKERS="2")
+        pools = PoolProcesses(
+            str(tmp_path),
+            LEITSTAND_HTTP_ALLOWED_TARGETS=",".join(web.targets),
+            LEITSTAND_HOST_MIN_DELAY_SECONDS="0.05",
+            LEITSTAND_ANALYSIS_WORKERS="2",
+        )
         try:
             for name in ("control", "crawl", "analysis"):
                 pools.start(name)
             crawl_start(actor="test", sources=sources, run="e2e")
-            wait_for(lambda: pools.check_running() and Job.objects.filter(type="analysis").count() == len(EXPECTED)
-                     and not Job.objects.exclude(state__in=SETTLED).exists(), timeout=90, interval=0.5,
-                     message="every crawl and analysis job to settle")
+            wait_for(
+                lambda: pools.check_running()
+                and Job.objects.filter(type="analysis").count() == len(EXPECTED)
+                and not Job.objects.exclude(state__in=SETTLED).exists(),
+                timeout=90,
+                interval=0.5,
+                message="every crawl and analysis job to settle",
+            )
         except AssertionError:
             unsettled = Job.objects.exclude(state__in=SETTLED)
-            raise AssertionError(f"unsettled: {[(j.type, j.payload, j.state, j.error_message) for j in unsettled]}; "
-                                 f"crawl log: {pools.log('crawl')[-2000:]}") from None
+            raise AssertionError(
+                f"unsettled: {[(j.type, j.payload, j.state, j.error_message) for j in unsettled]}; "
+                f"crawl log: {pools.log('crawl')[-2000:]}"
+            ) from None
         finally:
             pools.stop_all()
 
@@ -60,15 +71,21 @@ def test_the_demo_web_crawled_by_real_pools(tmp_path):
         for finding in Finding.objects.all():
             job = analyses[finding.candidate_id]
             assert job.id == finding.job_id
-            assert job.state == {"match": State.RECHECK_DUE, "no_match": State.DONE,
-                                 "unclear": State.READY_FOR_REVIEW}[finding.verdict]
+            assert (
+                job.state
+                == {"match": State.RECHECK_DUE, "no_match": State.DONE, "unclear": State.READY_FOR_REVIEW}[
+                    finding.verdict
+                ]
+            )
             assert job.parent.type == "crawl" and job.correlation_id == job.parent.correlation_id
 
         crawls = {j.payload["url"].split("/", 3)[3]: j for j in Job.objects.filter(type="crawl")}
         assert Job.objects.filter(type="crawl").count() == 9
         assert crawls["private/intern.html"].completion_reason.startswith("skipped: disallowed by robots.txt")
         assert (crawls["archiv/fehlt.html"].state, crawls["archiv/fehlt.html"].error_class) == (
-            State.DEAD, "workers.fetching.PageGone")
+            State.DEAD,
+            "workers.fetching.PageGone",
+        )
         flaky = crawls["archiv/wackelig.html"]
         assert (flaky.state, flaky.attempts) == (State.DONE, 3), "503 twice with Retry-After, then 200"
         assert all(crawls[p].state == State.DONE for p in ("", "werke/1.html", "werke/2.html", "archiv/langsam.html"))

@@ -27,17 +27,22 @@ def pools(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 def running_attempt(job, lease_version=1):
-    return wait_for(lambda: Attempt.objects.filter(job=job, lease_version=lease_version,
-                                                   started_at__isnull=False).first(),
-                    timeout=20, message=f"attempt {lease_version} of {job.id} to start")
+    return wait_for(
+        lambda: Attempt.objects.filter(job=job, lease_version=lease_version, started_at__isnull=False).first(),
+        timeout=20,
+        message=f"attempt {lease_version} of {job.id} to start",
+    )
 
 
 def test_a_pool_runs_jobs_end_to_end(pools):
     # Workers register when they start, so an idle pool already shows its consumers.
     wait_for(lambda: pool_consumers()["crawl"] == 2, timeout=20, message="two live crawl consumers")
     jobs = [submit({"steps": ["fetch", "store"], "effect": True}) for _ in range(20)]
-    wait_for(lambda: all(state_of(j) == State.RESULT_STORED for j in jobs), timeout=30,
-             message="20 synthetic jobs to complete")
+    wait_for(
+        lambda: all(state_of(j) == State.RESULT_STORED for j in jobs),
+        timeout=30,
+        message="20 synthetic jobs to complete",
+    )
     assert Effect.objects.filter(job__in=jobs).count() == 20
 
 
@@ -63,8 +68,11 @@ def test_sigstop_past_the_lease_the_late_write_is_refused_and_the_effect_applied
         wait_for(lambda: state_of(job) == State.RESULT_STORED, timeout=30, message="another worker completes the job")
     finally:
         os.kill(first.worker_pid, signal.SIGCONT)
-    wait_for(lambda: StaleWrite.objects.filter(job=job, lease_version=1).exists(), timeout=15,
-             message="the resumed worker's late write to be refused")
+    wait_for(
+        lambda: StaleWrite.objects.filter(job=job, lease_version=1).exists(),
+        timeout=15,
+        message="the resumed worker's late write to be refused",
+    )
     time.sleep(2)  # let the resumed worker finish whatever it still tries
     (effect,) = Effect.objects.filter(job=job)
     assert effect.result == {"applied_by_attempt": effect.lease_version} and effect.lease_version >= 2
@@ -84,8 +92,10 @@ def test_lost_database_connections_lose_no_job_and_repeat_no_effect(pools):
 
         with connections["default"].cursor() as cursor:
             while not stop.wait(0.4):
-                cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                               "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                cursor.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
         connections["default"].close()
 
     cutter = threading.Thread(target=cut_connections)
@@ -96,8 +106,12 @@ def test_lost_database_connections_lose_no_job_and_repeat_no_effect(pools):
         stop.set()
         cutter.join()
     connection.close()
-    wait_for(lambda: Job.objects.filter(pk__in=[j.pk for j in jobs], state=State.RESULT_STORED).count() == 200,
-             timeout=90, interval=0.5, message="all 200 jobs to complete after the connection cuts")
+    wait_for(
+        lambda: Job.objects.filter(pk__in=[j.pk for j in jobs], state=State.RESULT_STORED).count() == 200,
+        timeout=90,
+        interval=0.5,
+        message="all 200 jobs to complete after the connection cuts",
+    )
     assert Effect.objects.filter(job__in=jobs).count() == 200
     assert Transition.objects.filter(job__in=jobs, to_state=State.RESULT_STORED).count() == 200
 
@@ -127,8 +141,12 @@ def test_an_urgent_job_overtakes_a_flood_of_bulk_jobs(pools):
     waited = (attempt.started_at - urgent.created_at).total_seconds()
     assert waited < bulk_ms / 1000 + 1, f"the urgent job waited {waited:.2f} s"
     assert Job.objects.filter(priority=9).exclude(state=State.RESULT_STORED).exists(), "bulk work was still queued"
-    wait_for(lambda: not Job.objects.filter(priority=9).exclude(state=State.RESULT_STORED).exists(),
-             timeout=120, interval=0.5, message="the flood to drain")
+    wait_for(
+        lambda: not Job.objects.filter(priority=9).exclude(state=State.RESULT_STORED).exists(),
+        timeout=120,
+        interval=0.5,
+        message="the flood to drain",
+    )
 
 
 def test_sigterm_finishes_or_hands_back_and_leaves_nothing_leased(pools):

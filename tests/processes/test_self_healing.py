@@ -23,16 +23,26 @@ pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 STALL = 1.0  # LEITSTAND_POOL_STALL_SECONDS for these pools
 # Long leases: every rescue seen here is the supervisor's, never the reaper's (lease + grace = 41 s).
-TIMING = {"LEITSTAND_WORKER_RECYCLE_AFTER": "10",
-          "LEITSTAND_SYNTHETIC_LEASE_SECONDS": "40", "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "10",
-          "LEITSTAND_NOTIFY_TIMEOUT_SECONDS": "8", "LEITSTAND_NOTIFY_HTTP_TIMEOUT_SECONDS": "4",
-          "LEITSTAND_POOL_SHUTDOWN_SECONDS": "12", "LEITSTAND_POOL_STALL_SECONDS": str(STALL)}
+TIMING = {
+    "LEITSTAND_WORKER_RECYCLE_AFTER": "10",
+    "LEITSTAND_SYNTHETIC_LEASE_SECONDS": "40",
+    "LEITSTAND_SYNTHETIC_TIMEOUT_SECONDS": "10",
+    "LEITSTAND_NOTIFY_TIMEOUT_SECONDS": "8",
+    "LEITSTAND_NOTIFY_HTTP_TIMEOUT_SECONDS": "4",
+    "LEITSTAND_POOL_SHUTDOWN_SECONDS": "12",
+    "LEITSTAND_POOL_STALL_SECONDS": str(STALL),
+}
 
 
 @pytest.fixture(scope="module")
 def pools(django_db_setup, django_db_blocker, tmp_path_factory):
-    processes = PoolProcesses(str(tmp_path_factory.mktemp("run")), **TIMING, LEITSTAND_ALERT_FOR_SECONDS="0",
-                              LEITSTAND_ALERT_CLEAR_SECONDS="0", LEITSTAND_ALERT_INTERVAL_SECONDS="0.2")
+    processes = PoolProcesses(
+        str(tmp_path_factory.mktemp("run")),
+        **TIMING,
+        LEITSTAND_ALERT_FOR_SECONDS="0",
+        LEITSTAND_ALERT_CLEAR_SECONDS="0",
+        LEITSTAND_ALERT_INTERVAL_SECONDS="0.2",
+    )
     processes.start("control")
     processes.start("crawl")
     yield processes
@@ -68,6 +78,7 @@ class Tree:
 
 def tree(pools, name="crawl", *, workers=2) -> Tree:
     """Wait until the pool runs with all its processes, then describe them."""
+
     def complete():
         pools.check_running()
         try:
@@ -82,8 +93,12 @@ def tree(pools, name="crawl", *, workers=2) -> Tree:
 
 
 def all_complete(jobs, *, timeout):
-    wait_for(lambda: Job.objects.filter(pk__in=[j.pk for j in jobs], state=State.RESULT_STORED).count() == len(jobs),
-             timeout=timeout, interval=0.05, message=f"{len(jobs)} jobs to complete")
+    wait_for(
+        lambda: Job.objects.filter(pk__in=[j.pk for j in jobs], state=State.RESULT_STORED).count() == len(jobs),
+        timeout=timeout,
+        interval=0.05,
+        message=f"{len(jobs)} jobs to complete",
+    )
 
 
 def alive(process: psutil.Process) -> bool:
@@ -155,15 +170,21 @@ def test_kill_9_of_the_supervisor_a_new_one_takes_over_and_hands_back_the_orphan
     first = wait_for(lambda: Attempt.objects.filter(job=job, started_at__isnull=False).first(), timeout=20)
     killed_at = database_now()
     kill(found.supervisor)
-    wait_for(lambda: not any(alive(p) for p in found.workers),
-             timeout=5, message="the old supervisor's children to die with it")
+    wait_for(
+        lambda: not any(alive(p) for p in found.workers),
+        timeout=5,
+        message="the old supervisor's children to die with it",
+    )
     replaced = tree(pools)
     assert replaced.supervisor.pid != found.supervisor.pid and replaced.main.pid == found.main.pid
     assert submissions_complete_within(5) < 5
     # Nobody saw its workers die; the new supervisor finds their jobs (no such process, no
     # heartbeat for two intervals) long before the 40 s lease runs out.
-    second = wait_for(lambda: Attempt.objects.filter(job=job, lease_version=2, started_at__isnull=False).first(),
-                      timeout=15, message="the orphaned job to start again")
+    second = wait_for(
+        lambda: Attempt.objects.filter(job=job, lease_version=2, started_at__isnull=False).first(),
+        timeout=15,
+        message="the orphaned job to start again",
+    )
     assert (second.started_at - killed_at).total_seconds() < 8
     first.refresh_from_db()
     assert first.outcome == Attempt.Outcome.WORKER_DIED and "is gone" in first.error_message
@@ -176,13 +197,21 @@ def test_a_crashed_busy_workers_job_starts_again_within_5_s_ahead_of_a_backlog_o
     with transaction.atomic():
         backlog = [submit({"duration_ms": 2}) for _ in range(2000)]
     pool_resume(pool="crawl", actor="test")
-    first = wait_for(lambda: Attempt.objects.filter(job=victim, started_at__isnull=False).first(), timeout=20,
-                     interval=0.02, message="the job to start")
+    first = wait_for(
+        lambda: Attempt.objects.filter(job=victim, started_at__isnull=False).first(),
+        timeout=20,
+        interval=0.02,
+        message="the job to start",
+    )
     due_at = Job.objects.get(pk=victim.pk).due_at
     killed_at = database_now()
     os.kill(first.worker_pid, signal.SIGKILL)
-    second = wait_for(lambda: Attempt.objects.filter(job=victim, lease_version=2, started_at__isnull=False).first(),
-                      timeout=10, interval=0.05, message="the crashed worker's job to start again")
+    second = wait_for(
+        lambda: Attempt.objects.filter(job=victim, lease_version=2, started_at__isnull=False).first(),
+        timeout=10,
+        interval=0.05,
+        message="the crashed worker's job to start again",
+    )
     assert (second.started_at - killed_at).total_seconds() < 5
     ahead = Attempt.objects.filter(job__in=backlog, started_at__lt=second.started_at).count()
     assert ahead < 500, f"{ahead} of the 2,000 jobs queued after it started before it"
@@ -221,8 +250,11 @@ def test_a_stall_that_cannot_heal_fires_pool_stalled_and_clears_when_the_pool_cl
         cursor.execute("SELECT id FROM jobs_job WHERE id = ANY(%s) FOR UPDATE", [[j.pk for j in jobs]])
     try:
         pool_resume(pool="crawl", actor="test")
-        alert = wait_for(lambda: Alert.objects.filter(rule="pool_stalled", scope="pool:crawl", state="firing").first(),
-                         timeout=20, message="pool_stalled to fire")
+        alert = wait_for(
+            lambda: Alert.objects.filter(rule="pool_stalled", scope="pool:crawl", state="firing").first(),
+            timeout=20,
+            message="pool_stalled to fire",
+        )
         pool = Pool.objects.get(name="crawl")
         assert pool.stalled_since is not None and "no claim" in pool.stall_note
         assert alert.diagnosis.startswith("crawl: stalled since ")
@@ -232,8 +264,11 @@ def test_a_stall_that_cannot_heal_fires_pool_stalled_and_clears_when_the_pool_cl
         holder.close()
     all_complete(jobs, timeout=10)
     wait_for(lambda: Pool.objects.get(name="crawl").stalled_since is None, timeout=5, message="the stall to clear")
-    wait_for(lambda: Alert.objects.filter(rule="pool_stalled", scope="pool:crawl", state="resolved").exists(),
-             timeout=10, message="pool_stalled to resolve")
+    wait_for(
+        lambda: Alert.objects.filter(rule="pool_stalled", scope="pool:crawl", state="resolved").exists(),
+        timeout=10,
+        message="pool_stalled to resolve",
+    )
 
 
 def test_sigterm_stops_a_pool_whose_worker_was_just_killed(pools):
@@ -294,8 +329,9 @@ def test_no_child_outlives_a_killed_main_process(pools):
     descendants = found.supervisor.children() + [found.supervisor]
     pools.processes.pop("crawl")
     kill(found.main)
-    wait_for(lambda: not any(alive(p) for p in descendants),
-             timeout=10, message="every child of the killed pool to exit")
+    wait_for(
+        lambda: not any(alive(p) for p in descendants), timeout=10, message="every child of the killed pool to exit"
+    )
     pools.start("crawl")
     tree(pools)
     assert submissions_complete_within(8) < 8

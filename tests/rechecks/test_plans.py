@@ -19,9 +19,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 IMAGE = ("image/png", demoweb.asset_png(2))
 OTHER = ("image/png", demoweb.asset_png(3))
-POLICY = {"target": "gone_or_changed", "first_delay_seconds": 60, "min_interval_seconds": 600,
-          "max_interval_seconds": 2400, "widen_factor": 2.0, "early_seconds": 120, "jitter": 0.0,
-          "confirmations_required": 2, "deadline_seconds": 86_400}
+POLICY = {
+    "target": "gone_or_changed",
+    "first_delay_seconds": 60,
+    "min_interval_seconds": 600,
+    "max_interval_seconds": 2400,
+    "widen_factor": 2.0,
+    "early_seconds": 120,
+    "jitter": 0.0,
+    "confirmations_required": 2,
+    "deadline_seconds": 86_400,
+}
 
 
 @pytest.fixture
@@ -31,14 +39,20 @@ def case(settings, pool_runtime):
     settings.LEITSTAND_POLITENESS = {**settings.LEITSTAND_POLITENESS, "min_delay_seconds": 0.0}
 
     def make(answers):
-        server = ScriptedServer({"/copy.png": [(200, *IMAGE), *[(s, *c) for s, c in answers]],
-                                 "/copy2.png": [(200, *IMAGE)]}).__enter__()
+        server = ScriptedServer(
+            {"/copy.png": [(200, *IMAGE), *[(s, *c) for s, c in answers]], "/copy2.png": [(200, *IMAGE)]}
+        ).__enter__()
         settings.LEITSTAND_HTTP_ALLOWED_TARGETS = [server.target]
         asset_register(name="Mohnfeld", owner_ref="RH-2", data=IMAGE[1])
         source = Source.objects.create(name="S", base_url=server.url("/"))
         candidate = Candidate.objects.create(image_url=server.url("/copy.png"), page_url=server.url("/"), source=source)
-        analysis = job_submit(job_type="analysis", payload={"candidate_id": candidate.id}, idempotency_key="a",
-                              actor="test", correlation_id="case-1").job
+        analysis = job_submit(
+            job_type="analysis",
+            payload={"candidate_id": candidate.id},
+            idempotency_key="a",
+            actor="test",
+            correlation_id="case-1",
+        ).job
         pool_runtime("analysis").wake()
         made.append(server)
         return Job.objects.get(pk=analysis.pk)
@@ -62,7 +76,11 @@ def test_a_match_is_rechecked_until_the_copy_is_confirmed_gone(case, pool_runtim
     assert job.state == State.RECHECK_DUE
     plan = RecheckPlan.objects.get(job=job)
     assert (plan.correlation_id, plan.url, plan.state, plan.next_check_reason) == (
-        "case-1", job.findings.get().candidate.image_url, "active", "first check 1 min after the match")
+        "case-1",
+        job.findings.get().candidate.image_url,
+        "active",
+        "first check 1 min after the match",
+    )
     assert check(pool_runtime, db_clock, 30).dispatched == 0, "not due before the first delay"
     for seconds in (31, 1201, 120):
         assert check(pool_runtime, db_clock, seconds).dispatched == 1
@@ -70,12 +88,17 @@ def test_a_match_is_rechecked_until_the_copy_is_confirmed_gone(case, pool_runtim
     observations = list(plan.observations.order_by("sequence"))
     assert [(o.http_status, o.kind) for o in observations] == [(200, "unchanged"), (404, "gone"), (404, "gone")]
     assert [o.decision for o in observations] == [
-        "unchanged 1×: interval widened 10 min → 20 min", "gone (1 of 2 confirmations): confirming in 2 min",
-        "gone 2× in a row: target confirmed"]
+        "unchanged 1×: interval widened 10 min → 20 min",
+        "gone (1 of 2 confirmations): confirming in 2 min",
+        "gone 2× in a row: target confirmed",
+    ]
     assert observations[0].match_score == 1.0 and len(observations[0].content_hash) == 64
     assert (plan.state, plan.end_reason, plan.sequence, plan.case_settled) == ("ended", "target_confirmed", 3, True)
     job.refresh_from_db()
-    assert job.state == State.DONE and job.completion_reason == f"recheck plan {plan.id}: gone 2× in a row: target confirmed"
+    assert (
+        job.state == State.DONE
+        and job.completion_reason == f"recheck plan {plan.id}: gone 2× in a row: target confirmed"
+    )
     rechecks = Job.objects.filter(type="recheck").order_by("created_at")
     assert [r.idempotency_key for r in rechecks] == [f"plan-{plan.id}:{n}" for n in (1, 2, 3)]
     assert {(r.parent_id, r.correlation_id, r.state) for r in rechecks} == {(job.id, "case-1", State.DONE)}
@@ -101,8 +124,9 @@ def test_the_deadline_sends_the_case_to_review(case, pool_runtime, db_clock, set
         check(pool_runtime, db_clock, 1)
     plan.refresh_from_db()
     assert (plan.end_reason, plan.case_settled) == ("deadline_passed", True)
-    assert plan.end_note == ("deadline passed: still not confirmed 1 d after the match (last seen: unchanged); "
-                             "a person decides")
+    assert plan.end_note == (
+        "deadline passed: still not confirmed 1 d after the match (last seen: unchanged); a person decides"
+    )
     job.refresh_from_db()
     assert job.state == State.READY_FOR_REVIEW
     assert Transition.objects.filter(job=job).order_by("id").last().cause == f"recheck plan {plan.id}: {plan.end_note}"
@@ -120,32 +144,41 @@ def test_a_manual_decision_and_an_abort_record_actor_and_reason(case, pool_runti
         plan_decide(plan_id=plan.id, actor="user:rev", reason="  ", user=reviewer)
     plan = plan_decide(plan_id=plan.id, actor="user:rev", reason="taken down, confirmed by mail", user=reviewer)
     assert (plan.end_reason, plan.ended_by, plan.end_note) == (
-        "manual_decision", "user:rev", "manual decision by user:rev: taken down, confirmed by mail")
+        "manual_decision",
+        "user:rev",
+        "manual decision by user:rev: taken down, confirmed by mail",
+    )
     decided.refresh_from_db()
     assert decided.state == State.DONE
     event = WebhookEvent.objects.get(kind="recheck_plan.ended", job_id=decided.pk)
-    assert event.data | {"ended_at": None} == {"id": plan.id, "end_reason": "manual_decision", "ended_by": "user:rev",
-                                              "note": plan.end_note, "ended_at": None, "checks": plan.sequence,
-                                              "url": plan.url}
+    assert event.data | {"ended_at": None} == {
+        "id": plan.id,
+        "end_reason": "manual_decision",
+        "ended_by": "user:rev",
+        "note": plan.end_note,
+        "ended_at": None,
+        "checks": plan.sequence,
+        "url": plan.url,
+    }
     assert Transition.objects.filter(job=decided).order_by("id").last().actor == "user:rev"
     with pytest.raises(JobInputError, match="has already ended"):
         plan_abort(plan_id=plan.id, actor="user:op", reason="late")
 
-    other = Candidate.objects.create(image_url=plan.url.replace("copy", "copy2"), page_url=plan.url,
-                                     source=Source.objects.get())
-    aborted = job_submit(job_type="analysis", payload={"candidate_id": other.id}, idempotency_key="b",
-                         actor="test").job
+    other = Candidate.objects.create(
+        image_url=plan.url.replace("copy", "copy2"), page_url=plan.url, source=Source.objects.get()
+    )
+    aborted = job_submit(job_type="analysis", payload={"candidate_id": other.id}, idempotency_key="b", actor="test").job
     pool_runtime("analysis").wake()
     second = RecheckPlan.objects.get(job=aborted)
     second = plan_abort(plan_id=second.id, actor="user:op", reason="the rights holder withdrew the claim")
     aborted.refresh_from_db()
     assert (second.end_reason, aborted.state) == ("aborted", State.CANCELLED)
-    assert aborted.completion_reason == (f"recheck plan {second.id}: aborted by user:op: "
-                                         "the rights holder withdrew the claim")
+    assert aborted.completion_reason == (
+        f"recheck plan {second.id}: aborted by user:op: the rights holder withdrew the claim"
+    )
 
 
-def test_a_check_whose_job_died_is_planned_again_and_a_case_ended_elsewhere_ends_its_plan(case, pool_runtime,
-                                                                                            db_clock):
+def test_a_check_whose_job_died_is_planned_again_and_a_case_ended_elsewhere_ends_its_plan(case, pool_runtime, db_clock):
     job = case([(200, IMAGE)])
     plan = RecheckPlan.objects.get(job=job)
     db_clock.advance(61)
@@ -166,8 +199,9 @@ def test_a_check_whose_job_died_is_planned_again_and_a_case_ended_elsewhere_ends
 def test_a_stale_check_is_skipped_and_decides_nothing(case, pool_runtime, db_clock):
     job = case([(200, IMAGE)])
     plan = RecheckPlan.objects.get(job=job)
-    stale = job_submit(job_type="recheck", payload={"plan_id": plan.id, "sequence": 7}, idempotency_key="s",
-                       actor="test").job
+    stale = job_submit(
+        job_type="recheck", payload={"plan_id": plan.id, "sequence": 7}, idempotency_key="s", actor="test"
+    ).job
     pool_runtime("recheck").wake()
     stale.refresh_from_db()
     assert (stale.state, stale.completion_reason) == (State.DONE, f"skipped: plan {plan.id} moved on to check 0")

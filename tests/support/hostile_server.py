@@ -67,10 +67,12 @@ class HostileServer:
 
             def route_hostile_page(self):
                 # NUL bytes, script links, a metadata-address image, an overlong URL, an unknown charset.
-                body = (b"<html><body>\x00<a href='javascript:alert(1)'>x</a><a href='/ok\x00'>ok</a>"
-                        b"<img src='http://169.254.169.254/latest/meta-data/x.png'>"
-                        b"<img srcset='/png 1x, /fake-png 2x'><img src='/" + b"a" * 3000 + b"'>"
-                        b"<a href='mailto:x@example.org'>m</a></body></html>")
+                body = (
+                    b"<html><body>\x00<a href='javascript:alert(1)'>x</a><a href='/ok\x00'>ok</a>"
+                    b"<img src='http://169.254.169.254/latest/meta-data/x.png'>"
+                    b"<img srcset='/png 1x, /fake-png 2x'><img src='/" + b"a" * 3000 + b"'>"
+                    b"<a href='mailto:x@example.org'>m</a></body></html>"
+                )
                 self.send(200, body, "text/html; charset=x-no-such-charset")
 
             def route_ok(self):

@@ -57,8 +57,14 @@ class PoolProcesses:
         log_path = os.path.join(self.env["LEITSTAND_RUN_DIR"], f"{key}.log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         log = open(log_path, "ab")
-        process = subprocess.Popen([sys.executable, "manage.py", "runpool", name], cwd=PROJECT_ROOT, env=self.env,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runpool", name],
+            cwd=PROJECT_ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.processes[key] = process
         self.logs[key] = log_path
         return process
@@ -99,8 +105,9 @@ def submit(payload=None, **fields):
     """Submit a synthetic job (``payload`` as in workers/synthetic.py) the way the API would."""
     from workers.services import job_submit
 
-    return job_submit(job_type="synthetic", payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test",
-                      **fields).job
+    return job_submit(
+        job_type="synthetic", payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test", **fields
+    ).job
 
 
 def state_of(job) -> str:

@@ -49,8 +49,9 @@ def main() -> None:
                 if rng.random() < args.stall_probability:
                     counts["stalled"] += 1
                     time.sleep(args.stall_seconds)
-                leases.complete(job.id, job.lease_version, actor=me.lease_owner,
-                                result_ref=f"{me.lease_owner}#{job.lease_version}")
+                leases.complete(
+                    job.id, job.lease_version, actor=me.lease_owner, result_ref=f"{me.lease_owner}#{job.lease_version}"
+                )
                 counts["completed"] += 1
             except leases.StaleAttempt:
                 counts["refused"] += 1

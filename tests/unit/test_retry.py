@@ -31,11 +31,14 @@ def test_jitter_spreads_retries_of_jobs_that_failed_together():
     assert 15 < delays[250] < 25 and 35 < delays[500] < 45 and 55 < delays[750] < 65
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"base_seconds": 0}, "base_seconds must be positive"),
-    ({"base_seconds": 10, "cap_seconds": 5}, "must be at least base_seconds"),
-    ({"max_attempts": 0}, "max_attempts must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"base_seconds": 0}, "base_seconds must be positive"),
+        ({"base_seconds": 10, "cap_seconds": 5}, "must be at least base_seconds"),
+        ({"max_attempts": 0}, "max_attempts must be at least 1"),
+    ],
+)
 def test_a_policy_that_cannot_work_is_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         RetryPolicy(**kwargs)
@@ -48,19 +51,23 @@ def test_attempt_numbers_start_at_one():
 
 def test_the_sql_expression_uses_the_same_numbers():
     assert RetryPolicy(base_seconds=2, cap_seconds=30).delay_sql("j.attempts") == (
-        "random() * least(30.0, 2.0 * power(2, least(greatest(j.attempts, 1) - 1, 60))) * interval '1 second'")
+        "random() * least(30.0, 2.0 * power(2, least(greatest(j.attempts, 1) - 1, 60))) * interval '1 second'"
+    )
 
 
-@pytest.mark.parametrize("exc,kind", [
-    (TransientError("503"), ErrorKind.TRANSIENT),
-    (PermanentError("404"), ErrorKind.PERMANENT),
-    (UnclearError("score 0.7"), ErrorKind.UNCLEAR),
-    (ValueError("bad payload"), ErrorKind.PERMANENT),
-    (KeyError("url"), ErrorKind.PERMANENT),
-    (TimeoutError(), ErrorKind.TRANSIENT),
-    (ConnectionResetError(), ErrorKind.TRANSIENT),
-    (RuntimeError("surprise"), ErrorKind.TRANSIENT),
-])
+@pytest.mark.parametrize(
+    "exc,kind",
+    [
+        (TransientError("503"), ErrorKind.TRANSIENT),
+        (PermanentError("404"), ErrorKind.PERMANENT),
+        (UnclearError("score 0.7"), ErrorKind.UNCLEAR),
+        (ValueError("bad payload"), ErrorKind.PERMANENT),
+        (KeyError("url"), ErrorKind.PERMANENT),
+        (TimeoutError(), ErrorKind.TRANSIENT),
+        (ConnectionResetError(), ErrorKind.TRANSIENT),
+        (RuntimeError("surprise"), ErrorKind.TRANSIENT),
+    ],
+)
 def test_errors_are_classified(exc, kind):
     assert classify(exc) is kind
 

@@ -3,7 +3,6 @@ import uuid
 import pytest
 
 from jobs.retry import RetryPolicy
-
 from workers.registry import JobType, registry
 
 
@@ -14,10 +13,15 @@ def job_type_factory():
 
     def declare(handler, **overrides) -> JobType:
         fields = {
-            "name": f"test_{uuid.uuid4().hex[:8]}", "handler": handler, "pool": "analysis",
-            "timeout_seconds": 5, "lease_seconds": 30, "heartbeat_seconds": 1,
+            "name": f"test_{uuid.uuid4().hex[:8]}",
+            "handler": handler,
+            "pool": "analysis",
+            "timeout_seconds": 5,
+            "lease_seconds": 30,
+            "heartbeat_seconds": 1,
             "retry": RetryPolicy(base_seconds=1, cap_seconds=5),
-            "processing_version": "test@1", "expected_paths": ("work",),
+            "processing_version": "test@1",
+            "expected_paths": ("work",),
         }
         fields.update(overrides)
         job_type = registry.register(JobType(**fields))

@@ -21,10 +21,17 @@ def run(*args):
 def dead_job(error_class="httpx.ConnectTimeout", job_type="synthetic"):
     job = job_submit(job_type=job_type, payload={}, idempotency_key=uuid.uuid4().hex, actor="test").job
     worker = leases.WorkerIdentity("h", 1, job.pool)
-    (claimed,) = [c for c in leases.claim(pool=job.pool, worker=worker, lease_seconds=30, limit=100, start=True)
-                  if c.id == job.id]
-    leases.fail(claimed.id, claimed.lease_version, actor="w", kind=ErrorKind.PERMANENT, error_class=error_class,
-                message="connect timed out")
+    (claimed,) = [
+        c for c in leases.claim(pool=job.pool, worker=worker, lease_seconds=30, limit=100, start=True) if c.id == job.id
+    ]
+    leases.fail(
+        claimed.id,
+        claimed.lease_version,
+        actor="w",
+        kind=ErrorKind.PERMANENT,
+        error_class=error_class,
+        message="connect timed out",
+    )
     return Job.objects.get(pk=job.pk)
 
 
@@ -39,13 +46,16 @@ def test_enqueue_creates_jobs_idempotently_per_key():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("args,message", [
-    (["nope"], "unknown job type 'nope'"),
-    (["synthetic", "--payload", "{bad"], "--payload is not valid JSON"),
-    (["synthetic", "--payload", "[1]"], "payload: must be a JSON object"),
-    (["synthetic", "--priority", "12"], "priority: must be an integer from 0"),
-    (["synthetic", "--payload", '{"pool": "mars"}'], "unknown pool 'mars'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["nope"], "unknown job type 'nope'"),
+        (["synthetic", "--payload", "{bad"], "--payload is not valid JSON"),
+        (["synthetic", "--payload", "[1]"], "payload: must be a JSON object"),
+        (["synthetic", "--priority", "12"], "priority: must be an integer from 0"),
+        (["synthetic", "--payload", '{"pool": "mars"}'], "unknown pool 'mars'"),
+    ],
+)
 def test_enqueue_refuses_bad_input_precisely(args, message):
     with pytest.raises(CommandError, match=message):
         run("enqueue", *args)

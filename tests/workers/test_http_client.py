@@ -34,11 +34,27 @@ def allowing(server, **policy):
     return SafeClient(FetchPolicy(**policy), allowed_targets=frozenset({server.target}))
 
 
-@pytest.mark.parametrize("address", [
-    "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0",
-    "::1", "fc00::1", "fe80::1", "::ffff:169.254.169.254", "::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe",
-    "2002:a9fe:a9fe::1", "2001:0:4136:e378:8000:63bf:3fff:fdd2", "224.0.0.1",
-])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "::1",
+        "fc00::1",
+        "fe80::1",
+        "::ffff:169.254.169.254",
+        "::ffff:127.0.0.1",
+        "64:ff9b::a9fe:a9fe",
+        "2002:a9fe:a9fe::1",
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+        "224.0.0.1",
+    ],
+)
 def test_non_public_addresses_are_refused(address):
     assert address_problem(address) is not None
 
@@ -48,8 +64,9 @@ def test_public_addresses_pass(address):
     assert address_problem(address) is None
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "0x7f000001", "0177.0.0.1", "0x7f.1", "127.1",
-                                  "[::1]", "localhost"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "2130706433", "0x7f000001", "0177.0.0.1", "0x7f.1", "127.1", "[::1]", "localhost"]
+)
 def test_loopback_in_any_spelling_is_refused_before_any_request(server, host):
     client = SafeClient(FetchPolicy(allowed_ports=frozenset({server.port})), allowed_targets=frozenset())
     with pytest.raises(AddressRefused, match="not a public address"):
@@ -69,13 +86,16 @@ def test_a_metadata_endpoint_behind_a_name_is_refused():
         client.fetch("http://metadata.example/latest/meta-data/")
 
 
-@pytest.mark.parametrize("url,message", [
-    ("ftp://images.example/a.jpg", "only http and https"),
-    ("file:///etc/passwd", "only http and https"),
-    ("http://user:secret@images.example/", "user information"),
-    ("http://images.example:8080/", "port 8080 is not allowed"),
-    ("http:///nohost", "without host"),
-])
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("ftp://images.example/a.jpg", "only http and https"),
+        ("file:///etc/passwd", "only http and https"),
+        ("http://user:secret@images.example/", "user information"),
+        ("http://images.example:8080/", "port 8080 is not allowed"),
+        ("http:///nohost", "without host"),
+    ],
+)
 def test_urls_outside_the_rules_are_refused(url, message):
     with pytest.raises(FetchRefused, match=message):
         SafeClient(resolver=lambda host, port: ["93.184.216.34"], allowed_targets=frozenset()).fetch(url)
@@ -90,7 +110,9 @@ def test_an_allow_listed_target_is_fetched_from_the_validated_address(server):
 def test_a_redirect_to_a_target_that_is_not_allowed_is_refused_at_that_hop(server):
     with HostileServer() as other:
         with pytest.raises(AddressRefused):
-            allowing(server, allowed_ports=frozenset({other.port})).fetch(server.url(f"/redirect?to={other.url('/ok')}"))
+            allowing(server, allowed_ports=frozenset({other.port})).fetch(
+                server.url(f"/redirect?to={other.url('/ok')}")
+            )
         assert other.requests == []
     assert len(server.requests) == 1
 

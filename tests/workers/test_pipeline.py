@@ -31,9 +31,14 @@ def crawl_job(web, path, *, site=0, depth=0, run=None):
     source = web.source_rows[site]
     run = run or uuid.uuid4().hex[:8]
     url = web.base_url(site) + path.lstrip("/")
-    return job_submit(job_type="crawl", payload={"source_id": source.id, "url": url, "depth": depth, "run": run},
-                      idempotency_key=f"{run}:{url}", actor="test", correlation_id=f"test:{run}",
-                      source=source.name).job
+    return job_submit(
+        job_type="crawl",
+        payload={"source_id": source.id, "url": url, "depth": depth, "run": run},
+        idempotency_key=f"{run}:{url}",
+        actor="test",
+        correlation_id=f"test:{run}",
+        source=source.name,
+    ).job
 
 
 def reload(job):
@@ -53,7 +58,9 @@ def test_a_gallery_page_yields_candidates_and_one_analysis_child_per_image(web, 
     assert job.result_ref == f"page:{web.base_url(0)}werke/1.html" and len(job.result_checksum) == 64
     assert steps(job) == [("robots", "ok"), ("fetch", "ok"), ("extract", "ok"), ("candidates", "ok"), ("spawn", "ok")]
     assert list(Transition.objects.filter(job=job).order_by("id").values_list("to_state", flat=True))[-2:] == [
-        "result_stored", "done"]
+        "result_stored",
+        "done",
+    ]
     children = Job.objects.filter(parent=job)
     assert {c.type for c in children} == {"analysis"} and children.count() == 3
     assert {c.correlation_id for c in children} == {job.correlation_id}
@@ -68,7 +75,10 @@ def test_links_are_followed_in_scope_to_the_source_depth_once_per_run(web, pool_
     crawls = Job.objects.filter(parent=root, type="crawl")
     # The off-site link is out of scope; /private/ is followed, and robots.txt decides there.
     assert sorted(c.payload["url"].removeprefix(web.base_url(0)) for c in crawls) == [
-        "private/intern.html", "werke/1.html", "werke/2.html"]
+        "private/intern.html",
+        "werke/1.html",
+        "werke/2.html",
+    ]
     pool_runtime("crawl").wake()
     grandchildren = Job.objects.filter(parent__in=crawls, type="crawl")
     assert not grandchildren.exists(), "depth 2 is the limit and /werke/1.html was already crawled in this run"
@@ -98,6 +108,7 @@ def test_a_missing_page_is_permanent_and_a_503_is_retried_after_its_retry_after(
     for _ in range(2):
         db_clock.advance(1.5)
         from jobs import leases
+
         leases.retries_promote_due()
         pool_runtime("crawl").wake()
     flaky = reload(flaky)
@@ -116,12 +127,15 @@ def test_a_busy_host_defers_the_job_without_using_its_retry_budget(web, pool_run
     assert steps(job) == [("robots", "ok"), ("fetch", "failed")]
 
 
-@pytest.mark.parametrize("path,verdict,state", [
-    ("img/abendlicht.png", "match", State.RECHECK_DUE),
-    ("img/mohnfeld-klein.jpg", "match", State.RECHECK_DUE),
-    ("img/kreise-collage.jpg", "unclear", State.UNCLEAR),
-    ("img/logo.png", "no_match", State.DONE),
-])
+@pytest.mark.parametrize(
+    "path,verdict,state",
+    [
+        ("img/abendlicht.png", "match", State.RECHECK_DUE),
+        ("img/mohnfeld-klein.jpg", "match", State.RECHECK_DUE),
+        ("img/kreise-collage.jpg", "unclear", State.UNCLEAR),
+        ("img/logo.png", "no_match", State.DONE),
+    ],
+)
 def test_analysis_bands_the_best_score(web, pool_runtime, path, verdict, state):
     crawl_job(web, "/werke/1.html" if "collage" not in path else "/werke/2.html", depth=1)
     pool_runtime("crawl").wake()
@@ -149,8 +163,12 @@ def test_hostile_pages_and_images_end_with_clear_errors_and_nothing_lost(setting
         settings.LEITSTAND_HTTP_ALLOWED_TARGETS = [server.target]
         settings.LEITSTAND_POLITENESS = {**settings.LEITSTAND_POLITENESS, "min_delay_seconds": 0.0}
         source = source_upsert(name="Hostile", base_url=server.url("/"), max_depth=0)
-        job = job_submit(job_type="crawl", payload={"source_id": source.id, "url": server.url("/hostile-page"),
-                                                    "depth": 0, "run": "h"}, idempotency_key="h", actor="test").job
+        job = job_submit(
+            job_type="crawl",
+            payload={"source_id": source.id, "url": server.url("/hostile-page"), "depth": 0, "run": "h"},
+            idempotency_key="h",
+            actor="test",
+        ).job
         pool_runtime("crawl").wake()
         assert reload(job).state == State.DONE
         urls = set(Candidate.objects.values_list("image_url", flat=True))
@@ -168,23 +186,32 @@ def test_hostile_pages_and_images_end_with_clear_errors_and_nothing_lost(setting
 
 
 def test_extract_cleans_and_bounds_what_a_page_says():
-    found = extract(b"<base href='/sub/'><img src='a.png#frag'><img src='a.png'><a href='b.html'>\x00"
-                    b"<a href='javascript:x()'><a href='http://[::1'><source srcset='c.webp 1x, d.webp 2x'>",
-                    base_url="http://site.example/page.html")
-    assert found.images == ["http://site.example/sub/a.png", "http://site.example/sub/c.webp",
-                            "http://site.example/sub/d.webp"]
+    found = extract(
+        b"<base href='/sub/'><img src='a.png#frag'><img src='a.png'><a href='b.html'>\x00"
+        b"<a href='javascript:x()'><a href='http://[::1'><source srcset='c.webp 1x, d.webp 2x'>",
+        base_url="http://site.example/page.html",
+    )
+    assert found.images == [
+        "http://site.example/sub/a.png",
+        "http://site.example/sub/c.webp",
+        "http://site.example/sub/d.webp",
+    ]
     assert found.links == ["http://site.example/sub/b.html"]
 
 
-@pytest.mark.parametrize("payload,message", [
-    ({"source_id": "1", "url": "http://a/", "depth": 0, "run": "r"}, "source_id"),
-    ({"source_id": 1, "url": "ftp://a/", "depth": 0, "run": "r"}, "payload.url"),
-    ({"source_id": 1, "url": "http://a/", "depth": -1, "run": "r"}, "payload.depth"),
-    ({"source_id": 1, "url": "http://a/", "depth": 0, "run": ""}, "payload.run"),
-    ({"source_id": 1, "url": "http://a/", "depth": 0, "run": "r", "x": 1}, "unknown crawl payload fields: x"),
-])
+@pytest.mark.parametrize(
+    "payload,message",
+    [
+        ({"source_id": "1", "url": "http://a/", "depth": 0, "run": "r"}, "source_id"),
+        ({"source_id": 1, "url": "ftp://a/", "depth": 0, "run": "r"}, "payload.url"),
+        ({"source_id": 1, "url": "http://a/", "depth": -1, "run": "r"}, "payload.depth"),
+        ({"source_id": 1, "url": "http://a/", "depth": 0, "run": ""}, "payload.run"),
+        ({"source_id": 1, "url": "http://a/", "depth": 0, "run": "r", "x": 1}, "unknown crawl payload fields: x"),
+    ],
+)
 def test_a_bad_crawl_payload_is_a_permanent_error_naming_the_field(payload, message):
     from jobs.errors import PermanentError
+
     with pytest.raises(PermanentError, match=message):
         parse(payload)
 

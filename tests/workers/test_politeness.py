@@ -11,8 +11,9 @@ from tests.support.hostile_server import HostileServer
 from workers.http import FetchPolicy, SafeClient
 from workers.politeness import HostBusy, PolitenessPolicy, host_acquire, host_release, polite
 
-POLICY = PolitenessPolicy(min_delay_seconds=0.2, retry_after_cap_seconds=30, hold_seconds=10,
-                          failures_to_open=3, open_for_seconds=60)
+POLICY = PolitenessPolicy(
+    min_delay_seconds=0.2, retry_after_cap_seconds=30, hold_seconds=10, failures_to_open=3, open_for_seconds=60
+)
 
 
 @pytest.mark.django_db
@@ -41,7 +42,7 @@ def test_refused_callers_book_turns_one_spacing_apart(db_clock):
 
 @pytest.mark.django_db
 def test_retry_after_is_honoured_up_to_the_cap(db_clock):
-    host_acquire("c.example:443", POLICY).wait_seconds
+    host_acquire("c.example:443", POLICY)
     host_release("c.example:443", POLICY, ok=False, outcome="429", retry_after=3600)
     assert 29 < host_acquire("c.example:443", POLICY).wait_seconds <= 30
 
@@ -98,5 +99,6 @@ def test_workers_never_overlap_requests_to_one_host():
         assert not errors and len(sent) == 20
         assert server.max_in_flight == 1
         starts = sorted(server.slow_started)
-        assert all(later - earlier >= 0.05 + 0.1 - 0.01 for earlier, later in zip(starts, starts[1:])), \
+        assert all(later - earlier >= 0.05 + 0.1 - 0.01 for earlier, later in zip(starts, starts[1:])), (
             "each request began only after the previous one ended plus the delay"
+        )

@@ -11,9 +11,17 @@ from workers.registry import JobType, Registry, UnknownJobType, registry
 
 
 def declaration(**overrides):
-    fields = {"name": "crawl_page", "handler": lambda ctx: None, "pool": "crawl", "timeout_seconds": 20,
-              "lease_seconds": 30, "heartbeat_seconds": 10, "retry": RetryPolicy(), "processing_version": "crawl@1",
-              "expected_paths": ("fetch store",)}
+    fields = {
+        "name": "crawl_page",
+        "handler": lambda ctx: None,
+        "pool": "crawl",
+        "timeout_seconds": 20,
+        "lease_seconds": 30,
+        "heartbeat_seconds": 10,
+        "retry": RetryPolicy(),
+        "processing_version": "crawl@1",
+        "expected_paths": ("fetch store",),
+    }
     fields.update(overrides)
     return fields
 
@@ -25,17 +33,20 @@ def test_a_duplicate_declaration_stops_start_up():
         types.register(JobType(**declaration()))
 
 
-@pytest.mark.parametrize("overrides,complaint", [
-    ({"handler": None}, "handler must be callable"),
-    ({"pool": ""}, "pool is required"),
-    ({"lease_seconds": 0}, "lease_seconds must be positive"),
-    ({"retry": None}, "retry must be a jobs.retry.RetryPolicy"),
-    ({"processing_version": ""}, "processing_version is required"),
-    ({"expected_paths": ()}, "expected_paths"),
-    ({"expected_paths": ("fetch (store",)}, "expected_paths"),
-    ({"default_priority": 10}, "default_priority"),
-    ({"name": "9lives"}, "name must start with a letter"),
-])
+@pytest.mark.parametrize(
+    "overrides,complaint",
+    [
+        ({"handler": None}, "handler must be callable"),
+        ({"pool": ""}, "pool is required"),
+        ({"lease_seconds": 0}, "lease_seconds must be positive"),
+        ({"retry": None}, "retry must be a jobs.retry.RetryPolicy"),
+        ({"processing_version": ""}, "processing_version is required"),
+        ({"expected_paths": ()}, "expected_paths"),
+        ({"expected_paths": ("fetch (store",)}, "expected_paths"),
+        ({"default_priority": 10}, "default_priority"),
+        ({"name": "9lives"}, "name must start with a letter"),
+    ],
+)
 def test_an_incomplete_declaration_stops_start_up(overrides, complaint):
     with pytest.raises(ImproperlyConfigured, match=complaint):
         JobType(**declaration(**overrides))
@@ -50,13 +61,18 @@ def test_the_shipped_configuration_passes_the_checks():
     assert timing_invariants() == []
 
 
-@pytest.mark.parametrize("overrides,check_id", [
-    ({"heartbeat_seconds": 11}, "leitstand.E001"),
-    ({"timeout_seconds": 45}, "leitstand.E002"),
-    ({"timeout_seconds": 20, "lease_seconds": 2000, "heartbeat_seconds": 1, "external_call_timeout_seconds": 20},
-     "leitstand.E004"),
-    ({"pool": "nowhere"}, "leitstand.E005"),
-])
+@pytest.mark.parametrize(
+    "overrides,check_id",
+    [
+        ({"heartbeat_seconds": 11}, "leitstand.E001"),
+        ({"timeout_seconds": 45}, "leitstand.E002"),
+        (
+            {"timeout_seconds": 20, "lease_seconds": 2000, "heartbeat_seconds": 1, "external_call_timeout_seconds": 20},
+            "leitstand.E004",
+        ),
+        ({"pool": "nowhere"}, "leitstand.E005"),
+    ],
+)
 def test_each_timing_invariant_is_checked(overrides, check_id, settings):
     settings.LEITSTAND_LEASE_GRACE_SECONDS = 10
     bad = registry.register(JobType(**declaration(name="bad_type", **overrides)))
@@ -72,7 +88,9 @@ def test_a_job_timeout_that_outlasts_the_wakeup_timeout_is_reported(settings):
 
 
 def test_a_django_q_retry_below_timeout_plus_queue_wait_is_reported(settings):
-    clusters = {name: {**cluster, "retry": cluster["timeout"]} for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items()}
+    clusters = {
+        name: {**cluster, "retry": cluster["timeout"]} for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items()
+    }
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "ALT_CLUSTERS": clusters}
     assert "leitstand.E006" in {error.id for error in timing_invariants()}
 

@@ -23,7 +23,8 @@ def snapshot():
     """Every row of the tables a handler could touch, and each job as a dict."""
     return {model.__name__: sorted(map(str, model.objects.values_list("pk", flat=True))) for model in TABLES} | {
         "jobs": {str(job.pk): model_to_dict(job) for job in Job.objects.all()},
-        "findings": {f.pk: (f.score, f.verdict) for f in Finding.objects.all()}}
+        "findings": {f.pk: (f.score, f.verdict) for f in Finding.objects.all()},
+    }
 
 
 def command(*args):
@@ -51,7 +52,7 @@ def test_a_dead_job_is_replayed_as_a_new_audited_attempt_and_a_done_job_is_not(m
 
 
 def test_a_filter_replays_what_it_names_up_to_the_limit(make_job, pool_runtime):
-    for n in range(3):
+    for _ in range(3):
         make_job("synthetic", pool="crawl", payload={"fail": "permanent"})
     make_job("synthetic", pool="crawl", payload={})
     pool_runtime("crawl").wake()
@@ -80,7 +81,9 @@ def test_a_dry_run_changes_nothing_and_reports_what_it_would_do(web, pool_runtim
     before = snapshot()
     text = command(str(analysed.pk), "--dry-run")
     assert snapshot() == before
-    assert "nothing was changed" in text and f"would skip: already applied: effect finding finding:{analysed.pk}" in text
+    assert (
+        "nothing was changed" in text and f"would skip: already applied: effect finding finding:{analysed.pk}" in text
+    )
 
 
 def test_a_shadow_version_reports_its_difference_and_leaves_the_job_alone(web, pool_runtime):  # noqa: F811

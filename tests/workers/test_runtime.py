@@ -19,8 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def submit(job_type, payload=None, **fields):
-    return job_submit(job_type=job_type.name, payload=payload or {}, idempotency_key=uuid.uuid4().hex,
-                      actor="test", **fields).job
+    return job_submit(
+        job_type=job_type.name, payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test", **fields
+    ).job
 
 
 def reload(job):
@@ -41,17 +42,31 @@ def test_a_stored_outcome_with_steps_becomes_result_stored(job_type_factory, poo
     assert (report.claimed, report.completed) == (1, 1)
     job = reload(job)
     assert (job.state, job.result_ref, job.result_checksum, job.processing_version) == (
-        State.RESULT_STORED, f"r/{job.id}", "c1", "test@1")
+        State.RESULT_STORED,
+        f"r/{job.id}",
+        "c1",
+        "test@1",
+    )
     assert list(StepEvent.objects.filter(job=job).order_by("id").values_list("step", "outcome", "data")) == [
-        ("fetch", "ok", {"url": "u", "status": 200}), ("store", "ok", {})]
+        ("fetch", "ok", {"url": "u", "status": 200}),
+        ("store", "ok", {}),
+    ]
 
 
-@pytest.mark.parametrize("outcome,state,error_class,reason", [
-    (lambda ctx: Skipped("robots.txt disallows /private"), State.DONE, "", "skipped: robots.txt disallows /private"),
-    (lambda ctx: Done("no match (best 0.41)", result_ref="finding:1"), State.DONE, "", "no match (best 0.41)"),
-    (lambda ctx: NeedsReview("score 0.71 between thresholds"), State.UNCLEAR, "NeedsReview", ""),
-    (lambda ctx: "not an outcome", State.DEAD, "InvalidOutcome", "permanent error: InvalidOutcome"),
-])
+@pytest.mark.parametrize(
+    "outcome,state,error_class,reason",
+    [
+        (
+            lambda ctx: Skipped("robots.txt disallows /private"),
+            State.DONE,
+            "",
+            "skipped: robots.txt disallows /private",
+        ),
+        (lambda ctx: Done("no match (best 0.41)", result_ref="finding:1"), State.DONE, "", "no match (best 0.41)"),
+        (lambda ctx: NeedsReview("score 0.71 between thresholds"), State.UNCLEAR, "NeedsReview", ""),
+        (lambda ctx: "not an outcome", State.DEAD, "InvalidOutcome", "permanent error: InvalidOutcome"),
+    ],
+)
 def test_every_outcome_maps_to_its_transition(job_type_factory, pool_runtime, outcome, state, error_class, reason):
     job = submit(job_type_factory(outcome))
     pool_runtime().wake()
@@ -95,8 +110,9 @@ def test_a_job_past_its_timeout_is_interrupted_even_in_a_blocking_call(job_type_
 
 
 def test_a_job_of_a_type_the_pool_does_not_know_goes_dead(pool_runtime):
-    stray = job_services.job_create(type="retired_type", pool="analysis", payload={}, idempotency_key="x",
-                                    actor="test").job
+    stray = job_services.job_create(
+        type="retired_type", pool="analysis", payload={}, idempotency_key="x", actor="test"
+    ).job
     pool_runtime().wake()
     stray = reload(stray)
     assert (stray.state, stray.error_class) == (State.DEAD, "UnknownJobType")
@@ -203,7 +219,9 @@ def test_spawned_children_carry_parent_and_correlation(job_type_factory, pool_ru
 
 
 def test_retry_policy_of_the_type_sets_the_budget(job_type_factory):
-    job = submit(job_type_factory(lambda ctx: Stored(), retry=RetryPolicy(base_seconds=1, cap_seconds=2, max_attempts=2)))
+    job = submit(
+        job_type_factory(lambda ctx: Stored(), retry=RetryPolicy(base_seconds=1, cap_seconds=2, max_attempts=2))
+    )
     assert job.max_attempts == 2
 
 
@@ -225,6 +243,7 @@ def test_jobs_waiting_their_turn_in_a_batch_keep_their_leases(job_type_factory, 
 
 def test_text_from_hostile_pages_never_breaks_a_write(job_type_factory, pool_runtime):
     """PostgreSQL refuses NUL in text and jsonb; it is replaced wherever handler text is stored."""
+
     def stored(ctx):
         with ctx.step("fetch", url="http://x/\x00a") as info:
             info["title"] = "a\x00b"

@@ -23,7 +23,14 @@ def test_the_supervisor_was_written_for_this_django_q2():
     assert list(inspect.signature(pusher).parameters) == ["task_queue", "event", "broker"]
     assert list(inspect.signature(monitor).parameters) == ["result_queue", "broker"]
     assert list(inspect.signature(Sentinel.__init__).parameters) == [
-        "self", "stop_event", "start_event", "cluster_id", "broker", "timeout", "start"]
+        "self",
+        "stop_event",
+        "start_event",
+        "cluster_id",
+        "broker",
+        "timeout",
+        "start",
+    ]
     assert all(hasattr(Sentinel, name) for name in ("spawn_cluster", "guard", "stop", "status"))
 
 

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workers', '0001_initial'),
+        ("workers", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='workerprocess',
-            options={'verbose_name_plural': 'worker processes'},
+            name="workerprocess",
+            options={"verbose_name_plural": "worker processes"},
         ),
     ]

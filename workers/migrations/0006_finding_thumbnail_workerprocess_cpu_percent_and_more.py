@@ -4,25 +4,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workers', '0005_domain_records'),
+        ("workers", "0005_domain_records"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='finding',
-            name='thumbnail',
-            field=models.BinaryField(blank=True, help_text='The candidate re-encoded as a small PNG by Pillow: safe to show reviewers.', null=True),
+            model_name="finding",
+            name="thumbnail",
+            field=models.BinaryField(
+                blank=True,
+                help_text="The candidate re-encoded as a small PNG by Pillow: safe to show reviewers.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='workerprocess',
-            name='cpu_percent',
-            field=models.FloatField(default=0.0, help_text='CPU use of the process since its previous refresh.'),
+            model_name="workerprocess",
+            name="cpu_percent",
+            field=models.FloatField(default=0.0, help_text="CPU use of the process since its previous refresh."),
         ),
         migrations.AddField(
-            model_name='workerprocess',
-            name='disk_free_bytes',
-            field=models.PositiveBigIntegerField(blank=True, help_text="Free space on the host's data disk.", null=True),
+            model_name="workerprocess",
+            name="disk_free_bytes",
+            field=models.PositiveBigIntegerField(
+                blank=True, help_text="Free space on the host's data disk.", null=True
+            ),
         ),
     ]

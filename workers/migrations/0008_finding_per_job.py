@@ -4,19 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0014_webhook_batch_events'),
-        ('workers', '0007_shadow_runs'),
+        ("jobs", "0014_webhook_batch_events"),
+        ("workers", "0007_shadow_runs"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='finding',
-            name='finding_once_per_version',
+            model_name="finding",
+            name="finding_once_per_version",
         ),
         migrations.AddConstraint(
-            model_name='finding',
-            constraint=models.UniqueConstraint(fields=('candidate', 'asset', 'analysis_version', 'job'), name='finding_once_per_job_and_version'),
+            model_name="finding",
+            constraint=models.UniqueConstraint(
+                fields=("candidate", "asset", "analysis_version", "job"), name="finding_once_per_job_and_version"
+            ),
         ),
     ]

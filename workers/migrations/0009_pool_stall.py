@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workers', '0008_finding_per_job'),
+        ("workers", "0008_finding_per_job"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='pool',
-            name='stall_note',
+            model_name="pool",
+            name="stall_note",
             field=models.CharField(blank=True, max_length=500),
         ),
         migrations.AddField(
-            model_name='pool',
-            name='stalled_on',
-            field=models.CharField(blank=True, help_text='host:pid of the supervisor that reported it', max_length=255),
+            model_name="pool",
+            name="stalled_on",
+            field=models.CharField(blank=True, help_text="host:pid of the supervisor that reported it", max_length=255),
         ),
         migrations.AddField(
-            model_name='pool',
-            name='stalled_since',
+            model_name="pool",
+            name="stalled_since",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -31,8 +31,11 @@ class Command(BaseCommand):
     help = "Create demo users (operator, reviewer), synthetic jobs in every state, and start the pipeline's demo crawl."
 
     def add_arguments(self, parser):
-        parser.add_argument("--web", default="127.0.0.1:8101,127.0.0.1:8102",
-                            help="host:port of the two demo web sites (manage.py demoweb)")
+        parser.add_argument(
+            "--web",
+            default="127.0.0.1:8101,127.0.0.1:8102",
+            help="host:port of the two demo web sites (manage.py demoweb)",
+        )
         parser.add_argument("--no-crawl", action="store_true", help="register assets and sources, start no crawl")
 
     def handle(self, *args, web, no_crawl, **options):
@@ -47,20 +50,30 @@ class Command(BaseCommand):
         created = self._jobs()
         crawled = self._pipeline(web, start_crawl=not no_crawl)
         loaded = self._load_batch() if not no_crawl else "no load batch"
-        self.stdout.write(f"demo data ready: users operator, reviewer, viewer; {created} new synthetic jobs; {crawled}; "
-                          f"{loaded}")
+        self.stdout.write(
+            f"demo data ready: users operator, reviewer, viewer; {created} new synthetic jobs; {crawled}; {loaded}"
+        )
 
     def _load_batch(self) -> str:
         # A batch that takes about a minute in the bulk lane of the crawl pool, with a target it
         # will narrowly miss: the console's batch page shows its progress, rate and ETA meanwhile.
         key = timezone.now().strftime("demo-load-%Y%m%d-%H%M%S")
         with transaction.atomic():
-            batch, _ = batch_create(key=key, name="demo load: 400 synthetic jobs", created_by="demo",
-                                    target_finish_at=database_now() + timedelta(seconds=45))
+            batch, _ = batch_create(
+                key=key,
+                name="demo load: 400 synthetic jobs",
+                created_by="demo",
+                target_finish_at=database_now() + timedelta(seconds=45),
+            )
             for n in range(400):
-                job_submit(job_type="synthetic", idempotency_key=f"{key}-{n}", actor="demo", priority=8,
-                           batch_id=batch.pk, payload={"pool": "crawl", "settle": True, "duration_ms": 500,
-                                                       "steps": ["fetch", "parse", "store"]})
+                job_submit(
+                    job_type="synthetic",
+                    idempotency_key=f"{key}-{n}",
+                    actor="demo",
+                    priority=8,
+                    batch_id=batch.pk,
+                    payload={"pool": "crawl", "settle": True, "duration_ms": 500, "steps": ["fetch", "parse", "store"]},
+                )
         return f"load batch {batch.pk} (400 jobs) started"
 
     def _pipeline(self, web: str, *, start_crawl: bool) -> str:
@@ -89,16 +102,25 @@ class Command(BaseCommand):
         ]
         count = 0
         for pool, key, payload, scenario in plan:
-            submission = job_submit(job_type="synthetic", idempotency_key=key, payload={"pool": pool, **payload},
-                                    actor="demo", priority=0 if key.endswith("-1") else 5)
+            submission = job_submit(
+                job_type="synthetic",
+                idempotency_key=key,
+                payload={"pool": pool, **payload},
+                actor="demo",
+                priority=0 if key.endswith("-1") else 5,
+            )
             if submission.created:
                 count += 1
                 self._drive(submission.job, scenario)
         # Run by the demo's crawl pool: the declared path, and two runs that skip the step parse (the
         # console's paths page shows them as divergent, "missing step parse").
         for n, path in enumerate([steps] * 4 + [["fetch", "store"]] * 2):
-            count += job_submit(job_type="synthetic", idempotency_key=f"demo-path-{n}", actor="demo",
-                                payload={"pool": "crawl", "steps": path, "duration_ms": 30 + 10 * n}).created
+            count += job_submit(
+                job_type="synthetic",
+                idempotency_key=f"demo-path-{n}",
+                actor="demo",
+                payload={"pool": "crawl", "steps": path, "duration_ms": 30 + 10 * n},
+            ).created
         leases.unclear_queue_for_review()
         return count
 
@@ -111,17 +133,34 @@ class Command(BaseCommand):
         leases.start(claimed.id, claimed.lease_version, actor=worker.lease_owner, processing_version="synthetic@1")
         actor = worker.lease_owner
         if scenario in ("complete", "confirm"):
-            leases.complete(claimed.id, claimed.lease_version, actor=actor, result_ref=f"result/{job.id}",
-                            result_checksum="sha256:" + job.id.hex)
+            leases.complete(
+                claimed.id,
+                claimed.lease_version,
+                actor=actor,
+                result_ref=f"result/{job.id}",
+                result_checksum="sha256:" + job.id.hex,
+            )
             if scenario == "confirm":
                 services.job_confirm(job_id=job.id, actor="demo")
         elif scenario == "transient":
-            leases.fail(claimed.id, claimed.lease_version, actor=actor, kind=ErrorKind.TRANSIENT,
-                        error_class="httpx.ConnectTimeout", message="connect timed out after 5 s",
-                        retry_delay_seconds=POLICY.delay(claimed.attempt))
+            leases.fail(
+                claimed.id,
+                claimed.lease_version,
+                actor=actor,
+                kind=ErrorKind.TRANSIENT,
+                error_class="httpx.ConnectTimeout",
+                message="connect timed out after 5 s",
+                retry_delay_seconds=POLICY.delay(claimed.attempt),
+            )
         elif scenario == "permanent":
-            leases.fail(claimed.id, claimed.lease_version, actor=actor, kind=ErrorKind.PERMANENT,
-                        error_class="PIL.UnidentifiedImageError", message="cannot identify image file")
+            leases.fail(
+                claimed.id,
+                claimed.lease_version,
+                actor=actor,
+                kind=ErrorKind.PERMANENT,
+                error_class="PIL.UnidentifiedImageError",
+                message="cannot identify image file",
+            )
         elif scenario == "running":
             leases.heartbeat(claimed.id, claimed.lease_version, lease_seconds=lease, progress={"step": "hash"})
         elif scenario == "zombie":

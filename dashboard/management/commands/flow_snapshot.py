@@ -17,10 +17,13 @@ SNAPSHOT = Path(settings.BASE_DIR) / "docs" / "flow-snapshot.json"
 def flow_declared() -> dict:
     return {
         "transitions": [{"from": e.source, "to": e.target, "names": list(e.names)} for e in declared_edges()],
-        "job_types": {t.name: {"patterns": list(t.expected_paths),
-                               "paths": sorted((" > ".join(steps) or "(no steps)") + " -> " + exit
-                                         for steps, exit in t.paths.paths)}
-                      for t in registry.all()},
+        "job_types": {
+            t.name: {
+                "patterns": list(t.expected_paths),
+                "paths": sorted((" > ".join(steps) or "(no steps)") + " -> " + exit for steps, exit in t.paths.paths),
+            }
+            for t in registry.all()
+        },
     }
 
 

@@ -24,7 +24,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("job_id", nargs="?")
-        parser.add_argument("--filter", dest="spec", help="type=…,state=…,error_class=…,pool=…,source=…,correlation_id=…")
+        parser.add_argument(
+            "--filter", dest="spec", help="type=…,state=…,error_class=…,pool=…,source=…,correlation_id=…"
+        )
         parser.add_argument("--limit", type=int, default=100, help="most jobs a --filter replays (default 100)")
         parser.add_argument("--reason", default="", help="why (required to replay; goes into the audit log)")
         parser.add_argument("--dry-run", action="store_true", help="run the handler with every effect suppressed")
@@ -33,7 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the dry or shadow run as JSON")
         parser.add_argument("--actor", default=f"cli:{getpass.getuser()}")
 
-    def handle(self, *args, job_id, spec, limit, reason, dry_run, shadow, processing_version, as_json, actor, **options):
+    def handle(
+        self, *args, job_id, spec, limit, reason, dry_run, shadow, processing_version, as_json, actor, **options
+    ):
         if bool(job_id) == bool(spec):
             raise CommandError("name one JOB_ID or a --filter")
         if (dry_run or shadow) and not job_id:
@@ -51,12 +55,13 @@ class Command(BaseCommand):
                 return self._shadow(job_id, processing_version, actor, as_json=as_json)
             if not reason.strip():
                 raise CommandError("--reason is required to replay (it goes into the audit log)")
-            jobs = [Job.objects.get(pk=job_id)] if job_id else list(replay_filter(spec)[:max(limit, 1)])
+            jobs = [Job.objects.get(pk=job_id)] if job_id else list(replay_filter(spec)[: max(limit, 1)])
         except (ReplayRefused, UnknownJobType) as exc:
             raise CommandError(str(exc)) from None
         except ShadowDeferred as exc:
-            raise CommandError(f"the shadow run had to wait ({exc}); nothing was recorded: try again in "
-                               f"{exc.retry_after:.0f} s") from None
+            raise CommandError(
+                f"the shadow run had to wait ({exc}); nothing was recorded: try again in {exc.retry_after:.0f} s"
+            ) from None
         if not jobs:
             self.stdout.write("no job matches the filter")
             return
@@ -70,8 +75,9 @@ class Command(BaseCommand):
                 if job_id:
                     raise CommandError(str(exc)) from None
                 continue
-            audit_record(actor=actor, action="replay", target=f"job {job.pk}", reason=reason,
-                         result=f"{job.state} → planned")
+            audit_record(
+                actor=actor, action="replay", target=f"job {job.pk}", reason=reason, result=f"{job.state} → planned"
+            )
             replayed += 1
             self.stdout.write(f"{job.pk}  {job.type:<12} {job.state} → planned")
         self.stdout.write(f"replayed {replayed} job(s)" + (f", {refused} refused" if refused else ""))
@@ -86,24 +92,45 @@ class Command(BaseCommand):
 
     def _shadow(self, job_id, version, actor, *, as_json):
         record, run, real = shadow_run(job_id, version, actor=actor)
-        audit_record(actor=actor, action="shadow run", target=f"job {job_id}", reason=version,
-                     result="same" if record.same else f"{len(record.differences)} differences")
+        audit_record(
+            actor=actor,
+            action="shadow run",
+            target=f"job {job_id}",
+            reason=version,
+            result="same" if record.same else f"{len(record.differences)} differences",
+        )
         if as_json:
-            self.stdout.write(json.dumps({"shadow_run": record.pk, "real": real, "shadow": run.as_dict(),
-                                          "differences": record.differences}, indent=2, default=str))
+            self.stdout.write(
+                json.dumps(
+                    {"shadow_run": record.pk, "real": real, "shadow": run.as_dict(), "differences": record.differences},
+                    indent=2,
+                    default=str,
+                )
+            )
             return
-        self.stdout.write(f"shadow run {record.pk} of {job_id}: {version} against {record.real_version or 'the job'}; "
-                          "the job was not changed")
+        self.stdout.write(
+            f"shadow run {record.pk} of {job_id}: {version} against {record.real_version or 'the job'}; "
+            "the job was not changed"
+        )
         self._describe(run)
         if record.same:
             self.stdout.write("comparison: the same outcome, result and path as the job")
         for difference in record.differences:
-            self.stdout.write(f"differs: {difference['field']}: job {difference['real']!r} → shadow {difference['shadow']!r}")
+            self.stdout.write(
+                f"differs: {difference['field']}: job {difference['real']!r} → shadow {difference['shadow']!r}"
+            )
 
     def _describe(self, run):
-        self.stdout.write(f"path: {run.path.signature}"
-                          + ("" if run.verdict is None else " (conforms)" if run.verdict.conforms
-                             else f" (diverges: {run.verdict.divergence})"))
+        self.stdout.write(
+            f"path: {run.path.signature}"
+            + (
+                ""
+                if run.verdict is None
+                else " (conforms)"
+                if run.verdict.conforms
+                else f" (diverges: {run.verdict.divergence})"
+            )
+        )
         for step in run.steps:
             self.stdout.write(f"  step {step['step']:<12} {step['outcome']:<8} {step['duration_ms']:>8.1f} ms")
         self.stdout.write(f"outcome: {run.outcome}: {run.detail}" + (f" [{run.result_ref}]" if run.result_ref else ""))

@@ -24,8 +24,9 @@ class Command(BaseCommand):
                 return
             if not name:
                 raise CommandError("--name is required")
-            token, clear = token_create(name=name, scopes=[s.strip() for s in scopes.split(",") if s.strip()],
-                                        expires_days=expires_days)
+            token, clear = token_create(
+                name=name, scopes=[s.strip() for s in scopes.split(",") if s.strip()], expires_days=expires_days
+            )
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(clear)

@@ -47,31 +47,62 @@ class Command(BaseCommand):
     def _list(self, *, job_type, error_class, limit, **options):
         groups = list(dead_letter_groups(job_type=job_type, error_class=error_class))
         if not groups:
-            self.stdout.write("the dead-letter queue is empty" + (" for this filter" if job_type or error_class else ""))
+            self.stdout.write(
+                "the dead-letter queue is empty" + (" for this filter" if job_type or error_class else "")
+            )
             return
         self.stdout.write(f"{'count':>6}  {'type':<16} {'error class':<40} first seen → last seen")
         for g in groups:
-            self.stdout.write(f"{g['count']:>6}  {g['type']:<16} {g['error_class'] or '-':<40} "
-                              f"{g['first_seen']:%Y-%m-%d %H:%M:%S%z} → {g['last_seen']:%Y-%m-%d %H:%M:%S%z}")
+            self.stdout.write(
+                f"{g['count']:>6}  {g['type']:<16} {g['error_class'] or '-':<40} "
+                f"{g['first_seen']:%Y-%m-%d %H:%M:%S%z} → {g['last_seen']:%Y-%m-%d %H:%M:%S%z}"
+            )
         self.stdout.write("")
         for job in dead_letter_jobs(job_type=job_type, error_class=error_class)[:limit]:
-            self.stdout.write(f"{job.id}  {job.type:<16} {job.attempts}/{job.max_attempts}  "
-                              f"{job.finished_at:%Y-%m-%d %H:%M:%S%z}  {job.error_class}: {job.error_message[:80]}")
+            self.stdout.write(
+                f"{job.id}  {job.type:<16} {job.attempts}/{job.max_attempts}  "
+                f"{job.finished_at:%Y-%m-%d %H:%M:%S%z}  {job.error_class}: {job.error_message[:80]}"
+            )
 
     def _show(self, *, job_id, **options):
         job = Job.objects.filter(pk=job_id).first() if _is_uuid(job_id) else None
         if job is None:
             raise CommandError(f"job {job_id} does not exist")
-        record = {f: str(getattr(job, f)) for f in (
-            "id", "type", "pool", "state", "correlation_id", "idempotency_key", "priority", "attempts",
-            "max_attempts", "lease_version", "error_class", "error_message", "completion_reason", "finished_at")}
+        record = {
+            f: str(getattr(job, f))
+            for f in (
+                "id",
+                "type",
+                "pool",
+                "state",
+                "correlation_id",
+                "idempotency_key",
+                "priority",
+                "attempts",
+                "max_attempts",
+                "lease_version",
+                "error_class",
+                "error_message",
+                "completion_reason",
+                "finished_at",
+            )
+        }
         record["payload"] = job.payload
         record["attempts_log"] = [
-            {"attempt": a.lease_version, "worker": a.lease_owner, "claimed_at": str(a.claimed_at),
-             "finished_at": str(a.finished_at), "outcome": a.outcome, "error": f"{a.error_class}: {a.error_message}"}
-            for a in job.attempt_log.order_by("lease_version")]
-        record["transitions"] = [f"{t.at:%Y-%m-%d %H:%M:%S.%f%z} {t.from_state or '∅'} → {t.to_state} ({t.cause}; {t.actor})"
-                                 for t in job.transitions.order_by("id")]
+            {
+                "attempt": a.lease_version,
+                "worker": a.lease_owner,
+                "claimed_at": str(a.claimed_at),
+                "finished_at": str(a.finished_at),
+                "outcome": a.outcome,
+                "error": f"{a.error_class}: {a.error_message}",
+            }
+            for a in job.attempt_log.order_by("lease_version")
+        ]
+        record["transitions"] = [
+            f"{t.at:%Y-%m-%d %H:%M:%S.%f%z} {t.from_state or '∅'} → {t.to_state} ({t.cause}; {t.actor})"
+            for t in job.transitions.order_by("id")
+        ]
         self.stdout.write(json.dumps(record, indent=2, ensure_ascii=False))
         if job.state != State.DEAD:
             self.stderr.write(f"note: job {job.id} is not in the dead-letter queue (it is {job.state})")
@@ -86,8 +117,11 @@ class Command(BaseCommand):
         if bool(job_id) == bool(all):
             raise CommandError("name one job ID, or --all (with --type/--error to narrow it)")
         if job_id:
-            selected = list(Job.objects.filter(pk=job_id, state=State.DEAD).values_list("pk", flat=True)) \
-                if _is_uuid(job_id) else []
+            selected = (
+                list(Job.objects.filter(pk=job_id, state=State.DEAD).values_list("pk", flat=True))
+                if _is_uuid(job_id)
+                else []
+            )
             if not selected:
                 raise CommandError(f"job {job_id} is not in the dead-letter queue")
         else:

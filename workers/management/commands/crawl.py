@@ -11,7 +11,9 @@ class Command(BaseCommand):
     help = "Start a crawl run: one crawl job per source at its base URL (idempotent per run name)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--source", action="append", default=[], help="a source's name (repeatable; default: all active)")
+        parser.add_argument(
+            "--source", action="append", default=[], help="a source's name (repeatable; default: all active)"
+        )
         parser.add_argument("--run", default=None, help="the run's name (default: run-<timestamp>)")
 
     def handle(self, *args, source, run, **options):
@@ -20,8 +22,10 @@ class Command(BaseCommand):
             found = {s.name: s for s in Source.objects.filter(name__in=source)}
             missing = [name for name in source if name not in found]
             if missing:
-                raise CommandError(f"no such source: {', '.join(missing)}; sources: "
-                                   f"{', '.join(Source.objects.order_by('name').values_list('name', flat=True)) or 'none'}")
+                raise CommandError(
+                    f"no such source: {', '.join(missing)}; sources: "
+                    f"{', '.join(Source.objects.order_by('name').values_list('name', flat=True)) or 'none'}"
+                )
             sources = [found[name] for name in source]
         if run is not None and not 0 < len(run) <= 100:
             raise CommandError("--run must be 1-100 characters")
@@ -33,5 +37,7 @@ class Command(BaseCommand):
             raise CommandError("no active sources to crawl")
         for submission in submissions:
             job = submission.job
-            self.stdout.write(f"{job.id} {job.source} {job.payload['url']} "
-                              f"({'started' if submission.created else 'already started in this run'})")
+            self.stdout.write(
+                f"{job.id} {job.source} {job.payload['url']} "
+                f"({'started' if submission.created else 'already started in this run'})"
+            )

@@ -13,8 +13,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--ports", default="8101,8102", help="two ports, for the sites A and B")
-        parser.add_argument("--vanish-after", type=float, default=600.0,
-                            help="seconds until the vanishing page and its image answer 404")
+        parser.add_argument(
+            "--vanish-after",
+            type=float,
+            default=600.0,
+            help="seconds until the vanishing page and its image answer 404",
+        )
 
     def handle(self, *args, ports, vanish_after, **options):
         try:

@@ -31,8 +31,14 @@ class Command(BaseCommand):
         created = existing = 0
         for n in range(1, count + 1):
             try:
-                submission = job_submit(job_type=type, payload=parsed, priority=priority, correlation_id=correlation_id,
-                                        idempotency_key=base if count == 1 else f"{base}-{n}", actor="command:enqueue")
+                submission = job_submit(
+                    job_type=type,
+                    payload=parsed,
+                    priority=priority,
+                    correlation_id=correlation_id,
+                    idempotency_key=base if count == 1 else f"{base}-{n}",
+                    actor="command:enqueue",
+                )
             except (JobInputError, IdempotencyConflict) as exc:
                 raise CommandError(str(exc)) from None
             created += submission.created

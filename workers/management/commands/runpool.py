@@ -29,7 +29,9 @@ class Command(BaseCommand):
         if pool == "control":
             return self._control()
         if pool not in settings.LEITSTAND_POOLS:
-            raise CommandError(f"unknown pool {pool!r}; choose one of: {', '.join([*settings.LEITSTAND_POOLS, 'control'])}")
+            raise CommandError(
+                f"unknown pool {pool!r}; choose one of: {', '.join([*settings.LEITSTAND_POOLS, 'control'])}"
+            )
         if os.environ.get("Q_CLUSTER_NAME") != pool:
             os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "Q_CLUSTER_NAME": pool})
         self._pool(pool)
@@ -44,8 +46,10 @@ class Command(BaseCommand):
         cluster = PoolCluster(main_pid)
         try:
             cluster.start()
-            self.stdout.write(f"pool {pool}: {settings.LEITSTAND_POOLS[pool]['workers']} workers, pid {main_pid}, "
-                              f"supervisor {cluster.sentinel.pid}")
+            self.stdout.write(
+                f"pool {pool}: {settings.LEITSTAND_POOLS[pool]['workers']} workers, pid {main_pid}, "
+                f"supervisor {cluster.sentinel.pid}"
+            )
             cluster.run()
         finally:
             lifecycle.drain_clear(main_pid)
