@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
 from dashboard.alerts import alert_acknowledge, alert_resolve
-from dashboard.audit import audit_record
+from dashboard.audit import audit_record, audited
 from dashboard.deadletters import STEP, ended_in_step
 from dashboard.diagram import state_diagram
 from dashboard.explain import ago, clock, job_explain
@@ -119,9 +119,15 @@ class RecheckPlanInline(admin.StackedInline):
 
 def _run_action(modeladmin, request, queryset, service, verb: str, reason: str):
     done, refused = 0, []
+    action = {services.job_cancel: "job.cancel", services.job_retry_now: "job.retry_now"}[service]
+    actor = f"user:{request.user.get_username()}"
     for job_id in queryset.values_list("pk", flat=True):
+
+        def apply(job_id=job_id):
+            return f"now {service(job_id=job_id, actor=actor, reason=reason, user=request.user).state}"
+
         try:
-            service(job_id=job_id, actor=f"user:{request.user.get_username()}", reason=reason, user=request.user)
+            audited(request, action=action, target=f"job {job_id}", reason=reason, apply=apply)
             done += 1
         except (TransitionNotAllowed, PermissionDenied, JobNotFound) as exc:
             refused.append(str(exc))
@@ -492,19 +498,25 @@ class StepEventAdmin(ReadOnlyAdmin):
 
 @admin.action(description="Pause selected pools (no new work is claimed)", permissions=["operate"])
 def pause_pools(modeladmin, request, queryset):
-    _run_pool_action(modeladmin, request, queryset, pool_pause, "Paused")
+    _run_pool_action(modeladmin, request, queryset, pool_pause, "Paused", "pool.pause")
 
 
 @admin.action(description="Resume selected pools", permissions=["operate"])
 def resume_pools(modeladmin, request, queryset):
-    _run_pool_action(modeladmin, request, queryset, pool_resume, "Resumed")
+    _run_pool_action(modeladmin, request, queryset, pool_resume, "Resumed", "pool.resume")
 
 
-def _run_pool_action(modeladmin, request, queryset, service, verb):
+def _run_pool_action(modeladmin, request, queryset, service, verb, action):
     actor = f"user:{request.user.get_username()}"
     names = list(queryset.values_list("name", flat=True))
+    reason = f"{verb.lower()} from the console"
     for name in names:
-        service(pool=name, actor=actor, reason=f"{verb.lower()} from the console")
+
+        def apply(name=name):
+            service(pool=name, actor=actor, reason=reason)
+            return verb.lower()
+
+        audited(request, action=action, target=f"pool {name}", reason=reason, apply=apply)
     modeladmin.message_user(request, f"{verb} {', '.join(names)}.", messages.SUCCESS)
 
 

@@ -12,6 +12,7 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
+from dashboard.audit import audited
 from dashboard.display import data_uri
 from jobs.services import JobInputError
 from workers.models import Candidate, Finding, ProtectedAsset, Source
@@ -53,8 +54,20 @@ class SourceForm(forms.ModelForm):
 @admin.action(description="Start a crawl run for the selected sources", permissions=["operate"])
 def start_crawl(modeladmin, request, queryset):
     sources = list(queryset.order_by("name"))
+    submissions = []
+
+    def apply():
+        submissions.extend(crawl_start(actor=f"user:{request.user.get_username()}", sources=sources))
+        return f"{len(submissions)} crawl job(s)"
+
     try:
-        submissions = crawl_start(actor=f"user:{request.user.get_username()}", sources=sources)
+        audited(
+            request,
+            action="source.crawl",
+            target="sources " + ", ".join(s.name for s in sources),
+            reason="started from the console",
+            apply=apply,
+        )
     except JobInputError as exc:
         modeladmin.message_user(request, f"No crawl started: {exc.message}", messages.ERROR)
         return

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from dashboard.audit import audited
 from jobs.services import JobInputError
 from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import duration
@@ -50,8 +51,20 @@ def _end_plans(modeladmin, request, queryset, *, service, action: str, title: st
         actor = f"user:{request.user.get_username()}"
         ended, refused = 0, []
         for plan_id in queryset.values_list("pk", flat=True):
+            reason = form.cleaned_data["reason"]
+
+            def apply(plan_id=plan_id, reason=reason):
+                service(plan_id=plan_id, actor=actor, reason=reason, user=request.user)
+                return "ended"
+
             try:
-                service(plan_id=plan_id, actor=actor, reason=form.cleaned_data["reason"], user=request.user)
+                audited(
+                    request,
+                    action=f"plan.{action.removesuffix('_plans')}",
+                    target=f"recheck plan {plan_id}",
+                    reason=reason,
+                    apply=apply,
+                )
                 ended += 1
             except (JobInputError, PermissionDenied) as exc:
                 refused.append(str(exc))
