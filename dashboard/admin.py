@@ -117,9 +117,8 @@ class RecheckPlanInline(admin.StackedInline):
         return False
 
 
-def _run_action(modeladmin, request, queryset, service, verb: str, reason: str):
+def _run_action(modeladmin, request, queryset, service, verb: str, reason: str, action: str):
     done, refused = 0, []
-    action = {services.job_cancel: "job.cancel", services.job_retry_now: "job.retry_now"}[service]
     actor = f"user:{request.user.get_username()}"
     for job_id in queryset.values_list("pk", flat=True):
 
@@ -141,12 +140,16 @@ def _run_action(modeladmin, request, queryset, service, verb: str, reason: str):
 
 @admin.action(description="Cancel selected jobs", permissions=["operate"])
 def cancel_jobs(modeladmin, request, queryset):
-    _run_action(modeladmin, request, queryset, services.job_cancel, "Cancelled", "cancelled from the console")
+    _run_action(
+        modeladmin, request, queryset, services.job_cancel, "Cancelled", "cancelled from the console", "job.cancel"
+    )
 
 
 @admin.action(description="Retry selected failed or dead jobs now", permissions=["operate"])
 def retry_jobs_now(modeladmin, request, queryset):
-    _run_action(modeladmin, request, queryset, services.job_retry_now, "Retried", "retried from the console")
+    _run_action(
+        modeladmin, request, queryset, services.job_retry_now, "Retried", "retried from the console", "job.retry_now"
+    )
 
 
 class EstimatedCountPaginator(Paginator):

@@ -943,6 +943,7 @@ def rescue_from_dead_worker(
         raise ValueError("poison_deaths must be at least 2: a single death says little about the job")
     has_budget = "j.attempts < j.max_attempts"
     ran = "(%(all_ran)s OR j.id = %(running)s::uuid)"
+    attempt_ran = ran.replace("j.id", "a.job_id")
     again_now = f"(NOT {ran} OR {_DEATHS} <= 1 AND {has_budget})"
     after_backoff = f"{ran} AND {_DEATHS} > 1 AND {_DEATHS} < %(poison)s AND {has_budget}"
     return _sweep(
@@ -962,10 +963,9 @@ def rescue_from_dead_worker(
             state_changed_at = clock.now, {_END_LEASE}
         """,
         attempt_set=f"""finished_at = clock.now,
-            outcome = CASE WHEN %(all_ran)s OR a.job_id = %(running)s::uuid
-                           THEN '{Attempt.Outcome.WORKER_DIED}' ELSE '{Attempt.Outcome.RELEASED}' END,
-            error_class = CASE WHEN %(all_ran)s OR a.job_id = %(running)s::uuid THEN 'WorkerDied' ELSE '' END,
-            error_message = CASE WHEN %(all_ran)s OR a.job_id = %(running)s::uuid THEN %(reason)s
+            outcome = CASE WHEN {attempt_ran} THEN '{Attempt.Outcome.WORKER_DIED}' ELSE '{Attempt.Outcome.RELEASED}' END,
+            error_class = CASE WHEN {attempt_ran} THEN 'WorkerDied' ELSE '' END,
+            error_message = CASE WHEN {attempt_ran} THEN %(reason)s
                                  ELSE 'its worker died while it waited its turn: ' || %(reason)s END""",
         cause=_text(f"worker died: {reason}", 500),
         actor=actor,

@@ -43,3 +43,7 @@ class RetryPolicy:
             f"{float(self.base_seconds)!r} * power(2, least(greatest({attempt_column}, 1) - 1, 60))) "
             "* interval '1 second'"
         )
+
+
+# Jobs of types that are no longer registered still get their leases released (reaper, supervisor).
+FALLBACK_POLICY = RetryPolicy(base_seconds=30, cap_seconds=3600)

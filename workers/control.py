@@ -24,7 +24,7 @@ from dashboard.snapshot import Throttled, snapshot_refresh
 from jobs import leases
 from jobs.batches import batches_finalize
 from jobs.paths import attempts_check
-from jobs.retry import RetryPolicy
+from jobs.retry import FALLBACK_POLICY
 from jobs.webhooks import webhook_sweep
 from rechecks.services import planner_sweep
 from workers import dispatch
@@ -35,8 +35,6 @@ logger = logging.getLogger("leitstand.control")
 
 # pg_try_advisory_lock key of the leading control process ("leitstand control" in ASCII, folded).
 LEADER_LOCK_KEY = 0x4C5354_434F4E54
-# Jobs of types that are no longer registered still get their leases released, with this policy.
-FALLBACK_POLICY = RetryPolicy(base_seconds=30, cap_seconds=3600)
 
 
 def reap() -> int:

@@ -66,15 +66,13 @@ from django_q.worker import worker
 
 from jobs import leases
 from jobs.models import LEASED_STATES, LeitstandNow
-from jobs.retry import RetryPolicy
+from jobs.retry import FALLBACK_POLICY
 from workers import lifecycle
 from workers.models import Pool, WorkerProcess
 from workers.registry import registry
 
 logger = logging.getLogger("leitstand.supervisor")
 
-# Jobs of types that are no longer registered are still handed back, with this policy.
-FALLBACK_POLICY = RetryPolicy(base_seconds=30, cap_seconds=3600)
 # A worker that has not taken the task it was handed within this time is frozen (SIGSTOP, a
 # deadlock before its loop): it is replaced and the task goes to another worker.
 HANDOFF_SECONDS = 5.0

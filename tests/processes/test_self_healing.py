@@ -112,12 +112,10 @@ def kill(process) -> None:
     os.kill(process.pid, signal.SIGKILL)
 
 
-def submissions_complete_within(seconds: float, count: int = 20) -> float:
-    started = time.monotonic()
+def submissions_complete_within(seconds: float, count: int = 20) -> None:
     with transaction.atomic():
         jobs = [submit({"duration_ms": 10}) for _ in range(count)]
     all_complete(jobs, timeout=seconds)
-    return time.monotonic() - started
 
 
 def test_recycled_workers_lose_no_wake_up(pools):
@@ -134,20 +132,20 @@ def test_recycled_workers_lose_no_wake_up(pools):
 
     wait_for(lambda: wakeups_waiting() == 0, timeout=30, message="every wake-up to be run and acknowledged")
     assert not {w.pid for w in tree(pools).workers} & {w.pid for w in found.workers}, "the workers recycled"
-    assert submissions_complete_within(5) < 5
+    submissions_complete_within(5)
 
 
 def test_kill_9_of_an_idle_worker_the_pool_keeps_working(pools):
     idle = wait_for(lambda: tree(pools).idle_workers()[:1], timeout=10, message="an idle worker")
     kill(idle[0])
-    assert submissions_complete_within(5) < 5
+    submissions_complete_within(5)
 
 
 def test_kill_9_of_every_worker_at_once_the_pool_keeps_working(pools):
     found = tree(pools)
     for worker in found.workers:
         kill(worker)
-    assert submissions_complete_within(8) < 8
+    submissions_complete_within(8)
     replaced = tree(pools)
     assert not {w.pid for w in replaced.workers} & {w.pid for w in found.workers}
 
@@ -155,13 +153,13 @@ def test_kill_9_of_every_worker_at_once_the_pool_keeps_working(pools):
 def test_kill_9_of_the_pusher_and_of_the_monitor_the_pool_keeps_working(pools):
     found = tree(pools)
     kill(found.pusher)
-    assert submissions_complete_within(5) < 5
+    submissions_complete_within(5)
     found = tree(pools)
     kill(found.monitor)
-    assert submissions_complete_within(5) < 5
+    submissions_complete_within(5)
     kill(tree(pools).pusher)
     kill(tree(pools).monitor)
-    assert submissions_complete_within(5) < 5
+    submissions_complete_within(5)
 
 
 def test_kill_9_of_the_supervisor_a_new_one_takes_over_and_hands_back_the_orphaned_jobs(pools):
@@ -177,7 +175,7 @@ def test_kill_9_of_the_supervisor_a_new_one_takes_over_and_hands_back_the_orphan
     )
     replaced = tree(pools)
     assert replaced.supervisor.pid != found.supervisor.pid and replaced.main.pid == found.main.pid
-    assert submissions_complete_within(5) < 5
+    submissions_complete_within(5)
     # Nobody saw its workers die; the new supervisor finds their jobs (no such process, no
     # heartbeat for two intervals) long before the 40 s lease runs out.
     second = wait_for(
@@ -334,4 +332,4 @@ def test_no_child_outlives_a_killed_main_process(pools):
     )
     pools.start("crawl")
     tree(pools)
-    assert submissions_complete_within(8) < 8
+    submissions_complete_within(8)
