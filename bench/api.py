@@ -28,9 +28,9 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from api.tokens import token_create  # noqa: E402
 from bench.console import load, measure  # noqa: E402
 from jobs.models import Job  # noqa: E402
-from jobs.tokens import token_create  # noqa: E402
 
 INDEX = "job_changed_idx"
 

@@ -30,8 +30,8 @@ from django.test import Client, override_settings  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.urls import include, path  # noqa: E402
 
+from dashboard.operations.snapshot import snapshot_refresh  # noqa: E402
 from dashboard.roles import OPERATORS, roles_ensure  # noqa: E402
-from dashboard.snapshot import snapshot_refresh  # noqa: E402
 from jobs.models import Job  # noqa: E402
 
 stock_site = admin.AdminSite(name="stock")
@@ -132,7 +132,7 @@ def main() -> None:
     print(f"loaded in {load(args.jobs):.0f} s")
     from prometheus_client import generate_latest
 
-    from dashboard.metrics import registry
+    from dashboard.operations.metrics import registry
 
     started = time.perf_counter()
     generate_latest(registry())
@@ -144,9 +144,9 @@ def main() -> None:
         print(f"snapshot refresh by the control process, {label}: {(time.perf_counter() - started) * 1000:.0f} ms")
         for query in sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:3]:
             print(f"    {float(query['time']) * 1000:6.0f} ms  {' '.join(query['sql'].split())[:110]}")
-    from dashboard.rules import rules_evaluate
+    from dashboard.operations.rules import rules_evaluate
     from jobs.paths import attempts_check
-    from workers.registry import registry as job_types
+    from workers.runtime.registry import registry as job_types
 
     for label in ("with the minutely p99 refresh", "steady state"):
         with connection.cursor() as cursor:
@@ -163,7 +163,7 @@ def main() -> None:
     started = time.perf_counter()
     rules_evaluate()
     print(f"business rules evaluated by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
-    from dashboard.deadletters import dead_letters_refresh
+    from dashboard.operations.deadletters import dead_letters_refresh
 
     started = time.perf_counter()
     dead_letters_refresh()

@@ -185,7 +185,7 @@ class Drill:
     # --- load and watch ----------------------------------------------------------------------
 
     def feed(self) -> None:
-        from workers.services import job_submit
+        from workers.runtime.services import job_submit
 
         interval = 1 / self.args.rate
         while not self.stop.is_set():

@@ -8,11 +8,13 @@ type and the numbers, so a bad configuration never reaches a running pool.
 from django.conf import settings
 from django.core.checks import Error, register
 
+from jobs.webhooks import EVENT_KINDS
+from rechecks.policy import RecheckPolicy, Target
+from workers.runtime.registry import registry
+
 
 @register("leitstand")
 def timing_invariants(app_configs=None, **kwargs):
-    from workers.registry import registry
-
     errors = []
     grace = settings.LEITSTAND_LEASE_GRACE_SECONDS
     wakeup_timeout = settings.LEITSTAND_WAKEUP_TIMEOUT_SECONDS
@@ -72,8 +74,6 @@ def timing_invariants(app_configs=None, **kwargs):
             f"{bands['match_at']:g} must satisfy 0 < no_match_below <= match_at <= 1",
             "set LEITSTAND_ANALYSIS_NO_MATCH_BELOW and LEITSTAND_ANALYSIS_MATCH_AT",
         )
-    from rechecks.policy import RecheckPolicy, Target
-
     recheck = dict(settings.LEITSTAND_RECHECK)
     if recheck.pop("target") not in {t.value for t in Target}:
         error(
@@ -85,8 +85,6 @@ def timing_invariants(app_configs=None, **kwargs):
         RecheckPolicy(**recheck)
     except ValueError as exc:
         error(8, str(exc), "see the LEITSTAND_RECHECK_* settings in docs/operations.md")
-    from jobs.webhooks import EVENT_KINDS
-
     hook = settings.LEITSTAND_WEBHOOK
     if hook["url"] and not hook["secret"]:
         error(

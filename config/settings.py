@@ -50,12 +50,13 @@ INSTALLED_APPS = [
     "workers",
     "rechecks",
     "dashboard",
+    "api",
 ]
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "jobs.middleware.ApiRequestMiddleware",
+    "api.middleware.ApiRequestMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -272,7 +273,7 @@ LEITSTAND_SYNTHETIC = {
     "max_attempts": env_int("LEITSTAND_SYNTHETIC_MAX_ATTEMPTS", 5, minimum=1),
 }
 
-# The safe HTTP client (workers/http.py) refuses every address that is not public. Exact host:port
+# The safe HTTP client (workers/pipeline/http.py) refuses every address that is not public. Exact host:port
 # pairs listed here are exempt (the demo web, tests); never address ranges. Empty in production.
 LEITSTAND_HTTP_ALLOWED_TARGETS = env_list("LEITSTAND_HTTP_ALLOWED_TARGETS", [])
 
@@ -360,7 +361,7 @@ LEITSTAND_ALERTS = {
     "batch_will_miss_target": {**_ALERT_TIMING, "for_seconds": 120},
 }
 
-# Business rules across jobs (dashboard/rules.py), evaluated by the control process.
+# Business rules across jobs (dashboard/operations/rules.py), evaluated by the control process.
 LEITSTAND_BUSINESS_RULES_SECONDS = env_float("LEITSTAND_BUSINESS_RULES_SECONDS", 60, minimum=1)
 LEITSTAND_BUSINESS_RULES = {
     "match_has_plan": {

@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import path
 
-from dashboard.metrics import metrics_view
-from jobs.api import api
+from api.site import api
+from dashboard.operations.metrics import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -9,6 +9,11 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Console"
 
+    def ready(self):
+        from dashboard.operations.registrations import runtime_register
+
+        runtime_register()
+
 
 class ConsoleAdminConfig(admin_apps.AdminConfig):
     """Django's admin, with the console as ``admin.site``: every ``@admin.register`` lands on it."""

@@ -1,8 +1,11 @@
 """Small display helpers shared by the console's pages."""
 
 import base64
+from datetime import datetime
 
-from workers.http import MAGIC
+from django.utils import timezone
+
+from workers.pipeline.http import MAGIC
 
 
 def data_uri(data: bytes | None) -> str:
@@ -12,3 +15,18 @@ def data_uri(data: bytes | None) -> str:
     data = bytes(data)
     mime = next((t for t, signatures in MAGIC.items() if any(data.startswith(s) for s in signatures)), "image/png")
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def clock(moment: datetime) -> str:
+    return timezone.localtime(moment).strftime("%H:%M:%S")
+
+
+def ago(seconds: float) -> str:
+    seconds = abs(seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86_400:.1f} d"

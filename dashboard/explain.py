@@ -13,27 +13,13 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.display import ago, clock
 from jobs.models import Job, ReviewLease, State, Transition
-from workers.models import Pool, WorkerProcess
-from workers.registry import UnknownJobType, registry
-from workers.selectors import live_workers
+from workers.runtime.models import Pool, WorkerProcess
+from workers.runtime.registry import UnknownJobType, registry
+from workers.runtime.selectors import live_workers
 
 AHEAD_CAP = 10_000
-
-
-def clock(moment: datetime) -> str:
-    return timezone.localtime(moment).strftime("%H:%M:%S")
-
-
-def ago(seconds: float) -> str:
-    seconds = abs(seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86_400:.1f} d"
 
 
 def job_explain(job: Job, *, now: datetime) -> str:

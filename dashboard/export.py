@@ -12,7 +12,8 @@ from django.utils import timezone
 from dashboard.models import AuditEntry
 from jobs.models import Attempt, Effect, Job, ReviewEscalation, StaleWrite, State, StepEvent, Transition
 from rechecks.models import Observation, RecheckPlan
-from workers.models import Finding, ShadowRun
+from workers.pipeline.models import Finding
+from workers.runtime.models import ShadowRun
 
 FORMAT = "leitstand.job-export/1"
 

@@ -124,7 +124,7 @@ class AlertEvent(models.Model):
 
 
 class RuleViolation(models.Model):
-    """One subject breaking a business rule across jobs (``dashboard/rules.py``): open while the
+    """One subject breaking a business rule across jobs (``dashboard/operations/rules.py``): open while the
     control process still finds it, resolved when it no longer does."""
 
     rule = models.CharField(max_length=64)

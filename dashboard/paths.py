@@ -10,8 +10,8 @@ from collections import Counter
 
 from django.db import connection
 
-from workers.models import ShadowRun
-from workers.registry import JobType
+from workers.runtime.models import ShadowRun
+from workers.runtime.registry import JobType
 
 WINDOW = 5_000
 # The drop-off per step reads the step events of the newest attempts only (one index probe each).

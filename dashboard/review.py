@@ -15,7 +15,7 @@ from jobs import services as job_services
 from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease, State
 from jobs.services import JobInputError
 from rechecks.services import plan_request
-from workers.services import finding_review_record
+from workers.pipeline.services import finding_review_record
 
 VERDICTS = ("match", "no_match", "escalate", "skip")
 

@@ -18,23 +18,24 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django_fsm import TransitionNotAllowed
 
-from dashboard import alerts, bulk, review
+from dashboard import review
 from dashboard.audit import audit_record
-from dashboard.deadletters import WINDOWS, dead_letter_groups, dead_letters_snapshot
 from dashboard.diagram import declared_edges, state_diagram
-from dashboard.display import data_uri
-from dashboard.explain import ago, heartbeat_limit_seconds
+from dashboard.display import ago, data_uri
+from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, RuleViolation
+from dashboard.operations import alerts, bulk
+from dashboard.operations.deadletters import WINDOWS, dead_letter_groups, dead_letters_snapshot
+from dashboard.operations.rules import RULES as BUSINESS_RULES
 from dashboard.paths import type_paths
-from dashboard.rules import RULES as BUSINESS_RULES
 from jobs import leases
 from jobs.batches import batches_progress
 from jobs.leases import JobNotFound
 from jobs.models import Attempt, Batch, Job, State, StepEvent, database_now
 from jobs.services import JobInputError, ReviewHeld, job_release
-from workers.models import WorkerProcess
-from workers.registry import registry
-from workers.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
+from workers.runtime.models import WorkerProcess
+from workers.runtime.registry import registry
+from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
 
 
 class ConsoleSite(admin.AdminSite):

@@ -440,34 +440,6 @@ class StepEvent(models.Model):
         return f"{self.step} {self.outcome} ({self.duration_ms:.0f} ms)"
 
 
-class ApiToken(models.Model):
-    """A bearer token of the REST API. Only a SHA-256 of the secret is stored, found by its prefix;
-    the token itself is shown once, when it is created (``manage.py create_api_token``)."""
-
-    name = models.CharField(max_length=100, unique=True)
-    prefix = models.CharField(max_length=12, unique=True)
-    secret_hash = models.CharField(max_length=64)
-    scopes = models.JSONField(default=list)
-    created_at = models.DateTimeField(db_default=LeitstandNow())
-    expires_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
-
-
-class ApiRateWindow(models.Model):
-    """Requests of one token in one minute, counted in PostgreSQL so every web process shares it."""
-
-    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
-    window_start = models.DateTimeField()
-    requests = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["token", "window_start"], name="rate_window_once")]
-
-
 class WebhookEvent(models.Model):
     """The outbox of webhooks to the PHP core: written in the transaction of the change it reports
     (a trigger on ``jobs_transition`` for done, dead and ready_for_review; the rechecks service for

@@ -14,10 +14,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connection, transaction
 
-from jobs.models import Job, Transition, WebhookEvent
+from jobs.models import Job, State, Transition, WebhookEvent
 from jobs.services import job_create
 
-EVENT_KINDS = ("job.done", "job.dead", "job.ready_for_review", "recheck_plan.ended", "batch.finished")
+# A job's entry into one of these states is an event (``job.<state>``), written to the outbox by the
+# trigger of migration 0009; a test compares its state list with this one.
+REPORTED_STATES = (State.DONE, State.DEAD, State.READY_FOR_REVIEW)
+EVENT_KINDS = (*(f"job.{state}" for state in REPORTED_STATES), "recheck_plan.ended", "batch.finished")
 DELIVERY_TYPE = "api_webhook"
 # The system's own deliveries never cause webhooks: a delivered webhook would announce itself.
 SILENT_TYPES = frozenset({DELIVERY_TYPE, "alert_notify"})

@@ -16,10 +16,10 @@ from dataclasses import replace
 from jobs.errors import JobError, PermanentError
 from rechecks import services
 from rechecks.models import RecheckPlan
-from workers import images
-from workers.context import Done, JobContext, Skipped
-from workers.fetching import fetch_politely
-from workers.http import IMAGE_TYPES, ResponseRefused, check_content
+from workers.pipeline import images
+from workers.pipeline.fetching import fetch_politely
+from workers.pipeline.http import IMAGE_TYPES, ResponseRefused, check_content
+from workers.runtime.context import Done, JobContext, Skipped
 
 PROCESSING_VERSION = "recheck@1"
 

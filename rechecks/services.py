@@ -29,6 +29,7 @@ from jobs.webhooks import event_record
 from rechecks import policy
 from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import EndReason, Progress, RecheckPolicy, Target
+from workers.runtime.services import job_submit
 
 PLANNER = "recheck-planner"
 _rng = random.SystemRandom()
@@ -92,8 +93,6 @@ def planner_sweep(*, limit: int = 200) -> PlannerReport:
 
 
 def _dispatch_due(limit: int) -> int:
-    from workers.services import job_submit  # the workers app runs recheck jobs; it imports this module too
-
     with transaction.atomic():
         due = list(
             RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",))

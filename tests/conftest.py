@@ -5,7 +5,7 @@ import pytest
 from jobs import leases, services
 from jobs.models import Attempt, Job
 from tests.support.db import DatabaseClock
-from workers.runtime import PoolRuntime
+from workers.runtime.pool import PoolRuntime
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from dashboard.roles import OPERATORS, roles_ensure
-from workers.models import Pool, WorkerProcess
-from workers.services import job_submit
+from workers.runtime.models import Pool, WorkerProcess
+from workers.runtime.services import job_submit
 
 PAGES = ["job", "attempt", "transition", "stalewrite", "effect", "stepevent"]
 WORKER_PAGES = ["pool", "workerprocess", "robotsfile", "hoststate"]

@@ -7,9 +7,9 @@ from django.urls import reverse
 
 from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
 from jobs.models import Job
-from workers import demoweb
-from workers.models import Candidate, Finding, ProtectedAsset, Source
-from workers.services import asset_register, source_upsert
+from workers.pipeline import demoweb
+from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
+from workers.pipeline.services import asset_register, source_upsert
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +92,7 @@ def test_a_reviewer_sees_findings_but_cannot_start_crawls_or_add_assets(client, 
 def test_recheck_plans_are_shown_and_ended_with_a_required_reason(client, operator):
     from jobs.models import Job
     from rechecks.services import plan_request
-    from workers.services import job_submit
+    from workers.runtime.services import job_submit
 
     name, owner, data = demoweb.protected_assets()[0]
     asset, _ = asset_register(name=name, owner_ref=owner, data=data)

@@ -9,8 +9,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from jobs.models import ApiToken, Job
-from jobs.tokens import token_create, token_revoke
+from api.models import ApiToken
+from api.tokens import token_create, token_revoke
+from jobs.models import Job
 
 pytestmark = pytest.mark.django_db
 

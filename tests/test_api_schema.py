@@ -18,9 +18,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from api.site import api
+from api.tokens import SCOPES, token_create
 from config.wsgi import application
-from jobs.api import api
-from jobs.tokens import SCOPES, token_create
 
 CHECKS = [
     not_a_server_error,

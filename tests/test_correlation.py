@@ -6,12 +6,12 @@ import logging
 
 import pytest
 
+from api.tokens import token_create
 from jobs.correlation import CorrelationFilter
 from jobs.models import Job, StepEvent
 from jobs.retry import RetryPolicy
-from jobs.tokens import token_create
-from workers.context import Done
-from workers.registry import JobType, registry
+from workers.runtime.context import Done
+from workers.runtime.registry import JobType, registry
 
 pytestmark = pytest.mark.django_db
 

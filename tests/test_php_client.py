@@ -16,11 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.tokens import token_create
 from jobs.models import Job, State
 from jobs.services import job_confirm
-from jobs.tokens import token_create
 from jobs.webhooks import webhook_sweep
-from workers.webhook import sign
+from workers.runtime.webhook import sign
 
 PHP_CLIENT = Path(__file__).resolve().parent.parent / "clients" / "php"
 SECRET = "php-webhook-secret-3"

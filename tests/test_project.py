@@ -119,7 +119,7 @@ def test_database_sessions_end_idle_transactions_and_connections_persist():
 def test_the_commands_the_demo_prints_work_as_printed_in_a_new_shell():
     # The demo prints them with the one setting they need; a new shell has nothing else of the demo's
     # environment (its database comes from DATABASE_URL here, from var/postgres on a reader's machine).
-    from workers.models import Source
+    from workers.pipeline.models import Source
 
     Source.objects.create(name="Galerie Nord", base_url="http://127.0.0.1:8101/")
     demo = (PROJECT_ROOT / "scripts" / "demo").read_text()

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from dashboard.metrics import DOCUMENTED
+from dashboard.operations.metrics import DOCUMENTED
 from tests.support.db import PROJECT_ROOT
 
 RULES = PROJECT_ROOT / "deploy" / "prometheus" / "alerts.yml"

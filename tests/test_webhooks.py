@@ -12,7 +12,7 @@ from jobs.models import Job, State, WebhookEvent
 from jobs.services import job_confirm
 from jobs.webhooks import webhook_sweep
 from tests.support.receiver import Receiver, signature_valid
-from workers.webhook import SIGNATURE_HEADER
+from workers.runtime.webhook import SIGNATURE_HEADER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "php-core-secret-7"
@@ -124,7 +124,7 @@ def test_a_refusing_receiver_is_retried(outcomes, hook, pool_runtime):
     pool_runtime("notify").wake()
     jobs = Job.objects.filter(type="api_webhook")
     assert {job.state for job in jobs} == {State.FAILED} and len(receiver.deliveries) == 3
-    assert {job.error_class for job in jobs} == {"workers.webhook.WebhookRefused"}
+    assert {job.error_class for job in jobs} == {"workers.runtime.webhook.WebhookRefused"}
 
 
 def test_a_webhook_url_without_a_secret_is_a_configuration_error(settings):

@@ -2,7 +2,8 @@ from django.apps import AppConfig
 
 
 class WorkersConfig(AppConfig):
-    """Job-type registry, pools and handlers; built on jobs.leases."""
+    """The runtime (``workers.runtime``) and the pipeline (``workers.pipeline``): one Django app, so their
+    tables keep the ``workers_`` names; the models live beside the code that owns them."""
 
     name = "workers"
     verbose_name = "Workers"
@@ -11,8 +12,14 @@ class WorkersConfig(AppConfig):
         from django.db.models.signals import post_migrate
         from django_q.signals import post_spawn
 
-        # Declarations register themselves; a duplicate or incomplete one stops start-up here.
-        from workers import job_types  # noqa: F401
+        from workers.pipeline import job_types as pipeline_types
+        from workers.runtime import control
+        from workers.runtime import job_types as runtime_types
+
+        # A duplicate or incomplete declaration stops start-up here.
+        runtime_types.job_types_register()
+        pipeline_types.job_types_register()
+        control.sweeps_register()
 
         post_migrate.connect(_pools_ensure, sender=self)
         post_spawn.connect(_worker_spawned)
@@ -25,7 +32,7 @@ def _worker_spawned(**kwargs):
 
     from django.conf import settings
 
-    from workers.runtime import PoolRuntime
+    from workers.runtime.pool import PoolRuntime
 
     pool = os.environ.get("Q_CLUSTER_NAME")
     if pool in settings.LEITSTAND_POOLS:
@@ -36,7 +43,7 @@ def _pools_ensure(**kwargs):
     """Every configured pool has a row, so the console can show and pause each of them."""
     from django.conf import settings
 
-    from workers.models import Pool
+    from workers.runtime.models import Pool
 
     for name in settings.LEITSTAND_POOLS:
         Pool.objects.get_or_create(name=name)

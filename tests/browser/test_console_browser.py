@@ -4,7 +4,7 @@ console must stay free of Content-Security-Policy violations."""
 
 import pytest
 
-from dashboard.bulk import bulk_step
+from dashboard.operations.bulk import bulk_step
 from dashboard.roles import OPERATORS, REVIEWERS
 from jobs.models import Job, State, database_now
 from tests.conftest import job_in_state
@@ -78,7 +78,7 @@ def test_an_operator_retries_a_dead_letter_group_after_a_fix(page_as, live_serve
     Job.objects.filter(pk__in=[j.pk for j in timeouts]).update(
         error_class="httpx.ReadTimeout", finished_at=database_now()
     )
-    Job.objects.filter(pk=gone.pk).update(error_class="workers.fetching.PageGone", finished_at=database_now())
+    Job.objects.filter(pk=gone.pk).update(error_class="workers.pipeline.fetching.PageGone", finished_at=database_now())
     page = page_as(OPERATORS)
     page.goto(f"{live_server.url}/admin/")
     page.click("text=Dead letters")

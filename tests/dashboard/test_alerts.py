@@ -6,14 +6,15 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from dashboard import alerts
 from dashboard.models import Alert, AlertEvent, AuditEntry
+from dashboard.operations import alerts
 from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
 from jobs.models import Job, StaleWrite, State
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from tests.conftest import job_in_state
-from workers.models import Candidate, Source, WorkerProcess
+from workers.pipeline.models import Candidate, Source
+from workers.runtime.models import WorkerProcess
 
 pytestmark = pytest.mark.django_db
 
@@ -97,7 +98,7 @@ def test_dead_letters_stuck_leases_and_stale_writes(make_job, db_clock, settings
     settings.LEITSTAND_ALERTS["dlq_growth"]["count"] = 3
     for _ in range(3):
         dead = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
-        Job.objects.filter(pk=dead.pk).update(finished_at=now, error_class="workers.fetching.PageGone")
+        Job.objects.filter(pk=dead.pk).update(finished_at=now, error_class="workers.pipeline.fetching.PageGone")
     stuck = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
     Job.objects.filter(pk=stuck.pk).update(lease_owner="host-a:1/crawl", lease_expires_at=now - timedelta(minutes=5))
     settings.LEITSTAND_ALERTS["stale_writes_spike"]["count"] = 2
@@ -107,7 +108,7 @@ def test_dead_letters_stuck_leases_and_stale_writes(make_job, db_clock, settings
         )
     alerts.alerts_evaluate(now=now)
     assert open_alerts("dlq_growth")["type:crawl"].diagnosis == (
-        "crawl: 3 jobs dead-lettered in the last 60 min; most often workers.fetching.PageGone (3)"
+        "crawl: 3 jobs dead-lettered in the last 60 min; most often workers.pipeline.fetching.PageGone (3)"
     )
     assert "1 leases expired more than 10 s ago" in open_alerts("stuck_leases")["pool:crawl"].diagnosis
     assert "held by host-a:1/crawl" in open_alerts("stuck_leases")["pool:crawl"].diagnosis

@@ -12,9 +12,11 @@ from dashboard.models import AuditEntry
 from jobs.models import Job, State
 from rechecks.services import plan_request
 from tests.conftest import job_in_state
-from workers import demoweb
-from workers.models import Candidate, Finding, Pool
-from workers.services import asset_register, job_submit, source_upsert
+from workers.pipeline import demoweb
+from workers.pipeline.models import Candidate, Finding
+from workers.pipeline.services import asset_register, source_upsert
+from workers.runtime.models import Pool
+from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db
 

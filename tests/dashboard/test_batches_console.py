@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard import alerts
 from dashboard.models import Alert
+from dashboard.operations import alerts
 from jobs.batches import batch_create
 from jobs.models import Batch, Job, database_now
 from jobs.services import job_confirm

@@ -5,14 +5,14 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard import alerts
 from dashboard.models import Alert, RuleViolation
-from dashboard.rules import rules_evaluate
+from dashboard.operations import alerts
+from dashboard.operations.rules import rules_evaluate
 from jobs.models import Job, State, Transition, database_now
 from rechecks.services import plan_request
 from tests.conftest import job_in_state
 from tests.dashboard.test_console import login, review_case  # noqa: F401 (the fixture)
-from workers.models import Finding
+from workers.pipeline.models import Finding
 
 pytestmark = pytest.mark.django_db
 

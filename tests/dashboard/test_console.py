@@ -5,16 +5,18 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import AuditEntry
+from dashboard.operations.snapshot import snapshot_refresh
 from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
-from dashboard.snapshot import snapshot_refresh
 from jobs import leases
 from jobs.models import Job, ReviewEscalation, ReviewLease, State, database_now
 from jobs.services import review_take
 from rechecks.models import RecheckPlan
 from tests.conftest import job_in_state
-from workers import demoweb
-from workers.models import Candidate, Finding, Pool, Source, WorkerProcess
-from workers.services import asset_register, job_submit
+from workers.pipeline import demoweb
+from workers.pipeline.models import Candidate, Finding, Source
+from workers.pipeline.services import asset_register
+from workers.runtime.models import Pool, WorkerProcess
+from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db
 
@@ -207,7 +209,7 @@ def test_the_jobs_list_searches_exact_ids_and_never_counts_everything(client, lo
         page = client.get(changelist, {"q": term}).content.decode()
         assert str(job.id)[:8] in page and "1 result" in page, term
     assert client.get(changelist, {"q": "not-a-uuid"}).status_code == 200
-    from dashboard.admin import EstimatedCountPaginator
+    from dashboard.admin.jobs import EstimatedCountPaginator
 
     assert EstimatedCountPaginator(Job.objects.filter(pool="crawl").order_by("id"), 100).count == 4, (
         "few rows expected: counted exactly"
@@ -222,8 +224,8 @@ def test_the_jobs_list_searches_exact_ids_and_never_counts_everything(client, lo
 
 
 def test_a_bulk_action_on_a_filter_is_previewed_pinned_and_run_in_batches(client, login, make_job, db_clock):
-    from dashboard.bulk import bulk_step
     from dashboard.models import BulkOperation
+    from dashboard.operations.bulk import bulk_step
 
     login(OPERATORS)
     dead = [job_in_state(make_job("crawl", pool="crawl"), State.DEAD) for _ in range(5)]

@@ -7,14 +7,14 @@ from urllib.parse import urlparse
 
 import pytest
 
-from dashboard.deadletters import dead_letter_groups, dead_letters_refresh
+from dashboard.operations.deadletters import dead_letter_groups, dead_letters_refresh
 from jobs.batches import batch_create
 from jobs.models import Job, State, database_now
 from jobs.paths import attempts_check
 from tests.conftest import job_in_state
 from tests.dashboard.test_console import login  # noqa: F401 (the fixture)
-from workers.control import SWEEPS
-from workers.registry import registry
+from workers.runtime.registry import registry
+from workers.runtime.sweeps import sweeps
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,7 +133,7 @@ def test_the_page_reads_the_groups_the_control_process_stored(client, login, dea
     assert "As of" in first.content.decode() and sum(g.counts[0] for g in first.context["groups"]) == 4
     Job.objects.filter(pk=dead["jobs"][4].pk).update(finished_at=dead["now"] - timedelta(days=2))
     assert sum(g.counts[0] for g in client.get("/admin/deadletters/").context["groups"]) == 4, "until the next refresh"
-    assert SWEEPS["dead-letters"].function is dead_letters_refresh  # the control process's sweep, throttled
+    assert sweeps.get("dead-letters").function is dead_letters_refresh  # the control process's sweep, throttled
     dead_letters_refresh()
     assert sum(g.counts[0] for g in client.get("/admin/deadletters/").context["groups"]) == 3
 

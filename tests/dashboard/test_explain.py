@@ -9,8 +9,8 @@ from jobs import leases
 from jobs.errors import ErrorKind
 from jobs.models import Job, ReviewLease, State
 from tests.conftest import job_in_state
-from workers.models import WorkerProcess
-from workers.services import job_submit, pool_pause
+from workers.runtime.models import WorkerProcess
+from workers.runtime.services import job_submit, pool_pause
 
 pytestmark = pytest.mark.django_db
 
@@ -81,9 +81,9 @@ def test_review_recheck_stored_and_ended_cases(make_job, db_clock):
     assert "waiting for an operator to confirm the business outcome" in explain(stored, db_clock)
     assert explain(job_in_state(make_job(), State.RECHECK_DUE), db_clock) == "executed; waiting for its recheck plan"
     dead = job_in_state(make_job(), State.DEAD)
-    Job.objects.filter(pk=dead.pk).update(error_class="workers.fetching.PageGone", error_message="gone")
+    Job.objects.filter(pk=dead.pk).update(error_class="workers.pipeline.fetching.PageGone", error_message="gone")
     assert explain(dead, db_clock).startswith("in the dead-letter queue since ")
-    assert explain(dead, db_clock).endswith("after workers.fetching.PageGone: gone; an operator may retry it")
+    assert explain(dead, db_clock).endswith("after workers.pipeline.fetching.PageGone: gone; an operator may retry it")
 
 
 def test_a_deferred_job_says_when_and_why(db_clock, worker):

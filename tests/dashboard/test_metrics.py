@@ -5,10 +5,10 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard.metrics import DOCUMENTED
+from dashboard.operations.metrics import DOCUMENTED
 from jobs.models import State
 from tests.conftest import job_in_state
-from workers.services import job_submit
+from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +52,7 @@ def test_start_up_removes_the_metric_files_of_processes_that_are_gone(tmp_path, 
     import subprocess
     import sys
 
-    from workers.metrics import multiprocess_dir_clean
+    from workers.runtime.metrics import multiprocess_dir_clean
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(gone.stdout)

@@ -6,11 +6,11 @@ import json
 import pytest
 from django.core import mail
 
-from dashboard import alerts
+from dashboard.operations import alerts
 from jobs import leases
 from jobs.models import Job, State
 from tests.support.receiver import Receiver, signature_valid
-from workers.webhook import SIGNATURE_HEADER
+from workers.runtime.webhook import SIGNATURE_HEADER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "hook-secret-42"
@@ -70,5 +70,5 @@ def test_a_failing_receiver_is_retried_then_dead_lettered(receiver, make_job, db
             break
     webhook.refresh_from_db()
     assert webhook.state == State.DEAD and webhook.attempts == settings.LEITSTAND_NOTIFY["max_attempts"]
-    assert webhook.error_class == "workers.webhook.WebhookRefused" and "answered 500" in webhook.error_message
+    assert webhook.error_class == "workers.runtime.webhook.WebhookRefused" and "answered 500" in webhook.error_message
     assert len(hook.deliveries) == settings.LEITSTAND_NOTIFY["max_attempts"], "one delivery per attempt"

@@ -13,7 +13,7 @@ from dashboard.management.commands import flow_snapshot
 from jobs.models import Job
 from jobs.paths import attempts_check
 from tests.dashboard.test_console import login, review_case  # noqa: F401 (the fixture)
-from workers.registry import registry
+from workers.runtime.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,7 @@ from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from jobs.models import Job, State
 from tests.conftest import job_in_state
 from tests.dashboard.test_console import review_case
-from workers.models import Pool
+from workers.runtime.models import Pool
 
 pytestmark = pytest.mark.django_db
 ROLES = ["anonymous", VIEWERS, REVIEWERS, OPERATORS]

@@ -13,8 +13,8 @@ from jobs.batches import batch_create, batch_eta, batch_progress, batch_timeline
 from jobs.errors import ErrorKind
 from jobs.models import Batch, Job, WebhookEvent, database_now
 from jobs.services import JobInputError, job_confirm, job_retry_now
-from workers.models import WorkerProcess
-from workers.sizing import batch_size_recommendation
+from workers.runtime.models import WorkerProcess
+from workers.runtime.sizing import batch_size_recommendation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,7 @@ from jobs.effects import effect_apply_once
 from jobs.errors import ErrorKind
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, StepEvent, Transition
 from jobs.retry import RetryPolicy
-from workers.services import job_submit
+from workers.runtime.services import job_submit
 
 LEASE = 30.0
 POLICY = RetryPolicy(base_seconds=1, cap_seconds=10)

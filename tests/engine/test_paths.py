@@ -8,7 +8,7 @@ from jobs import paths
 from jobs.models import Attempt
 from jobs.paths import Percentile, TimingBaseline, attempts_check
 from jobs.pathspec import PathSpec
-from workers.registry import registry
+from workers.runtime.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,8 +78,8 @@ def test_a_slow_attempt_is_flagged_by_the_sweep(make_job, pool_runtime, settings
 def skipping_type():
     """A type whose handler looks at robots.txt and skips the work: its attempts end ``skipped``."""
     from jobs.retry import RetryPolicy
-    from workers.context import Skipped
-    from workers.registry import JobType
+    from workers.runtime.context import Skipped
+    from workers.runtime.registry import JobType
 
     def handler(ctx):
         with ctx.step("robots"):
@@ -144,6 +144,6 @@ def test_the_migration_gives_attempts_skipped_before_it_their_outcome(make_job, 
     Attempt.objects.filter(job__in=[skipped, done]).update(outcome="completed")  # as the runtime wrote it before
     assert Transition.objects.filter(job=skipped, cause__startswith="skipped:").exists()
     executor = MigrationExecutor(connection)
-    executor.migrate([("jobs", "0018_attempt_skipped_outcome")])
+    executor.migrate(executor.loader.graph.leaf_nodes())
     assert Attempt.objects.get(job=skipped).outcome == "skipped"
     assert Attempt.objects.get(job=done).outcome == "completed"

@@ -10,8 +10,8 @@ from django.urls import reverse
 from dashboard.models import Alert
 from dashboard.roles import OPERATORS, roles_ensure
 from tests.support.pools import PoolProcesses, wait_for
-from workers.selectors import pool_consumers
-from workers.services import job_submit
+from workers.runtime.selectors import pool_consumers
+from workers.runtime.services import job_submit
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 

@@ -10,7 +10,7 @@ import pytest
 from jobs.batches import batch_create, batch_progress
 from jobs.models import Batch, Job, WebhookEvent
 from tests.support.pools import PoolProcesses, wait_for
-from workers.services import job_submit
+from workers.runtime.services import job_submit
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 MEMBERS = 240

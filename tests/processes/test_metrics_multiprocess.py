@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.models import Job, State
 from tests.support.pools import PoolProcesses, wait_for
-from workers.services import job_submit
+from workers.runtime.services import job_submit
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 

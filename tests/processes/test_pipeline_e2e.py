@@ -5,15 +5,15 @@ import pytest
 
 from jobs.models import Job, State
 from tests.support.pools import PoolProcesses, wait_for
-from workers import demoweb
-from workers.models import Finding
-from workers.services import asset_register, crawl_start, source_upsert
+from workers.pipeline import demoweb
+from workers.pipeline.models import Finding
+from workers.pipeline.services import asset_register, crawl_start, source_upsert
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 SETTLED = {State.DONE, State.DEAD, State.RECHECK_DUE, State.READY_FOR_REVIEW, State.CANCELLED}
 
-# What analysis must conclude for each image of the demo web (see workers/demoweb.py).
+# What analysis must conclude for each image of the demo web (see workers/pipeline/demoweb.py).
 EXPECTED = {
     (0, "img/abendlicht.png"): "match",
     (0, "img/mohnfeld-klein.jpg"): "match",
@@ -84,7 +84,7 @@ def test_the_demo_web_crawled_by_real_pools(tmp_path):
         assert crawls["private/intern.html"].completion_reason.startswith("skipped: disallowed by robots.txt")
         assert (crawls["archiv/fehlt.html"].state, crawls["archiv/fehlt.html"].error_class) == (
             State.DEAD,
-            "workers.fetching.PageGone",
+            "workers.pipeline.fetching.PageGone",
         )
         flaky = crawls["archiv/wackelig.html"]
         assert (flaky.state, flaky.attempts) == (State.DONE, 3), "503 twice with Retry-After, then 200"

@@ -11,8 +11,8 @@ from django.db import connection, transaction
 
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
 from tests.support.pools import PoolProcesses, state_of, submit, wait_for
-from workers.selectors import pool_consumers
-from workers.services import pool_pause, pool_resume
+from workers.runtime.selectors import pool_consumers
+from workers.runtime.services import pool_pause, pool_resume
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 

@@ -7,9 +7,10 @@ from jobs.models import Job, State
 from rechecks.models import RecheckPlan
 from tests.support.pools import PoolProcesses, wait_for
 from tests.support.scripted_server import ScriptedServer
-from workers import demoweb
-from workers.models import Candidate, Source
-from workers.services import asset_register, job_submit
+from workers.pipeline import demoweb
+from workers.pipeline.models import Candidate, Source
+from workers.pipeline.services import asset_register
+from workers.runtime.services import job_submit
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 

@@ -1,7 +1,7 @@
 """A pool heals itself: real `runpool` processes lose workers, their pusher, their monitor, their
 supervisor and their main process to SIGKILL at any moment, and keep (or stop) working as documented.
 
-Before the supervisor (workers/supervisor.py) a kill -9 of an idle django-q2 worker left the shared
+Before the supervisor (workers/runtime/supervisor.py) a kill -9 of an idle django-q2 worker left the shared
 task queue's lock with a dead process and froze the pool for good (django-q2 #23)."""
 
 import os
@@ -15,9 +15,9 @@ from django.db import connection, connections, transaction
 from dashboard.models import Alert
 from jobs.models import Attempt, Job, State, database_now
 from tests.support.pools import PoolProcesses, process_title, state_of, submit, wait_for
-from workers import dispatch
-from workers.models import Pool
-from workers.services import pool_pause, pool_resume
+from workers.runtime import dispatch
+from workers.runtime.models import Pool
+from workers.runtime.services import pool_pause, pool_resume
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 

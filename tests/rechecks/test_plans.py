@@ -11,9 +11,10 @@ from jobs.services import JobInputError, job_cancel
 from rechecks.models import Observation, RecheckPlan
 from rechecks.services import plan_abort, plan_decide, planner_sweep
 from tests.support.scripted_server import ScriptedServer
-from workers import demoweb
-from workers.models import Candidate, Source
-from workers.services import asset_register, job_submit
+from workers.pipeline import demoweb
+from workers.pipeline.models import Candidate, Source
+from workers.pipeline.services import asset_register
+from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -102,8 +102,8 @@ class PoolProcesses:
 
 
 def submit(payload=None, **fields):
-    """Submit a synthetic job (``payload`` as in workers/synthetic.py) the way the API would."""
-    from workers.services import job_submit
+    """Submit a synthetic job (``payload`` as in workers/runtime/synthetic.py) the way the API would."""
+    from workers.runtime.services import job_submit
 
     return job_submit(
         job_type="synthetic", payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test", **fields

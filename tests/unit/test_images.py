@@ -8,7 +8,7 @@ import zlib
 import pytest
 from PIL import Image, ImageDraw
 
-from workers.images import ImageRefused, decode, similarity
+from workers.pipeline.images import ImageRefused, decode, similarity
 
 
 def artwork(seed: int, size=(400, 300)) -> Image.Image:

@@ -3,7 +3,7 @@ import uuid
 import pytest
 
 from jobs.retry import RetryPolicy
-from workers.registry import JobType, registry
+from workers.runtime.registry import JobType, registry
 
 
 @pytest.fixture

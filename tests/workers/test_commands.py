@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from jobs import leases
 from jobs.errors import ErrorKind
 from jobs.models import Job, State, Transition
-from workers.services import job_submit
+from workers.runtime.services import job_submit
 
 
 def run(*args):
@@ -119,7 +119,7 @@ def test_dlq_remove_cancels_with_a_reason_and_never_deletes():
 
 @pytest.mark.django_db
 def test_crawl_starts_one_job_per_active_source_idempotently_per_run():
-    from workers.services import source_upsert
+    from workers.pipeline.services import source_upsert
 
     a = source_upsert(name="A", base_url="https://a.example/")
     source_upsert(name="B", base_url="https://b.example/", is_active=False)

@@ -10,7 +10,7 @@ import tracemalloc
 import pytest
 
 from tests.support.hostile_server import HostileServer
-from workers.http import (
+from workers.pipeline.http import (
     AddressRefused,
     FetchPolicy,
     FetchRefused,
@@ -187,7 +187,7 @@ def test_the_fetch_command_says_what_happened(server, settings):
     with pytest.raises(CommandError, match="refused: ResponseRefused: .* bytes do not match"):
         call_command("fetch", server.url("/fake-png"), "--image")
     server.robots = (200, b"User-agent: *\nDisallow: /ok\n", 0)
-    from workers.models import RobotsFile
+    from workers.pipeline.models import RobotsFile
 
     RobotsFile.objects.all().delete()
     with pytest.raises(CommandError, match="refused: robots.txt: disallowed"):

@@ -7,11 +7,12 @@ import pytest
 
 from jobs.models import Job, State, StepEvent, Transition
 from tests.support.hostile_server import HostileServer
-from workers import demoweb
-from workers.crawl import extract, parse
-from workers.models import Candidate, Finding
-from workers.politeness import PolitenessPolicy, host_acquire
-from workers.services import asset_register, crawl_start, job_submit, source_upsert
+from workers.pipeline import demoweb
+from workers.pipeline.crawl import extract, parse
+from workers.pipeline.models import Candidate, Finding
+from workers.pipeline.politeness import PolitenessPolicy, host_acquire
+from workers.pipeline.services import asset_register, crawl_start, source_upsert
+from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -101,9 +102,9 @@ def test_a_missing_page_is_permanent_and_a_503_is_retried_after_its_retry_after(
     flaky = crawl_job(web, "/archiv/wackelig.html", site=1, depth=1)
     pool_runtime("crawl").wake()
     missing, flaky = reload(missing), reload(flaky)
-    assert (missing.state, missing.error_class) == (State.DEAD, "workers.fetching.PageGone")
+    assert (missing.state, missing.error_class) == (State.DEAD, "workers.pipeline.fetching.PageGone")
     assert "answered 404" in missing.error_message
-    assert (flaky.state, flaky.error_class) == (State.FAILED, "workers.fetching.SiteUnavailable")
+    assert (flaky.state, flaky.error_class) == (State.FAILED, "workers.pipeline.fetching.SiteUnavailable")
     assert 0.9 < (flaky.next_attempt_at - flaky.state_changed_at).total_seconds() < 1.1, "Retry-After: 1"
     for _ in range(2):
         db_clock.advance(1.5)
@@ -178,9 +179,12 @@ def test_hostile_pages_and_images_end_with_clear_errors_and_nothing_lost(setting
             pass
         outcomes = {j.payload["candidate_id"]: j for j in Job.objects.filter(type="analysis")}
         by_url = {c.image_url: outcomes[c.id] for c in Candidate.objects.all()}
-        assert by_url["http://169.254.169.254/latest/meta-data/x.png"].error_class == "workers.http.AddressRefused"
-        assert by_url[server.url("/png")].error_class == "workers.images.ImageRefused"
-        assert by_url[server.url("/fake-png")].error_class == "workers.http.ResponseRefused"
+        assert (
+            by_url["http://169.254.169.254/latest/meta-data/x.png"].error_class
+            == "workers.pipeline.http.AddressRefused"
+        )
+        assert by_url[server.url("/png")].error_class == "workers.pipeline.images.ImageRefused"
+        assert by_url[server.url("/fake-png")].error_class == "workers.pipeline.http.ResponseRefused"
         assert {j.state for j in by_url.values()} == {State.DEAD}
         assert not [p for p in server.requests if "meta-data" in p]
 

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 
 from tests.support.hostile_server import HostileServer
-from workers.http import FetchPolicy, SafeClient
-from workers.politeness import HostBusy, PolitenessPolicy, host_acquire, host_release, polite
+from workers.pipeline.http import FetchPolicy, SafeClient
+from workers.pipeline.politeness import HostBusy, PolitenessPolicy, host_acquire, host_release, polite
 
 POLICY = PolitenessPolicy(
     min_delay_seconds=0.2, retry_after_cap_seconds=30, hold_seconds=10, failures_to_open=3, open_for_seconds=60

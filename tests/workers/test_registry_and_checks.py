@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.checks import timing_invariants
 from jobs.retry import RetryPolicy
-from workers.registry import JobType, Registry, UnknownJobType, registry
+from workers.runtime.registry import JobType, Registry, UnknownJobType, registry
 
 
 def declaration(**overrides):
@@ -97,7 +97,7 @@ def test_a_django_q_retry_below_timeout_plus_queue_wait_is_reported(settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_one_control_process_leads_and_another_takes_over_when_it_goes():
-    from workers.control import Leadership
+    from workers.runtime.control import Leadership
 
     first, second = Leadership(), Leadership()
     try:
@@ -113,8 +113,8 @@ def test_one_control_process_leads_and_another_takes_over_when_it_goes():
 
 @pytest.mark.django_db
 def test_consumers_are_counted_from_the_age_of_their_last_refresh(db_clock):
-    from workers.models import WorkerProcess
-    from workers.selectors import pool_consumers
+    from workers.runtime.models import WorkerProcess
+    from workers.runtime.selectors import pool_consumers
 
     WorkerProcess.objects.create(host="a", pid=1, pool="crawl")
     stale = WorkerProcess.objects.create(host="a", pid=2, pool="crawl")
@@ -127,8 +127,8 @@ def test_consumers_are_counted_from_the_age_of_their_last_refresh(db_clock):
 
 @pytest.mark.django_db
 def test_pools_are_annotated_with_their_live_consumers_in_one_query(db_clock, django_assert_num_queries):
-    from workers.models import Pool, WorkerProcess
-    from workers.selectors import pools_with_consumers
+    from workers.runtime.models import Pool, WorkerProcess
+    from workers.runtime.selectors import pools_with_consumers
 
     for name in ("crawl", "analysis", "recheck"):
         Pool.objects.get_or_create(name=name)

@@ -3,9 +3,9 @@
 import pytest
 
 from tests.support.hostile_server import HostileServer
-from workers.http import FetchPolicy, SafeClient
-from workers.models import RobotsFile
-from workers.robots import robots_check
+from workers.pipeline.http import FetchPolicy, SafeClient
+from workers.pipeline.models import RobotsFile
+from workers.pipeline.robots import robots_check
 
 pytestmark = pytest.mark.django_db
 

@@ -10,10 +10,10 @@ from jobs import services as job_services
 from jobs.errors import PermanentError, TransientError
 from jobs.models import Attempt, Job, State, StepEvent
 from jobs.retry import RetryPolicy
-from workers import lifecycle
-from workers.context import Done, NeedsReview, Skipped, Stored
-from workers.models import WorkerProcess
-from workers.services import job_submit, pool_pause, pool_resume
+from workers.runtime import lifecycle
+from workers.runtime.context import Done, NeedsReview, Skipped, Stored
+from workers.runtime.models import WorkerProcess
+from workers.runtime.services import job_submit, pool_pause, pool_resume
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,7 +105,7 @@ def test_a_job_past_its_timeout_is_interrupted_even_in_a_blocking_call(job_type_
     pool_runtime().wake()
     assert time.monotonic() - started < 5
     job = reload(job)
-    assert (job.state, job.error_class) == (State.FAILED, "workers.runtime.JobTimeout")
+    assert (job.state, job.error_class) == (State.FAILED, "workers.runtime.pool.JobTimeout")
     assert "timeout of 0.3 s" in job.error_message
 
 

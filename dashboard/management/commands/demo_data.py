@@ -20,8 +20,9 @@ from jobs.batches import batch_create
 from jobs.errors import ErrorKind
 from jobs.models import database_now
 from jobs.retry import RetryPolicy
-from workers import demoweb
-from workers.services import asset_register, crawl_start, job_submit, source_upsert
+from workers.pipeline import demoweb
+from workers.pipeline.services import asset_register, crawl_start, source_upsert
+from workers.runtime.services import job_submit
 
 DEMO_PASSWORD = "leitstand-demo"
 POLICY = RetryPolicy(base_seconds=30, cap_seconds=600)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from dashboard.diagram import declared_edges
-from workers.registry import registry
+from workers.runtime.registry import registry
 
 SNAPSHOT = Path(settings.BASE_DIR) / "docs" / "flow-snapshot.json"
 

@@ -15,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.audit import audit_record
 from jobs.models import Job
-from workers.registry import UnknownJobType
-from workers.replay import ReplayRefused, ShadowDeferred, dry_run, replay, replay_filter, shadow_run
+from workers.runtime.registry import UnknownJobType
+from workers.runtime.replay import ReplayRefused, ShadowDeferred, dry_run, replay, replay_filter, shadow_run
 
 
 class Command(BaseCommand):

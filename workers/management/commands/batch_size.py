@@ -1,10 +1,10 @@
 """``manage.py batch_size --pool crawl --target-minutes 15``: the recommended batch size, with each
-factor and where it was measured (workers/sizing.py)."""
+factor and where it was measured (workers/runtime/sizing.py)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.services import JobInputError
-from workers.sizing import batch_size_recommendation
+from workers.runtime.sizing import batch_size_recommendation
 
 
 class Command(BaseCommand):

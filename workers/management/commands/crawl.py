@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.services import JobInputError
-from workers.models import Source
-from workers.services import crawl_start
+from workers.pipeline.models import Source
+from workers.pipeline.services import crawl_start
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ import threading
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workers.demoweb import DemoWeb
+from workers.pipeline.demoweb import DemoWeb
 
 
 class Command(BaseCommand):

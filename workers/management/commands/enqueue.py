@@ -6,7 +6,7 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.services import IdempotencyConflict, JobInputError
-from workers.services import job_submit
+from workers.runtime.services import job_submit
 
 
 class Command(BaseCommand):

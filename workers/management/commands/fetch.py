@@ -8,8 +8,8 @@ SSRF guard, limits, deadline).
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.errors import JobError
-from workers.http import IMAGE_TYPES, SafeClient
-from workers.robots import robots_check
+from workers.pipeline.http import IMAGE_TYPES, SafeClient
+from workers.pipeline.robots import robots_check
 
 
 class Command(BaseCommand):

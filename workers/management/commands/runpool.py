@@ -4,7 +4,7 @@ A pool's cluster is selected by ``Q_CLUSTER_NAME``, which django-q2 reads while 
 (``qcluster -n`` is read too late and silently serves the default queue), so this command re-executes
 itself with the variable set. SIGTERM or Ctrl-C to this process stops the pool within
 ``LEITSTAND_POOL_SHUTDOWN_SECONDS``: workers finish or hand back the jobs in hand and claim nothing
-new; what is still running then is killed and its jobs handed back (``workers.supervisor``).
+new; what is still running then is killed and its jobs handed back (``workers.runtime.supervisor``).
 """
 
 import os
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("pool", help=f"one of: {', '.join([*settings.LEITSTAND_POOLS, 'control'])}")
 
     def handle(self, *args, pool, **options):
-        from workers.metrics import multiprocess_dir_clean
+        from workers.runtime.metrics import multiprocess_dir_clean
 
         multiprocess_dir_clean()  # metric files of processes gone since the last start
         if pool == "control":
@@ -37,8 +37,8 @@ class Command(BaseCommand):
         self._pool(pool)
 
     def _pool(self, pool: str) -> None:
-        from workers import lifecycle
-        from workers.supervisor import PoolCluster
+        from workers.runtime import lifecycle
+        from workers.runtime.supervisor import PoolCluster
 
         main_pid = os.getpid()
         os.environ[lifecycle.MAIN_PID_VARIABLE] = str(main_pid)  # inherited by the forked workers
@@ -55,7 +55,7 @@ class Command(BaseCommand):
             lifecycle.drain_clear(main_pid)
 
     def _control(self) -> None:
-        from workers import control
+        from workers.runtime import control
 
         stop = threading.Event()
 

@@ -1,0 +1,116 @@
+"""The batch resource: submit many jobs as one batch, read its live counters, rate and ETA."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.http import Http404
+from ninja import Field, Router, Schema, Status
+
+from api.auth import require
+from api.fields import Text, utc
+from jobs.batches import batch_out, batch_progress
+from jobs.models import Batch
+from workers.runtime.services import batch_submit
+
+logger = logging.getLogger("leitstand.api")
+router = Router(tags=["batches"])
+
+
+class BatchJobIn(Schema):
+    type: Text = Field(max_length=64)
+    payload: dict[str, Any]
+    idempotency_key: Text = Field(max_length=255)
+    priority: int | None = Field(default=None, ge=0, le=9)
+    source: Text = Field(default="", max_length=255)
+
+
+class BatchIn(Schema):
+    key: Text = Field(min_length=1, max_length=255, description="One batch per key: a repeat answers 200.")
+    name: Text = Field(min_length=1, max_length=200)
+    target_finish_at: datetime | None = None
+    correlation_id: Text | None = Field(default=None, max_length=255)
+    jobs: list[BatchJobIn] = Field(min_length=1, max_length=1000)
+
+
+class BatchCountersOut(Schema):
+    total: int
+    done: int
+    failed: int
+    dead: int
+    in_review: int
+    rechecking: int
+    cancelled: int
+
+
+class BatchOut(Schema):
+    id: int
+    key: str
+    name: str
+    correlation_id: str
+    created_by: str
+    created_at: datetime
+    target_finish_at: datetime | None
+    finished_at: datetime | None
+    state: str = Field(description="running, or finished once every member ended or was handed over")
+    counters: BatchCountersOut
+    ended: int
+    rate_per_minute: float = Field(description="Members ended per minute over the last 15 minutes.")
+    eta: datetime | None
+    misses_target: bool
+    stats: dict[str, Any] = Field(description="Set at finalization: duration, throughput, failure rate.")
+    job_ids: list[uuid.UUID] = Field(default=[], description="The members submitted (on POST only).")
+
+
+@router.post("/batches", response={200: BatchOut, 201: BatchOut})
+def batches_create(request, body: BatchIn):
+    """Submit many jobs as one batch, in one transaction. The same key with the same contents answers
+    200 with the batch; with other contents, 422. A job whose idempotency key names a job of another
+    batch is refused (422), and nothing is created."""
+    require(request, "jobs:write")
+    if any(job.type == "synthetic" for job in body.jobs):
+        require(request, "jobs:synthetic")
+    submitted = batch_submit(
+        key=body.key,
+        name=body.name,
+        jobs=[
+            {
+                "job_type": job.type,
+                "payload": job.payload,
+                "idempotency_key": job.idempotency_key,
+                "priority": job.priority,
+                "source": job.source,
+            }
+            for job in body.jobs
+        ],
+        actor=f"api:{request.auth.name}",
+        correlation_id=body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", ""),
+        target_finish_at=utc(body.target_finish_at, "target_finish_at"),
+        request=body.model_dump(mode="json"),
+    )
+    if submitted.created:
+        logger.info(
+            "batch %s (%s, %d jobs) created by token %s",
+            submitted.batch.pk,
+            submitted.batch.key,
+            len(submitted.job_ids),
+            request.auth.name,
+        )
+    return Status(201 if submitted.created else 200, batch_record(submitted.batch, job_ids=submitted.job_ids))
+
+
+@router.get("/batches/{batch_id}", response=BatchOut)
+def batches_get(request, batch_id: int):
+    """A batch's live counters, rate and ETA; its statistics once finished."""
+    require(request, "jobs:read")
+    batch = Batch.objects.filter(pk=batch_id).first()
+    if batch is None:
+        raise Http404(f"no batch {batch_id}")
+    return batch_record(batch)
+
+
+def batch_record(batch: Batch, *, job_ids=()) -> dict:
+    return {**batch_out(batch, batch_progress(batch.pk)), "job_ids": list(job_ids)}

@@ -1,0 +1,228 @@
+"""The jobs resource: submit, read, list (keyset-paginated) and cancel jobs."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from datetime import datetime
+from datetime import timezone as dt_timezone
+from typing import Any
+
+from django.db.models import Q
+from django.http import Http404
+from django_fsm import TransitionNotAllowed
+from ninja import Field, Query, Router, Schema, Status
+from ninja.errors import HttpError
+
+from api.auth import require
+from api.fields import Text, utc
+from api.rechecks import RecheckPlanOut, plan_out
+from jobs.models import Job, State
+from jobs.services import job_cancel
+from rechecks.models import RecheckPlan
+from workers.runtime.services import job_submit
+
+logger = logging.getLogger("leitstand.api")
+router = Router(tags=["jobs"])
+
+
+class JobIn(Schema):
+    type: Text = Field(max_length=64)
+    payload: dict[str, Any]
+    idempotency_key: Text = Field(max_length=255)
+    priority: int | None = Field(default=None, ge=0, le=9)
+    correlation_id: Text | None = Field(default=None, max_length=255)
+    source: Text = Field(default="", max_length=255)
+    due_at: datetime | None = None
+
+
+class TransitionOut(Schema):
+    from_state: str
+    to_state: str
+    at: datetime
+    lease_version: int
+    cause: str
+    actor: str
+
+
+class FindingOut(Schema):
+    id: int
+    image_url: str
+    page_url: str
+    asset_id: int
+    asset_owner_ref: str
+    score: float
+    verdict: str
+    analysis_version: str
+    created_at: datetime
+
+
+class JobOut(Schema):
+    id: uuid.UUID
+    type: str
+    state: str
+    pool: str
+    idempotency_key: str
+    correlation_id: str
+    parent_id: uuid.UUID | None
+    schema_version: int
+    processing_version: str
+    priority: int
+    source: str
+    payload: dict[str, Any]
+    created_at: datetime
+    due_at: datetime
+    state_changed_at: datetime
+    finished_at: datetime | None
+    lease_owner: str
+    attempt: int = Field(description="The lease version: the ID of the current or latest attempt.")
+    heartbeat_at: datetime | None
+    attempts: int
+    max_attempts: int
+    next_attempt_at: datetime | None
+    result_ref: str
+    result_checksum: str
+    error_class: str
+    error_message: str
+    completion_reason: str
+    transitions: list[TransitionOut] = []
+    findings: list[FindingOut] = []
+    recheck_plan: RecheckPlanOut | None = None
+
+
+_RELATED = {"attempt", "transitions", "findings", "recheck_plan"}
+
+
+def job_out(job: Job, *, with_transitions: bool) -> dict:
+    data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
+    data.update(attempt=job.lease_version, transitions=[], findings=[], recheck_plan=None)
+    if with_transitions:  # the single-job record: its transitions, findings and recheck plan too
+        data["transitions"] = list(
+            job.transitions.order_by("id").values("from_state", "to_state", "at", "lease_version", "cause", "actor")
+        )
+        data["findings"] = [finding_out(f) for f in job.findings.select_related("candidate", "asset").order_by("id")]
+        plan = RecheckPlan.objects.filter(job=job).first()
+        data["recheck_plan"] = plan_out(plan) if plan else None
+    return data
+
+
+def finding_out(finding) -> dict:
+    return {
+        "id": finding.pk,
+        "image_url": finding.candidate.image_url,
+        "page_url": finding.candidate.page_url,
+        "asset_id": finding.asset_id,
+        "asset_owner_ref": finding.asset.owner_ref,
+        "score": finding.score,
+        "verdict": finding.verdict,
+        "analysis_version": finding.analysis_version,
+        "created_at": finding.created_at,
+    }
+
+
+@router.post("/jobs", response={200: JobOut, 201: JobOut})
+def jobs_create(request, body: JobIn):
+    """Submit a job. The same idempotency key with the same payload answers 200 with the first job; with
+    another payload, 422. The job is committed before the answer."""
+    require(request, "jobs:write")
+    if body.type == "synthetic":
+        require(request, "jobs:synthetic")
+    correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
+    submission = job_submit(
+        job_type=body.type,
+        payload=body.payload,
+        idempotency_key=body.idempotency_key,
+        actor=f"api:{request.auth.name}",
+        priority=body.priority,
+        correlation_id=correlation,
+        source=body.source,
+        due_at=utc(body.due_at, "due_at"),
+    )
+    logger.info(
+        "job %s (%s) %s by token %s",
+        submission.job.pk,
+        body.type,
+        "created" if submission.created else "already submitted",
+        request.auth.name,
+    )
+    return Status(201 if submission.created else 200, job_out(submission.job, with_transitions=True))
+
+
+@router.get("/jobs/{job_id}", response=JobOut)
+def jobs_get(request, job_id: uuid.UUID):
+    require(request, "jobs:read")
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise Http404(f"no job {job_id}")
+    return job_out(job, with_transitions=True)
+
+
+class JobPage(Schema):
+    items: list[JobOut]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
+
+
+class CancelIn(Schema):
+    reason: Text = Field(default="cancelled by the PHP core", min_length=1, max_length=400)
+
+
+def _cursor_decode(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        moment, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        return datetime.fromisoformat(moment).astimezone(dt_timezone.utc), uuid.UUID(job_id)
+    except (ValueError, UnicodeDecodeError, OverflowError):
+        raise HttpError(400, "cursor is not one this API issued") from None
+
+
+@router.get("/jobs", response=JobPage)
+def jobs_list(
+    request,
+    correlation_id: Text | None = None,
+    type: Text | None = None,
+    state: Text | None = None,
+    updated_after: datetime | None = None,
+    cursor: Text | None = None,
+    limit: int = Query(50, ge=1, le=500),
+):
+    """Jobs in the order of their last state change (oldest first), keyset-paginated: a page never
+    skips or repeats a job while others change."""
+    require(request, "jobs:read")
+    jobs = Job.objects.all()
+    if correlation_id:
+        jobs = jobs.filter(correlation_id=correlation_id)
+    if type:
+        jobs = jobs.filter(type=type)
+    if state:
+        if state not in State.values:
+            raise HttpError(422, f"state must be one of {', '.join(State.values)}")
+        jobs = jobs.filter(state=state)
+    if updated_after:
+        jobs = jobs.filter(state_changed_at__gt=utc(updated_after, "updated_after"))
+    if cursor:
+        moment, last_id = _cursor_decode(cursor)
+        # (state_changed_at, id) > (moment, last_id), with the range on its own so the index serves it.
+        jobs = jobs.filter(Q(state_changed_at__gt=moment) | Q(id__gt=last_id), state_changed_at__gte=moment)
+    page = list(jobs.order_by("state_changed_at", "id")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    next_cursor = None
+    if more:
+        last = page[-1]
+        next_cursor = base64.urlsafe_b64encode(f"{last.state_changed_at.isoformat()}|{last.id}".encode()).decode()
+    return {"items": [job_out(job, with_transitions=False) for job in page], "next_cursor": next_cursor}
+
+
+@router.post("/jobs/{job_id}/cancel", response=JobOut)
+def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
+    """Cancel a job that has not ended: 200 with the job; 409 when it already ended."""
+    require(request, "jobs:write")
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise Http404(f"no job {job_id}")
+    try:
+        job = job_cancel(job_id=job_id, actor=f"api:{request.auth.name}", reason=(body or CancelIn()).reason)
+    except TransitionNotAllowed:
+        raise HttpError(409, f"job {job_id} is {Job.objects.get(pk=job_id).state}: it has already ended") from None
+    logger.info("job %s cancelled by token %s", job_id, request.auth.name)
+    return job_out(job, with_transitions=True)

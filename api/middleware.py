@@ -1,0 +1,41 @@
+"""Limits and correlation for the REST API (paths under /api/)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+
+from api.errors import problem
+from jobs.correlation import correlation as correlation_context
+
+
+class ApiRequestMiddleware:
+    """A body over ``LEITSTAND_API_MAX_BODY_BYTES`` is refused with 413 before anything reads it; every
+    request gets an ``X-Correlation-ID`` (the caller's, or a new one), which is echoed in the answer."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not request.path.startswith("/api/"):
+            return self.get_response(request)
+        correlation = request.headers.get("X-Correlation-ID", "").strip()[:255] or str(uuid.uuid4())
+        request.META["HTTP_X_CORRELATION_ID"] = correlation
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        limit = settings.LEITSTAND_API_MAX_BODY_BYTES
+        if length > limit:
+            response = problem(
+                413,
+                "Payload Too Large",
+                f"the body is {length} bytes; the limit is {limit}",
+                kind="/problems/payload-too-large",
+            )
+        else:
+            with correlation_context(correlation):
+                response = self.get_response(request)
+        response["X-Correlation-ID"] = correlation
+        return response

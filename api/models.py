@@ -1,0 +1,37 @@
+"""The API's records: its clients' bearer tokens and their per-minute request counts."""
+
+from django.db import models
+
+from jobs.models import LeitstandNow
+
+
+class ApiToken(models.Model):
+    """A bearer token of the REST API. Only a SHA-256 of the secret is stored, found by its prefix;
+    the token itself is shown once, when it is created (``manage.py create_api_token``)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(max_length=12, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    class Meta:
+        db_table = "jobs_apitoken"  # created by the jobs app before the API had its own package
+
+
+class ApiRateWindow(models.Model):
+    """Requests of one token in one minute, counted in PostgreSQL so every web process shares it."""
+
+    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
+    window_start = models.DateTimeField()
+    requests = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        db_table = "jobs_apiratewindow"
+        constraints = [models.UniqueConstraint(fields=["token", "window_start"], name="rate_window_once")]

@@ -1,0 +1,56 @@
+"""The REST API v1 for the PHP core (django-ninja, OpenAPI at /api/v1/openapi.json, docs at
+/api/v1/docs): the resources' routers on one API, with token authentication and problem answers."""
+
+from __future__ import annotations
+
+from ninja import NinjaAPI
+
+from api import batches, jobs, rechecks
+from api.auth import TokenAuth
+from api.errors import PROBLEM, PROBLEM_SCHEMA, PROBLEM_STATUSES, handlers_install
+
+
+class LeitstandApi(NinjaAPI):
+    """Declares the problem answers of every operation in the OpenAPI schema, as they are sent:
+    ``application/problem+json`` (ninja would describe them as plain JSON)."""
+
+    def get_openapi_schema(self, **kwargs):
+        schema = super().get_openapi_schema(**kwargs)
+        schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+        problem_content = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        for path, operations in schema["paths"].items():
+            for method, operation in operations.items():
+                statuses = {"401", "403", "422", "429"}
+                if method == "post":
+                    statuses |= {"400", "413"}
+                if "{" in path:
+                    statuses.add("404")
+                if path.endswith(("/cancel", "/decision")):
+                    statuses.add("409")
+                if method == "get" and path.endswith("/jobs"):
+                    statuses.add("400")
+                for status in sorted(statuses):
+                    answer = {"description": PROBLEM_STATUSES[status], "content": problem_content}
+                    if status == "429":
+                        answer["headers"] = {
+                            "Retry-After": {
+                                "schema": {"type": "integer"},
+                                "description": "Seconds until the next minute's window.",
+                            }
+                        }
+                    operation.setdefault("responses", {})[status] = answer
+        return schema
+
+
+api = LeitstandApi(
+    title="Leitstand API",
+    version="1",
+    urls_namespace="api-v1",
+    auth=TokenAuth(),
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+handlers_install(api)
+api.add_router("", jobs.router)
+api.add_router("", rechecks.router)
+api.add_router("", batches.router)

@@ -1,0 +1,99 @@
+"""Admin pages for the console's own records: bulk operations, alerts and the audit log."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
+from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
+from dashboard.operations.alerts import alert_acknowledge, alert_resolve
+from jobs.services import JobInputError
+
+
+@admin.register(BulkOperation)
+class BulkOperationAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "created_at",
+        "actor",
+        "action",
+        "filter",
+        "state",
+        "progress",
+        "changed",
+        "skipped",
+        "eligible",
+        "reason",
+    )
+    list_filter = ("state", "action")
+    ordering = ("-created_at",)
+
+    @admin.display(description="progress")
+    def progress(self, operation):
+        return format_html('<progress max="100" value="{}"></progress> {} %', operation.percent, operation.percent)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        operation = BulkOperation.objects.filter(pk=object_id).first()
+        return super().change_view(
+            request,
+            object_id,
+            form_url,
+            {**(extra_context or {}), "refresh": operation is not None and operation.state == "running"},
+        )
+
+
+class AlertEventInline(ReadOnlyInline):
+    model = AlertEvent
+    fields = ("at", "kind", "actor", "comment")
+    readonly_fields = fields
+    ordering = ("id",)
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdmin):
+    list_display = ("state", "rule", "scope", "fired_at", "last_seen", "diagnosis", "route", "runbook_link")
+    list_filter = ("state", "rule", "route")
+    ordering = ("state", "-last_seen")
+    inlines = [AlertEventInline]
+    change_form_template = "admin/dashboard/alert/console_change_form.html"
+
+    def get_urls(self):
+        return [
+            path("<int:alert_id>/act/", self.admin_site.admin_view(self.act), name="dashboard_alert_act"),
+            *super().get_urls(),
+        ]
+
+    def act(self, request, alert_id):
+        if request.method == "POST":
+            actor, comment = f"user:{request.user.get_username()}", request.POST.get("comment", "")
+            service = alert_acknowledge if request.POST.get("action") == "acknowledge" else alert_resolve
+            try:
+                alert = service(alert_id=alert_id, actor=actor, comment=comment, user=request.user)
+                messages.success(request, f"Alert {alert.pk} {alert.state}.")
+            except (JobInputError, PermissionDenied) as refused:
+                messages.error(request, str(refused))
+        return HttpResponseRedirect(reverse("admin:dashboard_alert_change", args=[alert_id]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return super().change_view(
+            request,
+            object_id,
+            form_url,
+            {**(extra_context or {}), "can_operate": request.user.has_perm("jobs.operate_job")},
+        )
+
+    @admin.display(description="runbook")
+    def runbook_link(self, alert):
+        return format_html('<a href="{}">runbook</a>', reverse("admin:runbook", args=[alert.rule]))
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("at", "actor", "action", "target", "reason", "result")
+    list_filter = ("action",)
+    search_fields = ("actor", "target")
+    ordering = ("-at",)

@@ -1,0 +1,221 @@
+"""Admin pages for the pipeline's records: sources, protected assets, candidates and findings.
+
+Sources and assets are created through ``workers.services`` (validated, with the field at fault
+named); candidates and findings are written only by the handlers and are read-only here.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q
+from django.urls import reverse
+from django.utils.html import format_html
+
+from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
+from dashboard.audit import audited
+from dashboard.display import data_uri
+from jobs.services import JobInputError
+from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
+from workers.pipeline.services import asset_register, crawl_start, source_validate
+
+
+def _field_error(form: forms.Form, error: JobInputError) -> None:
+    form.add_error(error.field if error.field in form.fields else None, error.message)
+
+
+class SourceForm(forms.ModelForm):
+    base_url = forms.URLField(max_length=500, assume_scheme="https", help_text="The page a crawl run starts from.")
+
+    class Meta:
+        model = Source
+        fields = (
+            "name",
+            "base_url",
+            "scope",
+            "priority",
+            "max_depth",
+            "max_links_per_page",
+            "max_images_per_page",
+            "is_active",
+        )
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors:
+            try:
+                source_validate(base_url=data["base_url"], scope=data.get("scope", ""), priority=data["priority"])
+            except JobInputError as exc:
+                _field_error(self, exc)
+        return data
+
+
+@admin.action(description="Start a crawl run for the selected sources", permissions=["operate"])
+def start_crawl(modeladmin, request, queryset):
+    sources = list(queryset.order_by("name"))
+    submissions = []
+
+    def apply():
+        submissions.extend(crawl_start(actor=f"user:{request.user.get_username()}", sources=sources))
+        return f"{len(submissions)} crawl job(s)"
+
+    try:
+        audited(
+            request,
+            action="source.crawl",
+            target="sources " + ", ".join(s.name for s in sources),
+            reason="started from the console",
+            apply=apply,
+        )
+    except JobInputError as exc:
+        modeladmin.message_user(request, f"No crawl started: {exc.message}", messages.ERROR)
+        return
+    run = submissions[0].job.payload["run"] if submissions else ""
+    modeladmin.message_user(request, f"Crawl run {run} started for {len(submissions)} source(s).", messages.SUCCESS)
+
+
+@admin.register(Source)
+class SourceAdmin(admin.ModelAdmin):
+    form = SourceForm
+    show_full_result_count = False
+    list_display = ("name", "base_url", "priority", "max_depth", "is_active", "candidates", "matches")
+    list_filter = ("is_active",)
+    search_fields = ("name", "base_url")
+    actions = [start_crawl]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                candidate_count=Count("candidates", distinct=True),
+                match_count=Count(
+                    "candidates__findings", filter=Q(candidates__findings__verdict=Finding.Verdict.MATCH), distinct=True
+                ),
+            )
+        )
+
+    @admin.display(description="candidates", ordering="candidate_count")
+    def candidates(self, source):
+        return source.candidate_count
+
+    @admin.display(description="matches", ordering="match_count")
+    def matches(self, source):
+        return source.match_count
+
+    def has_operate_permission(self, request):
+        return request.user.has_perm("jobs.operate_job")
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # candidates refer to it: deactivate instead
+
+
+class AssetForm(forms.ModelForm):
+    upload = forms.FileField(label="Image", help_text="JPEG, PNG, GIF or WEBP; at most 20 MiB.")
+
+    class Meta:
+        model = ProtectedAsset
+        fields = ("name", "owner_ref")
+
+    def clean(self):
+        # The asset is registered here, while validating, so that the decoder's verdict on the image
+        # becomes a form error; the admin's add view runs in a transaction, and nothing else can fail after.
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            self.instance, created = asset_register(
+                name=data["name"], owner_ref=data["owner_ref"], data=data["upload"].read()
+            )
+        except JobInputError as exc:
+            _field_error(self, exc) if exc.field != "image" else self.add_error("upload", exc.message)
+            return data
+        if not created:
+            self.add_error("upload", f"this image is already registered as {self.instance}")
+        return data
+
+
+def _thumbnail(data: bytes, width: int = 96):
+    return format_html('<img src="{}" width="{}" alt="">', data_uri(data), width)
+
+
+@admin.register(ProtectedAsset)
+class ProtectedAssetAdmin(admin.ModelAdmin):
+    form = AssetForm
+    show_full_result_count = False
+    list_display = ("preview", "name", "owner_ref", "dhash", "size", "created_at")
+    search_fields = ("name", "owner_ref")
+    readonly_fields = ("preview", "dhash", "content_hash", "width", "height", "created_at")
+
+    def get_fields(self, request, obj=None):
+        return ("name", "owner_ref", "upload") if obj is None else self.readonly_fields + ("name", "owner_ref")
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is not None:
+            kwargs["form"] = forms.ModelForm
+        return super().get_form(request, obj, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        pass  # asset_register stored it while the form was validated
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="image")
+    def preview(self, asset):
+        return _thumbnail(asset.image)
+
+    @admin.display(description="size")
+    def size(self, asset):
+        return f"{asset.width}×{asset.height}"
+
+
+class FindingInline(ReadOnlyInline):
+    model = Finding
+    fields = ("created_at", "asset", "score", "verdict", "analysis_version", "job")
+    readonly_fields = fields
+
+
+@admin.register(Candidate)
+class CandidateAdmin(ReadOnlyAdmin):
+    list_display = ("image_url", "source", "page_url", "first_seen_at", "last_seen_at", "analysed_at")
+    list_filter = ("source",)
+    search_fields = ("=image_url", "page_url")
+    ordering = ("-last_seen_at",)
+    inlines = [FindingInline]
+
+
+@admin.register(Finding)
+class FindingAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "verdict", "score_display", "candidate_link", "asset", "source", "job_link")
+    list_filter = ("verdict", "analysis_version", "candidate__source")
+    search_fields = ("=candidate__image_url",)
+    ordering = ("-created_at",)
+    list_select_related = ("candidate__source", "asset")
+
+    @admin.display(description="score", ordering="score")
+    def score_display(self, finding):
+        return f"{finding.score:.3f}"
+
+    @admin.display(description="candidate")
+    def candidate_link(self, finding):
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:workers_candidate_change", args=[finding.candidate_id]),
+            finding.candidate.image_url,
+        )
+
+    @admin.display(description="source", ordering="candidate__source__name")
+    def source(self, finding):
+        return finding.candidate.source.name
+
+    @admin.display(description="analysis job")
+    def job_link(self, finding):
+        if finding.job_id is None:
+            return "—"
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[finding.job_id]), str(finding.job_id)[:8]
+        )

@@ -1,0 +1,116 @@
+"""Admin pages for the runtime's pools and worker processes, and the pipeline's shared crawl state."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.utils.html import format_html
+
+from dashboard.admin.base import ReadOnlyAdmin
+from dashboard.audit import audited
+from dashboard.display import clock
+from workers.pipeline.models import HostState, RobotsFile
+from workers.runtime.models import Pool, WorkerProcess
+from workers.runtime.selectors import pools_with_consumers
+from workers.runtime.services import pool_pause, pool_resume
+
+
+@admin.action(description="Pause selected pools (no new work is claimed)", permissions=["operate"])
+def pause_pools(modeladmin, request, queryset):
+    _run_pool_action(modeladmin, request, queryset, pool_pause, "Paused", "pool.pause")
+
+
+@admin.action(description="Resume selected pools", permissions=["operate"])
+def resume_pools(modeladmin, request, queryset):
+    _run_pool_action(modeladmin, request, queryset, pool_resume, "Resumed", "pool.resume")
+
+
+def _run_pool_action(modeladmin, request, queryset, service, verb, action):
+    actor = f"user:{request.user.get_username()}"
+    names = list(queryset.values_list("name", flat=True))
+    reason = f"{verb.lower()} from the console"
+    for name in names:
+
+        def apply(name=name):
+            service(pool=name, actor=actor, reason=reason)
+            return verb.lower()
+
+        audited(request, action=action, target=f"pool {name}", reason=reason, apply=apply)
+    modeladmin.message_user(request, f"{verb} {', '.join(names)}.", messages.SUCCESS)
+
+
+@admin.register(Pool)
+class PoolAdmin(ReadOnlyAdmin):
+    list_display = ("name", "is_paused", "live_consumers", "health", "changed_at", "changed_by", "reason")
+    actions = [pause_pools, resume_pools]
+
+    class Media:
+        css = {"all": ["dashboard/console.css"]}
+
+    def get_queryset(self, request):
+        return pools_with_consumers()
+
+    @admin.display(description="live consumers", ordering="live_consumers")
+    def live_consumers(self, pool):
+        return pool.live_consumers
+
+    @admin.display(description="health", ordering="stalled_since")
+    def health(self, pool):
+        """What the pool's supervisor last reported: a stall its own healing could not end."""
+        if pool.stalled_since is None:
+            return "claiming"
+        return format_html(
+            '<span class="badge gone">stalled</span> since {} on {}: {}',
+            clock(pool.stalled_since),
+            pool.stalled_on,
+            pool.stall_note,
+        )
+
+    def has_operate_permission(self, request):
+        return request.user.has_perm("jobs.operate_job")
+
+
+@admin.register(WorkerProcess)
+class WorkerProcessAdmin(ReadOnlyAdmin):
+    list_display = (
+        "host",
+        "pid",
+        "pool",
+        "started_at",
+        "last_seen_at",
+        "stopped",
+        "current_job_id",
+        "rss_mb",
+        "jobs_done",
+        "wakeups",
+        "duplicate_wakeups",
+    )
+    list_filter = ("pool",)
+    ordering = ("-last_seen_at",)
+
+    @admin.display(description="stopped", ordering="stopped_at")
+    def stopped(self, worker):
+        """When and why, as its supervisor saw it (recycled, SIGTERM, killed by SIGKILL, …)."""
+        return f"{clock(worker.stopped_at)}: {worker.stop_reason}" if worker.stopped_at else "—"
+
+    @admin.display(description="RSS (MB)", ordering="rss_bytes")
+    def rss_mb(self, worker):
+        return f"{worker.rss_bytes / 2**20:.0f}"
+
+
+@admin.register(RobotsFile)
+class RobotsFileAdmin(ReadOnlyAdmin):
+    list_display = ("origin", "status", "error", "fetched_at", "expires_at")
+    search_fields = ("origin",)
+
+
+@admin.register(HostState)
+class HostStateAdmin(ReadOnlyAdmin):
+    list_display = (
+        "host",
+        "next_allowed_at",
+        "in_flight_until",
+        "consecutive_failures",
+        "breaker_open_until",
+        "last_outcome",
+    )
+    search_fields = ("host",)

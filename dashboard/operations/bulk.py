@@ -1,0 +1,169 @@
+"""Bulk actions on everything a jobs-list filter matches: a dry run, then throttled batches.
+
+``bulk_preview`` says how many jobs the filter matches and which of them the action may touch, by
+state ("retry now: 1,204 eligible (dead, failed); 37 not: 12 planned, 25 done"). ``bulk_start``
+pins the filter and a high-water mark (database time) and records the operation; the control
+process runs ``bulk_step`` every round: one batch of ``BATCH`` jobs per operation, in one
+set-based statement (``jobs.leases.transition_many``), keyset-paginated by job ID. Each batch
+re-checks eligibility in SQL, so a job that changed meanwhile is skipped, never forced.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+
+from dashboard.audit import audit_record
+from dashboard.models import BulkOperation
+from dashboard.operations.deadletters import STEP, ended_in_step
+from jobs import leases
+from jobs.models import Job, LeitstandNow, database_now
+from jobs.services import JobInputError
+
+ACTIONS = {"retry_now": "Retry now", "cancel": "Cancel"}
+FILTER_KEYS = {
+    "state__exact": "state",
+    "type__exact": "type",
+    "pool": "pool",
+    "priority__exact": "priority",
+    "source": "source",
+    "error_class": "error_class",
+    "batch": "batch",
+    "step": "step",
+}
+BATCH = 200
+
+
+def filter_from(params) -> dict:
+    """The supported filter keys of a jobs-list query string (others are refused, not ignored)."""
+    chosen = {}
+    for key, value in params.items():
+        if key in (
+            "q",
+            "o",
+            "p",
+            "e",
+            "_changelist_filters",
+            "action_name",
+            "reason",
+            "csrfmiddlewaretoken",
+            "confirm",
+        ):
+            continue
+        if key not in FILTER_KEYS:
+            raise JobInputError("filter", f"{key} is not a filter bulk actions support ({', '.join(FILTER_KEYS)}, q)")
+        chosen[FILTER_KEYS[key]] = value
+    if "step" in chosen and not STEP.fullmatch(chosen["step"]):
+        raise JobInputError("step", "must be a step name (lower-case letters, digits, _)")
+    if params.get("q"):
+        chosen["q"] = params["q"].strip()
+    for field in ("priority", "batch"):
+        if field in chosen:
+            try:
+                chosen[field] = int(chosen[field])
+            except ValueError:
+                raise JobInputError(field, "must be an integer") from None
+    return chosen
+
+
+def matching(job_filter: dict) -> QuerySet:
+    query = Job.objects.all()
+    for field, value in job_filter.items():
+        if field == "q":
+            match = Q(correlation_id=value) | Q(idempotency_key=value)
+            try:
+                match |= Q(id=uuid.UUID(value))
+            except ValueError:
+                pass
+            query = query.filter(match)
+        elif field == "step":
+            query = query.filter(ended_in_step(value))
+        else:
+            query = query.filter(**{field: value})
+    return query
+
+
+def bulk_preview(action: str, job_filter: dict) -> dict:
+    if action not in ACTIONS:
+        raise JobInputError("action", f"must be one of {', '.join(ACTIONS)}")
+    allowed = set(leases.sources_of(action))
+    by_state = dict(matching(job_filter).order_by().values_list("state").annotate(n=Count("id")))
+    eligible = sum(n for state, n in by_state.items() if state in allowed)
+    return {
+        "action": action,
+        "label": ACTIONS[action],
+        "eligible": eligible,
+        "allowed_states": sorted(allowed),
+        "not_eligible": {state: n for state, n in sorted(by_state.items()) if state not in allowed},
+    }
+
+
+def bulk_start(*, action: str, job_filter: dict, actor: str, reason: str, user) -> BulkOperation:
+    if not reason or not reason.strip():
+        raise JobInputError("reason", "is required: say why, it goes into every job's audit log")
+    preview = bulk_preview(action, job_filter)
+    if preview["eligible"] == 0:
+        raise JobInputError("filter", "no job matching this filter is eligible")
+    field = Job._meta.get_field("state")
+    permission = next(t.permission for t in field.get_all_transitions(Job) if t.name == action)
+    if not user.has_perm(permission):
+        raise PermissionDenied(f"{user} lacks the permission to {action} jobs")
+    operation = BulkOperation.objects.create(
+        action=action,
+        filter=job_filter,
+        high_water=database_now(),
+        actor=actor,
+        reason=reason.strip()[:500],
+        eligible=preview["eligible"],
+    )
+    audit_record(
+        actor=actor,
+        action=f"bulk.{action}.start",
+        target=f"bulk {operation.pk}: filter {job_filter}",
+        reason=reason,
+        result=f"{preview['eligible']} eligible; pinned at {operation.high_water:%H:%M:%S}",
+    )
+    return operation
+
+
+def bulk_step(*, batch: int = BATCH) -> int:
+    """One batch of every running operation; returns the number of jobs changed."""
+    changed_total = 0
+    for operation_id in BulkOperation.objects.filter(state=BulkOperation.State.RUNNING).values_list("pk", flat=True):
+        with transaction.atomic():
+            operation = BulkOperation.objects.select_for_update(skip_locked=True).filter(pk=operation_id).first()
+            if operation is None or operation.state != BulkOperation.State.RUNNING:
+                continue
+            query = matching(operation.filter).filter(
+                created_at__lte=operation.high_water, state__in=leases.sources_of(operation.action)
+            )
+            if operation.cursor:
+                query = query.filter(id__gt=operation.cursor)
+            ids = list(query.order_by("id").values_list("id", flat=True)[:batch])
+            if not ids:
+                operation.state, operation.finished_at = BulkOperation.State.DONE, LeitstandNow()
+                operation.save()
+                audit_record(
+                    actor=operation.actor,
+                    action=f"bulk.{operation.action}.done",
+                    target=f"bulk {operation.pk}: filter {operation.filter}",
+                    reason=operation.reason,
+                    result=f"{operation.changed} changed, {operation.skipped} skipped in {operation.batches} batches",
+                )
+                continue
+            done = leases.transition_many(
+                operation.action,
+                ids,
+                actor=operation.actor,
+                reason=operation.reason,
+                cause=f"bulk {operation.pk} ({ACTIONS[operation.action].lower()}): {operation.reason}",
+            )
+            operation.changed += len(done)
+            operation.skipped += len(ids) - len(done)
+            operation.cursor, operation.batches = ids[-1], operation.batches + 1
+            operation.save()
+            changed_total += len(done)
+    return changed_total

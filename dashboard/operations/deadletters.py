@@ -1,0 +1,201 @@
+"""The dead-letter queue pivoted: dead jobs grouped by type, error class and the step they died in.
+
+Each group counts its jobs that went dead within 1 h, 3 h, 24 h, 3 d and 7 d and in all, says when
+the error was first and last seen, which processing versions produced it, and shows the newest
+job's message. The step is the last step of the job's final attempt, read from the path signature
+the control process records (``robots > fetch! -> failed``: ``fetch``); an attempt not judged yet
+has none ("—"). The jobs list and the bulk actions filter by it too (``?step=fetch``). A group is
+marked **new with V** when V, the type's current processing version, is the only version that
+produced this error while the type's other dead letters show older versions: the error came with
+the new handler.
+
+One grouped query over the dead jobs (``job_dead_idx``), each with an index probe of its final
+attempt by the unique ``(job, lease_version)``. It costs about 0.25 s at 40,000 dead jobs, so the
+page over every dead job reads a snapshot the control process refreshes (``dead_letters_refresh``,
+every ``LEITSTAND_CONSOLE_DEADLETTERS_SECONDS``); a batch's dead letters are grouped live.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.db.models import OuterRef, Subquery
+from django.db.models.lookups import Regex
+
+from dashboard.models import ConsoleSnapshot
+from jobs.models import Attempt, Job, LeitstandNow, database_now
+from workers.runtime.registry import registry
+
+WINDOWS = (
+    ("1 h", timedelta(hours=1)),
+    ("3 h", timedelta(hours=3)),
+    ("24 h", timedelta(hours=24)),
+    ("3 d", timedelta(days=3)),
+    ("7 d", timedelta(days=7)),
+)
+
+_GROUPS_SQL = """
+-- The final attempt's signature is read by one index probe per dead job (a subplan: a join would
+-- hash the whole attempts table), and the groups are hashed, not sorted: the newest job of a group
+-- is the maximum of a sortable text (UTC time, then the job's ID).
+SELECT type, error_class, step, processing_version, {windows},
+       count(*), min(finished_at), max(finished_at),
+       split_part(max(coalesce(to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), '')
+                      || '|' || id), '|', 2)
+FROM (
+    SELECT j.id, j.type, j.error_class, j.processing_version, j.finished_at,
+           coalesce(substring((SELECT a.path_signature FROM jobs_attempt AS a
+                               WHERE a.job_id = j.id AND a.lease_version = j.lease_version)
+                              from '([a-z][a-z0-9_]*)[!~]? -> '), '') AS step
+    FROM jobs_job AS j
+    WHERE j.state = 'dead' {scope}
+) AS dead
+GROUP BY 1, 2, 3, 4
+"""
+
+
+STEP = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def ended_in_step(step: str) -> Regex:
+    """Jobs whose latest attempt's checked path ends in ``step`` (the jobs list's and bulk actions'
+    ``step`` filter, matching the groups' step column). A scalar subquery, so PostgreSQL probes the
+    final attempt of each job the other filters leave (a semi-join would scan every attempt)."""
+    if not STEP.fullmatch(step):
+        raise ValueError(f"{step!r} is not a step name")
+    final_signature = Subquery(
+        Attempt.objects.filter(job=OuterRef("pk"), lease_version=OuterRef("lease_version")).values("path_signature")[:1]
+    )
+    return Regex(final_signature, rf"(^| > ){step}[!~]? -> ")
+
+
+@dataclass
+class Group:
+    type: str
+    error_class: str
+    step: str
+    counts: list[int]  # per window of WINDOWS
+    total: int
+    first_seen: datetime | None  # None only for dead jobs without a finishing time (not written by the engine)
+    last_seen: datetime | None
+    newest_job_id: str
+    versions: set[str] = field(default_factory=set)
+    newest_message: str = ""
+    new_with: str = ""
+
+    def as_data(self) -> dict:
+        return {
+            **{
+                name: getattr(self, name)
+                for name in (
+                    "type",
+                    "error_class",
+                    "step",
+                    "counts",
+                    "total",
+                    "newest_job_id",
+                    "new_with",
+                    "newest_message",
+                )
+            },
+            **{
+                name: moment.isoformat() if (moment := getattr(self, name)) else None
+                for name in ("first_seen", "last_seen")
+            },
+            "versions": sorted(self.versions),
+        }
+
+    @classmethod
+    def from_data(cls, data: dict) -> Group:
+        return cls(
+            **{
+                **data,
+                "versions": set(data["versions"]),
+                **{
+                    name: datetime.fromisoformat(data[name]) if data[name] else None
+                    for name in ("first_seen", "last_seen")
+                },
+            }
+        )
+
+    @property
+    def version_list(self) -> list[str]:
+        return sorted(version or "—" for version in self.versions)
+
+    @property
+    def error_name(self) -> str:
+        return self.error_class.rsplit(".", 1)[-1] or "(no error class)"
+
+
+def dead_letter_groups(*, batch_id: int | None = None, now: datetime | None = None) -> list[Group]:
+    """The dead jobs' groups, the most recent trouble first (dead within 1 h, then 24 h, then all)."""
+    now = now or database_now()
+    windows = ", ".join(f"count(*) FILTER (WHERE finished_at > %(since_{n})s)" for n in range(len(WINDOWS)))
+    params = {f"since_{n}": now - span for n, (_, span) in enumerate(WINDOWS)}
+    scope = ""
+    if batch_id is not None:
+        scope, params["batch"] = "AND j.batch_id = %(batch)s", batch_id
+    with connection.cursor() as cursor:
+        cursor.execute(_GROUPS_SQL.format(windows=windows, scope=scope), params)
+        rows = cursor.fetchall()
+    groups: dict[tuple[str, str, str], Group] = {}
+    type_versions: dict[str, set[str]] = {}
+    for job_type, error_class, step, version, *rest in rows:
+        counts, (total, first, last, job_id) = list(rest[: len(WINDOWS)]), rest[len(WINDOWS) :]
+        type_versions.setdefault(job_type, set()).add(version)
+        group = groups.get((job_type, error_class, step))
+        if group is None:
+            groups[job_type, error_class, step] = Group(
+                job_type, error_class, step, counts, total, first, last, job_id, {version}
+            )
+            continue
+        group.counts = [a + b for a, b in zip(group.counts, counts)]
+        group.total += total
+        group.versions.add(version)
+        if last and (group.last_seen is None or last > group.last_seen):
+            group.newest_job_id = job_id
+        group.first_seen = min(filter(None, (group.first_seen, first)), default=None)
+        group.last_seen = max(filter(None, (group.last_seen, last)), default=None)
+    messages = dict(
+        Job.objects.filter(pk__in=[g.newest_job_id for g in groups.values()]).values_list("pk", "error_message")
+    )
+    for group in groups.values():
+        group.newest_message = messages.get(uuid.UUID(group.newest_job_id), "")[:300]
+    current = {t.name: t.processing_version for t in registry.all()}
+    for group in groups.values():
+        version = current.get(group.type)
+        if version and group.versions == {version} and type_versions[group.type] - {version}:
+            group.new_with = version
+    return sorted(groups.values(), key=lambda g: (-g.counts[0], -g.counts[2], -g.total, g.type, g.error_class))
+
+
+SNAPSHOT = "deadletters"
+
+
+def dead_letters_refresh() -> None:
+    """Group every dead job now and store the groups for the console (the control process, throttled)."""
+    now, started = database_now(), time.perf_counter()
+    groups = dead_letter_groups(now=now)
+    ConsoleSnapshot.objects.update_or_create(
+        name=SNAPSHOT,
+        defaults={
+            "data": {"now": now.isoformat(), "groups": [group.as_data() for group in groups]},
+            "refreshed_at": LeitstandNow(),
+            "took_ms": (time.perf_counter() - started) * 1000,
+        },
+    )
+
+
+def dead_letters_snapshot() -> tuple[list[Group], datetime, ConsoleSnapshot]:
+    """The stored groups, the moment they were counted at, and the snapshot (computed now if none yet)."""
+    snapshot = ConsoleSnapshot.objects.filter(name=SNAPSHOT).first()
+    if snapshot is None:
+        dead_letters_refresh()
+        snapshot = ConsoleSnapshot.objects.get(name=SNAPSHOT)
+    groups = [Group.from_data(data) for data in snapshot.data["groups"]]
+    return groups, datetime.fromisoformat(snapshot.data["now"]), snapshot

@@ -1,0 +1,167 @@
+"""Prometheus metrics: ``/metrics`` with django-prometheus's request metrics, the pipeline figures
+computed from the database at scrape time, and the worker processes' counters.
+
+django-q2 workers (and a multi-process WSGI server) are separate processes: with
+``PROMETHEUS_MULTIPROC_DIR`` set, every process writes its counters into that directory (wiped by
+``runpool`` at start-up) and this view aggregates them with prometheus_client's
+``MultiProcessCollector``. django-prometheus's own view would build a fresh registry and drop the
+pipeline collector, so this is our own view. It is protected: a bearer token
+(``LEITSTAND_METRICS_TOKEN``) or an address allow-list (``LEITSTAND_METRICS_ALLOWED_IPS``); with
+neither configured it answers 404.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+
+from django.conf import settings
+from django.db import connection
+from django.http import Http404, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+import workers.runtime.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
+from dashboard.models import Alert, ConsoleSnapshot
+from dashboard.operations.snapshot import oldest_due, open_counts
+from jobs.models import database_now
+from workers.runtime.selectors import pool_consumers
+
+DOCUMENTED = {
+    "leitstand_jobs": "Jobs by type and state (open states exact at scrape time; done, dead, cancelled from "
+    "the console snapshot, at most 5 minutes old)",
+    "leitstand_oldest_due_job_age_seconds": "Age of the oldest due planned job, by type",
+    "leitstand_stuck_leases": "Leased jobs whose lease expired beyond the grace period, by pool",
+    "leitstand_dead_letters": "Jobs in the dead-letter queue, by type",
+    "leitstand_review_backlog": "Review cases waiting for a person",
+    "leitstand_review_oldest_age_seconds": "Age of the oldest open review case",
+    "leitstand_pool_consumers": "Live worker processes, by pool (from heartbeat age)",
+    "leitstand_pool_paused": "1 if the pool is paused, by pool",
+    "leitstand_recheck_plans_due": "Active recheck plans whose next check is due",
+    "leitstand_recheck_plans_overdue": "Active recheck plans more than the overdue limit past their next check",
+    "leitstand_alerts_firing": "Firing (unacknowledged) alerts, by rule",
+    "leitstand_worker_jobs_total": "Jobs a worker process handled, by pool and outcome",
+    "leitstand_worker_wakeups_total": "Wake-ups worker processes ran, by pool and whether they found work",
+}
+
+
+class PipelineCollector:
+    """Computes the pipeline figures from the database at every scrape (a handful of index-backed
+    queries; the snapshot supplies the counts of finished jobs)."""
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        now = database_now()
+        with connection.cursor() as cursor:
+            jobs = GaugeMetricFamily("leitstand_jobs", DOCUMENTED["leitstand_jobs"], labels=["type", "state"])
+            counts = open_counts(now)
+            for job_type, state, count in counts:
+                jobs.add_metric([job_type, state], count)
+            dead = GaugeMetricFamily("leitstand_dead_letters", DOCUMENTED["leitstand_dead_letters"], labels=["type"])
+            snapshot = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
+            for job_type, finished in snapshot.get("pipeline", {}).get("terminal", {}).get("counts", {}).items():
+                for state, count in finished.items():
+                    jobs.add_metric([job_type, state], count)
+                dead.add_metric([job_type], finished.get("dead", 0))
+            yield jobs
+            yield dead
+
+            oldest = GaugeMetricFamily(
+                "leitstand_oldest_due_job_age_seconds",
+                DOCUMENTED["leitstand_oldest_due_job_age_seconds"],
+                labels=["type"],
+            )
+            for job_type, age in oldest_due(now, sorted({t for t, state, _ in counts if state == "planned"})):
+                oldest.add_metric([job_type], age)
+            yield oldest
+
+            stuck = GaugeMetricFamily("leitstand_stuck_leases", DOCUMENTED["leitstand_stuck_leases"], labels=["pool"])
+            cursor.execute(
+                "SELECT pool, count(*) FROM jobs_job WHERE state IN ('reserved', 'running') AND "
+                "lease_expires_at < %(now)s - %(grace)s * interval '1 second' GROUP BY pool",
+                {"now": now, "grace": settings.LEITSTAND_LEASE_GRACE_SECONDS},
+            )
+            for pool, count in cursor.fetchall():
+                stuck.add_metric([pool], count)
+            yield stuck
+
+            cursor.execute(
+                "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
+                "WHERE state = 'ready_for_review'",
+                {"now": now},
+            )
+            backlog, oldest_case = cursor.fetchone()
+            yield GaugeMetricFamily("leitstand_review_backlog", DOCUMENTED["leitstand_review_backlog"], value=backlog)
+            yield GaugeMetricFamily(
+                "leitstand_review_oldest_age_seconds",
+                DOCUMENTED["leitstand_review_oldest_age_seconds"],
+                value=float(oldest_case or 0),
+            )
+
+            cursor.execute(
+                "SELECT count(*) FILTER (WHERE next_check_at <= %(now)s), count(*) FILTER (WHERE "
+                "next_check_at < %(now)s - %(late)s * interval '1 second') FROM rechecks_recheckplan "
+                "WHERE state = 'active'",
+                {"now": now, "late": settings.LEITSTAND_CONSOLE["recheck_overdue_seconds"]},
+            )
+            due, overdue = cursor.fetchone()
+            yield GaugeMetricFamily("leitstand_recheck_plans_due", DOCUMENTED["leitstand_recheck_plans_due"], value=due)
+            yield GaugeMetricFamily(
+                "leitstand_recheck_plans_overdue", DOCUMENTED["leitstand_recheck_plans_overdue"], value=overdue
+            )
+
+            paused = GaugeMetricFamily("leitstand_pool_paused", DOCUMENTED["leitstand_pool_paused"], labels=["pool"])
+            cursor.execute("SELECT name, is_paused FROM workers_pool")
+            for pool, is_paused in cursor.fetchall():
+                paused.add_metric([pool], int(is_paused))
+            yield paused
+
+        consumers = GaugeMetricFamily(
+            "leitstand_pool_consumers", DOCUMENTED["leitstand_pool_consumers"], labels=["pool"]
+        )
+        for pool, count in pool_consumers().items():
+            consumers.add_metric([pool], count)
+        yield consumers
+        firing = GaugeMetricFamily("leitstand_alerts_firing", DOCUMENTED["leitstand_alerts_firing"], labels=["rule"])
+        for rule in sorted(set(Alert.objects.filter(state=Alert.State.FIRING).values_list("rule", flat=True))):
+            firing.add_metric([rule], Alert.objects.filter(state=Alert.State.FIRING, rule=rule).count())
+        yield firing
+
+
+_PIPELINE = PipelineCollector()
+
+
+def registry() -> CollectorRegistry:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multi = CollectorRegistry()
+        MultiProcessCollector(multi)
+        multi.register(_PIPELINE)
+        return multi
+    if _PIPELINE not in REGISTRY._collector_to_names:
+        REGISTRY.register(_PIPELINE)
+    return REGISTRY
+
+
+def _allowed(request) -> bool:
+    token = settings.LEITSTAND_METRICS_TOKEN
+    if token:
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if given and hmac.compare_digest(given.encode(), token.encode()):
+            return True
+    return request.META.get("REMOTE_ADDR", "") in settings.LEITSTAND_METRICS_ALLOWED_IPS
+
+
+def metrics_view(request):
+    if not settings.LEITSTAND_METRICS_TOKEN and not settings.LEITSTAND_METRICS_ALLOWED_IPS:
+        raise Http404("metrics are not enabled: set LEITSTAND_METRICS_TOKEN or LEITSTAND_METRICS_ALLOWED_IPS")
+    if not _allowed(request):
+        return HttpResponse(
+            "a valid bearer token or an allowed address is required\n",
+            status=401,
+            content_type="text/plain",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return HttpResponse(generate_latest(registry()), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,194 @@
+"""The console's counts snapshot: the figures of the home page, refreshed by the control process.
+
+Counting millions of jobs on every page view is what broke other dashboards (GoodJob at 3.5 M
+jobs, 13 counts per page). Here the control process computes the figures every
+``LEITSTAND_CONSOLE_SNAPSHOT_SECONDS`` (5 s) in a handful of index-backed queries and stores them as
+one row; the home page reads that row and says how old it is. Finished jobs are counted as they
+finish (``finished_at`` is indexed), so "done/h" moves with every job, never only at the end of a
+batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from django.conf import settings
+from django.db import connection
+
+from dashboard.models import ConsoleSnapshot
+from jobs.models import LeitstandNow, database_now
+from workers.runtime.registry import registry
+
+BUCKET_SECONDS = 300  # the sparklines: done per 5 minutes over the last 2 hours
+BUCKETS = 24
+RUNTIME_SAMPLE = 5000  # the latest finished attempts, for run-time percentiles
+SMALL_TABLE_ROWS = 100_000
+TERMINAL_COUNT_SECONDS = 300  # full counts of finished jobs (a scan of millions of rows) at most this often
+
+
+def _rows(sql: str, now, params=None) -> list[tuple]:
+    # Database time is read once per refresh and passed in: leitstand_now() is volatile, so in a
+    # WHERE clause it would keep PostgreSQL from using an index (728 ms instead of ~5 ms at 2 M jobs).
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"now": now, **(params or {})})
+        return cursor.fetchall()
+
+
+def open_counts(now) -> list[tuple[str, str, int]]:
+    """(type, state, count) of open jobs, exact, through the partial index over the open set."""
+    return _rows(
+        "SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN ('done', 'dead', 'cancelled')) "
+        "GROUP BY type, state",
+        now,
+    )
+
+
+def oldest_due(now, types: list[str]) -> list[tuple[str, float]]:
+    """(type, seconds) the oldest due planned job waits: one index descent per type (a GROUP BY would
+    read every planned entry); types without a due job are left out."""
+    rows = _rows(
+        "SELECT t.type, extract(epoch FROM %(now)s - (SELECT min(j.due_at) FROM jobs_job AS j "
+        "    WHERE j.type = t.type AND j.state = 'planned' AND j.due_at <= %(now)s)) "
+        "FROM unnest(%(types)s::text[]) AS t(type)",
+        now,
+        {"types": types},
+    )
+    return [(job_type, float(age)) for job_type, age in rows if age is not None]
+
+
+def pipeline_figures(now, previous: dict | None = None) -> dict:
+    types: dict[str, dict] = defaultdict(
+        lambda: {
+            "states": {},
+            "oldest_due_seconds": None,
+            "done_1h": 0,
+            "dead_1h": 0,
+            "done_buckets": [0] * BUCKETS,
+            "p50_ms": None,
+            "p95_ms": None,
+            "sampled": 0,
+            "retried": 0,
+            "pool": "",
+        }
+    )
+    for job_type, state, count in open_counts(now):
+        types[job_type]["states"][state] = count
+    # Finished jobs are millions of rows: counted in full only every TERMINAL_COUNT_SECONDS.
+    terminal = terminal_counts(now, previous)
+    for job_type, counts in terminal["counts"].items():
+        types[job_type]["states"].update(counts)
+    planned_types = [name for name, figures in types.items() if figures["states"].get("planned")]
+    for job_type, age in oldest_due(now, planned_types):
+        types[job_type]["oldest_due_seconds"] = float(age)
+    for job_type, state, bucket, count in _rows(
+        "SELECT type, state, floor(extract(epoch FROM %(now)s - finished_at) / %(size)s)::int, count(*) "
+        "FROM jobs_job WHERE finished_at > %(now)s - %(span)s * interval '1 second' "
+        "GROUP BY 1, 2, 3",
+        now,
+        {"size": BUCKET_SECONDS, "span": BUCKET_SECONDS * BUCKETS},
+    ):
+        figures = types[job_type]
+        if state == "done" and 0 <= bucket < BUCKETS:
+            figures["done_buckets"][BUCKETS - 1 - bucket] += count
+        if bucket < 3600 // BUCKET_SECONDS:
+            if state == "done":
+                figures["done_1h"] += count
+            elif state == "dead":
+                figures["dead_1h"] += count
+    for job_type, p50, p95, sampled, retried in _rows(
+        "SELECT j.type, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.ms), "
+        "percentile_cont(0.95) WITHIN GROUP (ORDER BY a.ms), count(*), "
+        "count(*) FILTER (WHERE a.outcome IN ('failed', 'lease_expired', 'worker_died')) "
+        "FROM (SELECT job_id, outcome, extract(epoch FROM finished_at - started_at) * 1000 AS ms "
+        "      FROM jobs_attempt WHERE finished_at IS NOT NULL AND started_at IS NOT NULL "
+        "      ORDER BY id DESC LIMIT %(sample)s) AS a "
+        "JOIN jobs_job AS j ON j.id = a.job_id GROUP BY j.type",
+        now,
+        {"sample": RUNTIME_SAMPLE},
+    ):
+        types[job_type].update(p50_ms=float(p50), p95_ms=float(p95), sampled=sampled, retried=retried)
+    for declared in registry.all():
+        if declared.name in types:
+            types[declared.name]["pool"] = declared.pool
+    (stale_1h,) = _rows("SELECT count(*) FROM jobs_stalewrite WHERE at > %(now)s - interval '1 hour'", now)[0]
+    return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h, "terminal": terminal}
+
+
+def terminal_counts(now, previous: dict | None) -> dict:
+    """Done, dead and cancelled per type: reused from the previous snapshot while it is fresh enough."""
+    last = (previous or {}).get("pipeline", {}).get("terminal")
+    if last and time.time() - last["counted_at"] < TERMINAL_COUNT_SECONDS and not _small_table(now):
+        return last
+    counts: dict[str, dict] = defaultdict(dict)
+    for job_type, state, count in _rows(
+        "SELECT type, state, count(*) FROM jobs_job WHERE state IN ('done', 'dead', 'cancelled') GROUP BY type, state",
+        now,
+    ):
+        counts[job_type][state] = count
+    return {"counts": dict(counts), "counted_at": time.time()}
+
+
+def business_figures(now) -> dict:
+    quiet_hours = settings.LEITSTAND_CONSOLE["quiet_source_hours"]
+    sources = [
+        {
+            "id": source_id,
+            "name": name,
+            "is_active": is_active,
+            "last_candidate_age_seconds": None if age is None else float(age),
+            "is_quiet": is_active and (age is None or float(age) > quiet_hours * 3600),
+            "findings_24h": {},
+        }
+        for source_id, name, is_active, age in _rows(
+            "SELECT s.id, s.name, s.is_active, extract(epoch FROM %(now)s - "
+            "       (SELECT max(c.last_seen_at) FROM workers_candidate AS c WHERE c.source_id = s.id)) "
+            "FROM workers_source AS s ORDER BY s.name",
+            now,
+        )
+    ]
+    by_id = {s["id"]: s for s in sources}
+    for source_id, verdict, count in _rows(
+        "SELECT c.source_id, f.verdict, count(*) FROM workers_finding AS f "
+        "JOIN workers_candidate AS c ON c.id = f.candidate_id "
+        "WHERE f.created_at > %(now)s - interval '24 hours' GROUP BY 1, 2",
+        now,
+    ):
+        by_id[source_id]["findings_24h"][verdict] = count
+    backlog, oldest = _rows(
+        "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
+        "WHERE state = 'ready_for_review'",
+        now,
+    )[0]
+    active, due_now, due_24h, overdue = _rows(
+        "SELECT count(*), count(*) FILTER (WHERE next_check_at <= %(now)s), "
+        "count(*) FILTER (WHERE next_check_at <= %(now)s + interval '24 hours'), "
+        "count(*) FILTER (WHERE next_check_at < %(now)s - %(late)s * interval '1 second') "
+        "FROM rechecks_recheckplan WHERE state = 'active'",
+        now,
+        {"late": settings.LEITSTAND_CONSOLE["recheck_overdue_seconds"]},
+    )[0]
+    return {
+        "sources": sources,
+        "review": {"backlog": backlog, "oldest_seconds": None if oldest is None else float(oldest)},
+        "rechecks": {"active": active, "due_now": due_now, "due_24h": due_24h, "overdue": overdue},
+    }
+
+
+def _small_table(now) -> bool:
+    """Below this size a full count costs less than a few milliseconds: count finished jobs every time."""
+    (estimate,) = _rows("SELECT reltuples FROM pg_class WHERE oid = 'jobs_job'::regclass", now)[0]
+    return estimate < SMALL_TABLE_ROWS
+
+
+def snapshot_refresh() -> dict:
+    """Compute and store the snapshot; returns the figures."""
+    now = database_now()
+    started = time.perf_counter()
+    previous = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first()
+    data = {"pipeline": pipeline_figures(now, previous), "business": business_figures(now)}
+    took_ms = (time.perf_counter() - started) * 1000
+    ConsoleSnapshot.objects.update_or_create(
+        name="home", defaults={"data": data, "refreshed_at": LeitstandNow(), "took_ms": took_ms}
+    )
+    return data

@@ -1,0 +1,153 @@
+"""The analysis handler (pool ``analysis``): is this candidate a copy of a protected asset?
+
+The image is downloaded through the safe client (robots.txt and politeness apply), decoded safely
+(``workers.pipeline.images``), hashed, and compared with every protected asset. The best score falls into
+one of three bands (``LEITSTAND_ANALYSIS``):
+
+- ``score ≥ match_at`` — a match: a finding and a recheck plan are recorded and the job ends
+  ``recheck_due`` (executed; the plan's rechecks decide the business outcome);
+- ``score < no_match_below`` — no match: the finding is recorded and the job ends ``done``;
+- in between — unclear: the finding (with both hashes and the score as evidence) is recorded and the
+  job goes to review.
+
+Recording the finding is an effect applied at most once per job: a re-run after a lost status
+report gets the first run's finding, never a second one.
+
+Payload: ``{"candidate_id": int}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.db import transaction
+
+from jobs.errors import PermanentError
+from jobs.models import Job, LeitstandNow
+from workers.pipeline import images
+from workers.pipeline.fetching import fetch_politely
+from workers.pipeline.http import IMAGE_TYPES
+from workers.pipeline.models import Candidate, Finding, ProtectedAsset
+from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Stored
+from workers.runtime.hooks import match_report
+
+PROCESSING_VERSION = "analysis@1"
+# A candidate version for shadow runs: narrower bands (fewer automatic matches, more review cases).
+TIGHT_VERSION, TIGHT_BANDS = "analysis@2-tight", {"match_at": 0.95, "no_match_below": 0.85}
+
+
+def parse(payload: dict) -> int:
+    if set(payload) != {"candidate_id"}:
+        raise PermanentError('the analysis payload is exactly {"candidate_id": <int>}')
+    candidate_id = payload["candidate_id"]
+    if isinstance(candidate_id, bool) or not isinstance(candidate_id, int) or candidate_id < 1:
+        raise PermanentError("payload.candidate_id must be a positive integer")
+    return candidate_id
+
+
+def verdict_for(score: float, bands: dict | None = None) -> str:
+    bands = bands or settings.LEITSTAND_ANALYSIS
+    if score >= bands["match_at"]:
+        return Finding.Verdict.MATCH
+    if score < bands["no_match_below"]:
+        return Finding.Verdict.NO_MATCH
+    return Finding.Verdict.UNCLEAR
+
+
+def handle(context: JobContext, *, bands: dict | None = None):
+    """``bands``: other score bands than the settings' (a shadow version's)."""
+    bands = bands or settings.LEITSTAND_ANALYSIS
+    candidate_id = parse(context.payload)
+    candidate = Candidate.objects.filter(pk=candidate_id).first()
+    if candidate is None:
+        raise PermanentError(f"candidate {candidate_id} does not exist")
+    fetched = fetch_politely(context, candidate.image_url, accept=IMAGE_TYPES)
+    if fetched.result is None:
+        return Skipped(fetched.robots.reason)
+    body = fetched.result.body
+    with context.step("decode") as info:
+        decoded = images.decode(body)
+        info.update(format=decoded.format, width=decoded.width, height=decoded.height, dhash=f"{decoded.dhash:016x}")
+    with context.step("compare") as info:
+        assets = list(ProtectedAsset.objects.values_list("id", "name", "dhash"))
+        if not assets:
+            info["skipped"] = True
+            return Skipped("no protected assets are registered to compare with")
+        score, asset_id, asset_name, asset_hash = max(
+            (images.similarity(decoded.dhash, int(dhash, 16)), pk, name, dhash) for pk, name, dhash in assets
+        )
+        verdict = verdict_for(score, bands)
+        info.update(asset_id=asset_id, score=round(score, 4), verdict=verdict, assets_compared=len(assets))
+    evidence = {
+        "candidate_dhash": f"{decoded.dhash:016x}",
+        "asset_dhash": asset_hash,
+        "differing_bits": round((1 - score) * 64),
+        "bands": dict(bands),
+        "image_url": candidate.image_url,
+        "page_url": candidate.page_url,
+        "format": decoded.format,
+        "size": [decoded.width, decoded.height],
+    }
+    content_hash = hashlib.sha256(body).hexdigest()
+    with context.step("record") as info:
+        recorded = context.effect(
+            f"finding:{context.job_id}",
+            kind="finding",
+            apply=lambda: _finding_record(
+                context,
+                candidate,
+                asset_id,
+                score,
+                verdict,
+                evidence,
+                content_hash,
+                f"{decoded.dhash:016x}",
+                decoded.thumbnail,
+            ),
+        )
+        info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"])
+    finding_ref = f"finding:{recorded['finding_id']}"
+    score, verdict = recorded["score"], recorded["verdict"]
+    if verdict == Finding.Verdict.MATCH:
+        return Stored(result_ref=finding_ref, result_checksum=content_hash, recheck=True)
+    if verdict == Finding.Verdict.NO_MATCH:
+        return Done(
+            reason=f"no match: best score {score:.2f} against {asset_name!r} is below {bands['no_match_below']:.2f}",
+            result_ref=finding_ref,
+            result_checksum=content_hash,
+        )
+    return NeedsReview(
+        f"score {score:.2f} against {asset_name!r} lies between {bands['no_match_below']:.2f} "
+        f"and {bands['match_at']:.2f}: a person decides ({finding_ref})"
+    )
+
+
+def _finding_record(
+    context: JobContext,
+    candidate: Candidate,
+    asset_id: int,
+    score: float,
+    verdict: str,
+    evidence: dict,
+    content_hash: str,
+    dhash: str,
+    thumbnail: bytes,
+) -> dict:
+    with transaction.atomic():
+        finding, _ = Finding.objects.update_or_create(
+            candidate=candidate,
+            asset_id=asset_id,
+            analysis_version=PROCESSING_VERSION,
+            job_id=context.job_id,
+            defaults={"score": score, "verdict": verdict, "evidence": evidence, "thumbnail": thumbnail},
+        )
+        Candidate.objects.filter(pk=candidate.pk).update(
+            content_hash=content_hash, dhash=dhash, analysed_at=LeitstandNow()
+        )
+        followed_up = []
+        if verdict == Finding.Verdict.MATCH:  # whoever follows a match up (rechecks) does so in this transaction
+            followed_up = match_report(
+                sender="analysis", job=Job.objects.get(pk=context.job_id), finding=finding, content_hash=content_hash
+            )
+    return {"finding_id": finding.pk, "verdict": verdict, "score": score, "followed_up": followed_up}

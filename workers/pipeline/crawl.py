@@ -1,0 +1,187 @@
+"""The crawl handler (pool ``crawl``): one job fetches one page of a source.
+
+robots.txt → the page (politely, through the safe client) → image URLs and in-scope links →
+candidates upserted (one row per image URL) → an analysis job per image and a crawl job per link
+(below the source's depth), each a child carrying this job's correlation ID → done.
+
+Payload: ``{"source_id": int, "url": str, "depth": int, "run": str}``. ``run`` names the crawl run;
+child jobs are idempotent per run and URL, so a retried page spawns nothing twice and a page linked
+from three others is crawled once per run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+from jobs.errors import PermanentError
+from jobs.services import IdempotencyConflict
+from workers.pipeline.fetching import fetch_politely
+from workers.pipeline.models import Candidate, Source
+from workers.runtime.context import Done, JobContext, Skipped
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+MAX_URL_LENGTH = 2000
+
+
+@dataclass(frozen=True)
+class CrawlSpec:
+    source_id: int
+    url: str
+    depth: int
+    run: str
+
+
+def parse(payload: dict) -> CrawlSpec:
+    unknown = set(payload) - {"source_id", "url", "depth", "run"}
+    if unknown:
+        raise PermanentError(f"unknown crawl payload fields: {', '.join(sorted(unknown))}")
+    source_id, url, depth, run = (payload.get(k) for k in ("source_id", "url", "depth", "run"))
+    if isinstance(source_id, bool) or not isinstance(source_id, int) or source_id < 1:
+        raise PermanentError("payload.source_id must be a positive integer")
+    if (
+        not isinstance(url, str)
+        or not url
+        or len(url) > MAX_URL_LENGTH
+        or urlsplit(url).scheme not in ("http", "https")
+    ):
+        raise PermanentError(f"payload.url must be an http(s) URL of at most {MAX_URL_LENGTH} characters")
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= 100:
+        raise PermanentError("payload.depth must be an integer from 0 to 100")
+    if not isinstance(run, str) or not 0 < len(run) <= 100:
+        raise PermanentError("payload.run must be a string of 1-100 characters")
+    return CrawlSpec(source_id, url, depth, run)
+
+
+def handle(context: JobContext):
+    spec = parse(context.payload)
+    source = Source.objects.filter(pk=spec.source_id).first()
+    if source is None:
+        raise PermanentError(f"source {spec.source_id} does not exist")
+    if not source.is_active:
+        return Skipped(f"source {source.name} is inactive")
+    fetched = fetch_politely(context, spec.url, accept=HTML_TYPES)
+    if fetched.result is None:
+        return Skipped(fetched.robots.reason)
+    page = fetched.result
+    with context.step("extract") as info:
+        found = extract(page.body, base_url=page.final_url, charset=_charset(page.headers.get("content-type", "")))
+        scope = source.effective_scope
+        image_urls = found.images[: source.max_images_per_page]
+        links = [link for link in found.links if link.startswith(scope)][: source.max_links_per_page]
+        info.update(images=len(image_urls), links_in_scope=len(links), links_found=len(found.links))
+    with context.step("candidates") as info:
+        candidates = candidates_record(source, page.final_url, image_urls)
+        info.update(candidates=len(candidates))
+    follow = links if spec.depth < source.max_depth else []
+    with context.step("spawn") as info:
+        for candidate in candidates:
+            context.spawn(
+                "analysis",
+                {"candidate_id": candidate.id},
+                key=f"{spec.run}:{candidate.id}",
+                priority=source.priority,
+                source=source.name,
+            )
+        already = 0
+        for link in follow:
+            try:
+                context.spawn(
+                    "crawl",
+                    {"source_id": source.id, "url": link, "depth": spec.depth + 1, "run": spec.run},
+                    key=f"{spec.run}:{link}",
+                    priority=source.priority,
+                    source=source.name,
+                )
+            except IdempotencyConflict:  # reached by another path (at another depth) in this run
+                already += 1
+        info.update(analyses=len(candidates), crawls=len(follow) - already, already_in_run=already)
+    return Done(
+        reason=f"page crawled: {len(candidates)} images handed to analysis, {len(follow)} links followed",
+        result_ref=f"page:{page.final_url}"[:500],
+        result_checksum=hashlib.sha256(page.body).hexdigest(),
+    )
+
+
+def candidates_record(source: Source, page_url: str, image_urls: list[str]) -> list[Candidate]:
+    """Upsert one candidate per image URL (first seen kept, last seen and page updated)."""
+    if not image_urls:
+        return []
+    rows = [Candidate(image_url=url, page_url=page_url, source=source) for url in dict.fromkeys(image_urls)]
+    return Candidate.objects.bulk_create(
+        rows, update_conflicts=True, unique_fields=["image_url"], update_fields=["page_url", "source", "last_seen_at"]
+    )
+
+
+# --- HTML ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Extracted:
+    images: list[str]
+    links: list[str]
+
+
+def _charset(content_type: str) -> str:
+    for parameter in content_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'") or "utf-8"
+    return "utf-8"
+
+
+def extract(body: bytes, *, base_url: str, charset: str = "utf-8") -> Extracted:
+    """Image URLs (``img src``/``srcset``, ``source srcset``) and links (``a href``) of a page,
+    absolute, without fragments, http(s) only, NUL-free and de-duplicated in page order."""
+    try:
+        text = body.decode(charset, errors="replace")
+    except LookupError:  # an unknown charset name from the page
+        text = body.decode("utf-8", errors="replace")
+    parser = _PageParser(base_url)
+    parser.feed(text.replace("\x00", ""))
+    parser.close()
+    return Extracted(images=list(dict.fromkeys(parser.images)), links=list(dict.fromkeys(parser.links)))
+
+
+class _PageParser(HTMLParser):
+    def __init__(self, base_url: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.base_url = base_url
+        self.images: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        if tag == "base" and values.get("href"):
+            self.base_url = self._absolute(values["href"]) or self.base_url
+        elif tag == "img":
+            self._add(self.images, values.get("src", ""))
+            self._add_srcset(values.get("srcset", ""))
+        elif tag == "source":
+            self._add_srcset(values.get("srcset", ""))
+        elif tag == "a":
+            self._add(self.links, values.get("href", ""))
+
+    def _add_srcset(self, srcset: str) -> None:
+        for entry in srcset.split(","):
+            self._add(self.images, entry.strip().split(" ")[0])
+
+    def _add(self, into: list[str], raw: str) -> None:
+        url = self._absolute(raw)
+        if url:
+            into.append(url)
+
+    def _absolute(self, raw: str) -> str | None:
+        raw = raw.strip()
+        if not raw:
+            return None
+        try:
+            url = urldefrag(urljoin(self.base_url, raw)).url
+            scheme = urlsplit(url).scheme
+        except ValueError:  # e.g. an invalid IPv6 literal
+            return None
+        if scheme not in ("http", "https") or len(url) > MAX_URL_LENGTH:
+            return None
+        return url

@@ -1,0 +1,123 @@
+"""One fetch as the pipeline's handlers make it: robots.txt, then politeness, then the safe client.
+
+``fetch_politely`` records two steps through the job context — ``robots`` (the decision and why) and
+``fetch`` (status, size, final URL, time) — and turns HTTP statuses into the error classes the
+engine routes: 404/410 are permanent (the page is gone), 429 and 503 transient with the site's
+``Retry-After``, other 5xx transient, other 4xx permanent. A busy host defers the job (no retry
+budget used); a robots.txt refusal returns the decision, and the handler ends the job as skipped.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from jobs.errors import PermanentError, TransientError
+from workers.pipeline.http import FetchPolicy, FetchResult, SafeClient
+from workers.pipeline.politeness import PolitenessPolicy, polite
+from workers.pipeline.robots import RobotsDecision, robots_check
+from workers.runtime.context import JobContext
+
+
+class PageGone(PermanentError):
+    """404 or 410: the resource is not there, and asking again will not bring it back."""
+
+
+class ClientErrorStatus(PermanentError):
+    """Another 4xx: the request itself is refused (forbidden, unauthorised, bad request)."""
+
+
+class SiteUnavailable(TransientError):
+    """429, 503 or another 5xx: the site asks us to come back later."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Fetched:
+    robots: RobotsDecision
+    result: FetchResult | None  # None: robots.txt disallows the URL
+
+
+def fetch_policy() -> FetchPolicy:
+    return FetchPolicy(**settings.LEITSTAND_FETCH)
+
+
+def politeness_policy() -> PolitenessPolicy:
+    return PolitenessPolicy(**settings.LEITSTAND_POLITENESS)
+
+
+def fetch_politely(
+    context: JobContext,
+    url: str,
+    *,
+    accept: frozenset[str] | None,
+    client: SafeClient | None = None,
+    raise_for_status: bool = True,
+) -> Fetched:
+    """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s)."""
+    client = client or SafeClient(fetch_policy())
+    client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
+    with context.step("robots", url=url) as info:
+        decision = robots_check(url, client=client)
+        info.update(allowed=decision.is_allowed, reason=decision.reason)
+        if not decision.is_allowed:
+            info["skipped"] = True
+            return Fetched(decision, None)
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{parts.port or {'http': 80, 'https': 443}[parts.scheme]}"
+    with context.step("fetch", url=url) as info:
+        with polite(host, politeness_policy(), crawl_delay=decision.crawl_delay) as outcome:
+            result = client.fetch(url, accept=accept)
+            retry_after = retry_after_seconds(result.headers.get("retry-after"))
+            outcome.update(
+                ok=result.status < 500 and result.status != 429, status=result.status, retry_after=retry_after
+            )
+        info.update(
+            status=result.status,
+            bytes=len(result.body),
+            elapsed_ms=round(result.elapsed_seconds * 1000),
+            final_url=result.final_url,
+            redirects=len(result.redirects),
+        )
+        if raise_for_status:
+            _raise_for_status(result, retry_after)
+    return Fetched(decision, result)
+
+
+def _raise_for_status(result: FetchResult, retry_after: float | None) -> None:
+    status, url = result.status, result.final_url
+    if status in (404, 410):
+        raise PageGone(f"{url} answered {status}: gone")
+    if status in (429, 503):
+        raise SiteUnavailable(
+            f"{url} answered {status}" + (f", Retry-After {retry_after:g} s" if retry_after else ""), retry_after
+        )
+    if status >= 500:
+        raise SiteUnavailable(f"{url} answered {status}")
+    if status >= 400:
+        raise ClientErrorStatus(f"{url} answered {status}")
+    if status >= 300:  # a redirect without Location, or 304: nothing usable came back
+        raise ClientErrorStatus(f"{url} answered {status} without a usable redirect")
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: a number, or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)

@@ -1,0 +1,41 @@
+"""The pipeline's job types: crawl a page of a source, analyse a candidate image."""
+
+import functools
+
+from workers.pipeline import analysis, crawl
+from workers.runtime.job_types import pipeline_timing
+from workers.runtime.registry import JobType, register
+
+
+def job_types_register() -> None:
+    register(
+        JobType(
+            name="crawl",
+            parse_payload=crawl.parse,
+            description="Fetch one page of a source: candidates for its images, crawl jobs for its in-scope links.",
+            handler=crawl.handle,
+            pool="crawl",
+            processing_version="crawl@1",
+            expected_paths=("-> skipped", "robots -> skipped", "robots fetch extract candidates spawn"),
+            default_priority=5,
+            **pipeline_timing(),
+        )
+    )
+    register(
+        JobType(
+            name="analysis",
+            parse_payload=analysis.parse,
+            description="Download a candidate image and compare it with the protected assets.",
+            handler=analysis.handle,
+            pool="analysis",
+            processing_version=analysis.PROCESSING_VERSION,
+            shadow_versions={analysis.TIGHT_VERSION: functools.partial(analysis.handle, bands=analysis.TIGHT_BANDS)},
+            expected_paths=(
+                "robots -> skipped",
+                "robots fetch decode compare -> skipped",
+                "robots fetch decode compare record -> recheck | done | review",
+            ),
+            default_priority=5,
+            **pipeline_timing(),
+        )
+    )

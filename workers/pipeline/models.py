@@ -1,0 +1,154 @@
+"""The pipeline's records: the shared crawl state (robots.txt, per-host politeness) and the domain
+records the crawl and analysis handlers produce (sources, protected assets, candidates, findings)."""
+
+from urllib.parse import urlsplit
+
+from django.db import models
+
+from jobs.models import LeitstandNow
+
+
+class RobotsFile(models.Model):
+    """A site's robots.txt as last fetched, shared by every worker on every host (RFC 9309)."""
+
+    origin = models.CharField(max_length=300, unique=True, help_text="scheme://host:port")
+    status = models.PositiveSmallIntegerField(null=True, blank=True, help_text="HTTP status; empty: unreachable")
+    body = models.TextField(blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    fetched_at = models.DateTimeField(db_default=LeitstandNow())
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"robots.txt of {self.origin} ({self.status or self.error})"
+
+
+class HostState(models.Model):
+    """Politeness towards one host (``host:port``), shared by every worker on every host.
+
+    Guarded single-statement updates in ``workers.pipeline.politeness`` keep at most one request in flight
+    per host, space requests by the host's delay, honour Retry-After, and open a circuit breaker
+    after repeated failures, so retries never become a storm against a fragile site.
+    """
+
+    host = models.CharField(max_length=300, primary_key=True)
+    next_allowed_at = models.DateTimeField(db_default=LeitstandNow())
+    in_flight_until = models.DateTimeField(null=True, blank=True)
+    next_turn_at = models.DateTimeField(null=True, blank=True, help_text="The end of the booked turns of waiting jobs.")
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    breaker_open_until = models.DateTimeField(null=True, blank=True)
+    last_outcome = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return self.host
+
+
+# --- the domain records the crawl and analysis handlers produce ---------------------------------
+
+
+class Source(models.Model):
+    """A site the crawl visits: where it starts, how far it may go, how urgent its work is."""
+
+    name = models.CharField(max_length=200, unique=True)
+    base_url = models.URLField(max_length=500, help_text="The page a crawl run starts from.")
+    scope = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="URL prefix the crawl stays within when it follows links; empty: the base URL's origin.",
+    )
+    priority = models.SmallIntegerField(default=5, help_text="Priority of its crawl and analysis jobs (0 most urgent).")
+    max_depth = models.PositiveSmallIntegerField(default=1, help_text="Link hops followed from the base URL.")
+    max_links_per_page = models.PositiveSmallIntegerField(default=50)
+    max_images_per_page = models.PositiveSmallIntegerField(default=100)
+    is_active = models.BooleanField(default=True, help_text="Inactive sources are not crawled.")
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(priority__gte=0, priority__lte=9), name="source_priority_0_to_9"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def effective_scope(self) -> str:
+        if self.scope:
+            return self.scope
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}/"
+
+
+class ProtectedAsset(models.Model):
+    """A protected original whose copies the pipeline looks for."""
+
+    name = models.CharField(max_length=200)
+    owner_ref = models.CharField(max_length=200, help_text="The rights holder's reference in the PHP core.")
+    image = models.BinaryField(help_text="The reference image (JPEG, PNG, GIF or WEBP).")
+    content_hash = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the image bytes.")
+    dhash = models.CharField(max_length=16, help_text="64-bit difference hash, hex.")
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.owner_ref})"
+
+
+class Candidate(models.Model):
+    """An image found on a source: a possible copy of a protected asset. One row per image URL."""
+
+    image_url = models.CharField(max_length=2000, unique=True)
+    page_url = models.CharField(max_length=2000, help_text="The page it was last seen on.")
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="candidates")
+    first_seen_at = models.DateTimeField(db_default=LeitstandNow())
+    last_seen_at = models.DateTimeField(db_default=LeitstandNow())
+    content_hash = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the bytes last analysed.")
+    dhash = models.CharField(max_length=16, blank=True)
+    analysed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["source", "last_seen_at"], name="candidate_source_seen_idx")]
+
+    def __str__(self) -> str:
+        return self.image_url
+
+
+class Finding(models.Model):
+    """The comparison of a candidate with its closest protected asset, by one analysis job and version."""
+
+    class Verdict(models.TextChoices):
+        MATCH = "match"
+        NO_MATCH = "no_match", "no match"
+        UNCLEAR = "unclear"
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="findings")
+    asset = models.ForeignKey(ProtectedAsset, on_delete=models.PROTECT, related_name="findings")
+    score = models.FloatField(help_text="Similarity 0..1 (1 − Hamming distance of the hashes / 64).")
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    analysis_version = models.CharField(max_length=64)
+    job = models.ForeignKey(
+        "jobs.Job",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="findings",
+        help_text="The analysis job that produced it.",
+    )
+    evidence = models.JSONField(default=dict, blank=True)
+    thumbnail = models.BinaryField(
+        null=True, blank=True, help_text="The candidate re-encoded as a small PNG by Pillow: safe to show reviewers."
+    )
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+
+    class Meta:
+        # One finding per analysis job (and asset, version): a later crawl run's analysis of the same
+        # image records its own finding, so an earlier job's review case keeps its evidence.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["candidate", "asset", "analysis_version", "job"], name="finding_once_per_job_and_version"
+            ),
+        ]
+        indexes = [models.Index(fields=["verdict", "created_at"], name="finding_verdict_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} {self.score:.2f}: {self.candidate_id} × {self.asset_id}"

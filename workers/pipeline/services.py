@@ -1,0 +1,106 @@
+"""Services of the pipeline: registering protected assets and sources, starting crawl runs, and
+keeping a reviewer's verdict with a finding."""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.batches import batch_create
+from jobs.services import JobInputError, Submission
+from workers.pipeline import images
+from workers.pipeline.models import Finding, ProtectedAsset, Source
+from workers.runtime.services import job_submit
+
+MAX_ASSET_BYTES = 20 * 2**20
+
+
+def asset_register(*, name: str, owner_ref: str, data: bytes) -> tuple[ProtectedAsset, bool]:
+    """Register a protected original (idempotent per image content); returns (asset, created)."""
+    if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
+        raise JobInputError("name", "must be 1-200 characters without NUL")
+    if not isinstance(owner_ref, str) or not owner_ref.strip() or len(owner_ref) > 200 or "\x00" in owner_ref:
+        raise JobInputError("owner_ref", "must be 1-200 characters without NUL")
+    if not data:
+        raise JobInputError("image", "is empty")
+    if len(data) > MAX_ASSET_BYTES:
+        raise JobInputError("image", f"is {len(data)} bytes; the limit is {MAX_ASSET_BYTES}")
+    try:
+        decoded = images.decode(data)
+    except images.ImageRefused as exc:
+        raise JobInputError("image", str(exc)) from None
+    return ProtectedAsset.objects.get_or_create(
+        content_hash=hashlib.sha256(data).hexdigest(),
+        defaults={
+            "name": name.strip(),
+            "owner_ref": owner_ref.strip(),
+            "image": data,
+            "dhash": f"{decoded.dhash:016x}",
+            "width": decoded.width,
+            "height": decoded.height,
+        },
+    )
+
+
+def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> None:
+    """The checks a source must pass, with the field at fault named."""
+    parts = urlsplit(base_url or "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise JobInputError("base_url", "must be an absolute http or https URL")
+    if parts.username or parts.password:
+        raise JobInputError("base_url", "must not contain user information")
+    if scope and not base_url.startswith(scope):
+        raise JobInputError("scope", "must be a prefix of the base URL, or empty for the base URL's origin")
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+        raise JobInputError("priority", "must be an integer from 0 (most urgent) to 9 (bulk)")
+
+
+def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
+    """Create or update a source by name."""
+    source_validate(
+        base_url=base_url, scope=crawl_settings.get("scope", ""), priority=crawl_settings.get("priority", 5)
+    )
+    source, _ = Source.objects.update_or_create(name=name, defaults={"base_url": base_url, **crawl_settings})
+    return source
+
+
+def crawl_start(*, actor: str, sources: list[Source] | None = None, run: str | None = None) -> list[Submission]:
+    """Start a crawl run: one crawl job per active source, at its base URL (idempotent per run)."""
+    run = run or timezone.now().strftime("run-%Y%m%d-%H%M%S")
+    chosen = sources if sources is not None else list(Source.objects.filter(is_active=True).order_by("name"))
+    submissions = []
+    with transaction.atomic():
+        # The run is a batch: its crawl jobs, and every job they spawn, count towards its progress.
+        batch, _ = batch_create(
+            key=f"crawl-run:{run}", name=f"crawl run {run}", created_by=actor, correlation_id=f"crawl:{run}"
+        )
+        for source in chosen:
+            if not source.is_active:
+                raise JobInputError("source", f"source {source.name!r} is inactive")
+            submissions.append(
+                job_submit(
+                    job_type="crawl",
+                    payload={"source_id": source.id, "url": source.base_url, "depth": 0, "run": run},
+                    idempotency_key=f"{run}:{source.base_url}",
+                    actor=actor,
+                    priority=source.priority,
+                    correlation_id=f"crawl:{run}:source-{source.id}",
+                    source=source.name,
+                    batch_id=batch.pk,
+                )
+            )
+    return submissions
+
+
+def finding_review_record(*, job_id, verdict: str, reviewer: str, reason: str):
+    """A reviewer's verdict on the finding of a review case (kept with the automatic score)."""
+    finding = Finding.objects.select_related("candidate").filter(job_id=job_id).order_by("-created_at").first()
+    if finding is None:
+        return None
+    finding.verdict = verdict
+    finding.evidence = {**finding.evidence, "review": {"verdict": verdict, "by": reviewer, "reason": reason}}
+    finding.save(update_fields=["verdict", "evidence"])
+    return finding

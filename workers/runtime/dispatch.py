@@ -1,0 +1,77 @@
+"""Wake-ups: hints that a pool has due work. The job rows are the truth.
+
+A wake-up is a django-q2 task ``workers.runtime.tasks.wake(pool)`` on the pool's cluster. Receiving one
+twice is harmless (the claim finds nothing or other work); losing one is harmless (the control
+process's dispatch sweep sends wake-ups for due work whose wake-up went missing). Wake-ups per pool
+are bounded, so a flood of jobs costs a handful of queue rows, not one per job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from workers.runtime.models import Pool
+
+logger = logging.getLogger("leitstand.dispatch")
+
+# At high submission rates, one wake-up per pool per this interval from one process is plenty:
+# each wake-up drains the pool's due work in batches.
+_THROTTLE_SECONDS = 0.05
+_last_sent: dict[str, float] = {}
+
+
+def wakeup_after_commit(pool: str) -> None:
+    """Wake the pool once the current transaction commits (nothing is sent if it rolls back)."""
+    transaction.on_commit(lambda: wakeup_send(pool, throttle=True))
+
+
+def wakeup_send(pool: str, *, count: int = 1, throttle: bool = False) -> int:
+    from django_q.tasks import async_task
+
+    now = time.monotonic()
+    if throttle and now - _last_sent.get(pool, 0.0) < _THROTTLE_SECONDS:
+        return 0
+    _last_sent[pool] = now
+    for _ in range(count):
+        async_task("workers.runtime.tasks.wake", pool, cluster=pool, ack_failure=True)
+    return count
+
+
+def outstanding_wakeups() -> dict[str, int]:
+    """Wake-ups waiting in each pool's queue, not yet fetched by a worker (django-q2's ORM broker
+    locks a fetched row until its retry time; a row whose worker died stays locked that long, so
+    counting it would starve the pool)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key, count(*) FROM django_q_ormq WHERE lock <= now() GROUP BY key")
+        return dict(cursor.fetchall())
+
+
+def due_jobs(pool: str, *, cap: int) -> int:
+    """Due planned jobs of a pool, counted up to ``cap`` (an exact count is never needed here)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = 'planned' AND pool = %s "
+            "AND due_at <= leitstand_now() LIMIT %s) AS due",
+            [pool, cap],
+        )
+        return cursor.fetchone()[0]
+
+
+def dispatch_sweep() -> dict[str, int]:
+    """Send wake-ups to every unpaused pool with due work, up to its bound of outstanding wake-ups."""
+    paused = set(Pool.objects.filter(is_paused=True).values_list("name", flat=True))
+    waiting = outstanding_wakeups()
+    sent = {}
+    for pool, config in settings.LEITSTAND_POOLS.items():
+        if pool in paused:
+            continue
+        # One wake-up per worker keeps every worker busy; more would only queue up.
+        bound = config["workers"]
+        missing = min(bound, due_jobs(pool, cap=bound)) - waiting.get(pool, 0)
+        if missing > 0:
+            sent[pool] = wakeup_send(pool, count=missing)
+    return sent

@@ -1,0 +1,452 @@
+"""The worker side of a pool: a wake-up claims batches, runs handlers, and writes fenced outcomes.
+
+One ``PoolRuntime`` lives in each worker process (django-q2 forks them; the runtime is made after
+the fork). A wake-up (``workers.runtime.tasks.wake``) claims up to k due jobs of the pool and starts them in
+one statement, runs each handler with its context and time limit, and completes the successful ones
+in one fenced statement per batch. k adapts to the measured run time so a batch stays within
+``LEITSTAND_BATCH_BUDGET_SECONDS``: short jobs run in large batches, long jobs one at a time.
+
+A supervised heartbeat thread extends the leases of the jobs in hand at their types' intervals,
+flushes their step events, and keeps the process's registry row fresh. When a heartbeat is refused
+(the lease was lost) or the pool is shutting down, it sets the context's stop flag, so
+``should_stop()`` turns true in the handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import psutil
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django_fsm import TransitionNotAllowed
+
+from jobs import leases
+from jobs.correlation import correlation
+from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
+from jobs.models import LeitstandNow
+from workers.runtime import lifecycle
+from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Stored
+from workers.runtime.metrics import WORKER_JOBS, WORKER_WAKEUPS
+from workers.runtime.models import Pool, WorkerProcess
+from workers.runtime.registry import JobType, registry
+from workers.runtime.services import job_submit
+
+logger = logging.getLogger("leitstand.worker")
+
+# A worker's task loop beats at least every second while it waits for work.
+LOOP_STALE_SECONDS = 5.0
+
+
+class JobTimeout(TransientError):
+    """The handler ran past its job type's timeout; counts as an attempt."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise ``JobTimeout`` in the handler after ``seconds``, even inside a blocking call.
+
+    django-q2 arms SIGALRM for the whole wake-up; the job's own, shorter limit borrows the timer
+    and gives back what is left of django-q2's when the job ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only; the heartbeat thread's stop flag still applies
+        return
+    previous_handler = signal.getsignal(signal.SIGALRM)
+    outer_remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    started = time.monotonic()
+
+    def on_alarm(signum, frame):
+        raise JobTimeout(f"the handler ran past its timeout of {seconds:g} s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if outer_remaining:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_remaining - (time.monotonic() - started), 0.001))
+
+
+@dataclass
+class Held:
+    """A job in this process's hands: its lease is kept alive by the heartbeat thread."""
+
+    job: leases.ClaimedJob
+    job_type: JobType
+    context: JobContext
+    last_heartbeat: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class WakeupReport:
+    claimed: int = 0
+    completed: int = 0
+    failed: int = 0
+    released: int = 0
+    refused: int = 0
+    batches: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class PoolRuntime:
+    _by_pool: dict[tuple[int, str], PoolRuntime] = {}
+
+    @classmethod
+    def for_pool(cls, pool: str) -> PoolRuntime:
+        # Keyed by pid as well: a runtime (and its thread) must never cross a fork.
+        key = (os.getpid(), pool)
+        if key not in cls._by_pool:
+            cls._by_pool[key] = cls(pool)
+        return cls._by_pool[key]
+
+    def __init__(self, pool: str) -> None:
+        if pool not in settings.LEITSTAND_POOLS:
+            raise ValueError(f"unknown pool {pool!r}; configured pools: {', '.join(settings.LEITSTAND_POOLS)}")
+        self.pool = pool
+        self.worker = leases.WorkerIdentity.of_this_process(pool)
+        self.types = {t.name: t for t in registry.for_pool(pool)}
+        self.lease_by_type = {name: t.lease_seconds for name, t in self.types.items()}
+        self.versions = {name: t.processing_version for name, t in self.types.items()}
+        self.held: dict = {}
+        self.held_lock = threading.Lock()
+        self.seconds_per_job: float | None = None  # moving average of handler run time
+        self.jobs_done = 0
+        self.wakeups = 0
+        self.duplicate_wakeups = 0
+        self.current_job_id = None
+        self.in_wakeup = False
+        self._heartbeat_thread: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._stop_recorded = False
+
+    # --- one wake-up ------------------------------------------------------------------------
+
+    def wake(self) -> WakeupReport:
+        """Claim and run batches until the pool has no due work or the wake-up's budget is spent."""
+        self.wakeups += 1
+        self._ensure_heartbeat_thread()
+        self.in_wakeup = True
+        try:
+            return self._wake()
+        finally:
+            self.in_wakeup = False
+            lifecycle.loop_beat()
+
+    def _wake(self) -> WakeupReport:
+        report = WakeupReport()
+        if lifecycle.is_draining() or Pool.objects.filter(name=self.pool, is_paused=True).exists():
+            return report
+        until = time.monotonic() + settings.LEITSTAND_WAKEUP_BUDGET_SECONDS
+        while time.monotonic() < until and not lifecycle.is_draining():
+            limit = self.batch_size()
+            claimed = leases.claim(
+                pool=self.pool,
+                worker=self.worker,
+                lease_seconds=self.lease_by_type or 60,
+                limit=limit,
+                start=True,
+                processing_versions=self.versions,
+            )
+            if not claimed:
+                break
+            report.claimed += len(claimed)
+            report.batches += 1
+            self._run_batch(claimed, report)
+            if len(claimed) < limit:
+                break
+        if report.claimed == 0:
+            self.duplicate_wakeups += 1
+        WORKER_WAKEUPS.labels(self.pool, str(report.claimed > 0).lower()).inc()
+        for outcome in ("completed", "failed", "released", "refused"):
+            if getattr(report, outcome):
+                WORKER_JOBS.labels(self.pool, outcome).inc(getattr(report, outcome))
+        return report
+
+    def batch_size(self) -> int:
+        """How many jobs one claim takes: enough to fill the batch budget at the measured run time."""
+        if self.seconds_per_job is None:
+            return 1
+        fitting = settings.LEITSTAND_BATCH_BUDGET_SECONDS / max(self.seconds_per_job, 1e-4)
+        return max(1, min(settings.LEITSTAND_MAX_BATCH, int(fitting)))
+
+    def _run_batch(self, claimed: list[leases.ClaimedJob], report: WakeupReport) -> None:
+        # Every job of the batch is in hand from its claim until its result is written, so the
+        # heartbeat thread keeps the leases of those still waiting their turn alive too.
+        contexts = {job.id: self._context(job) for job in claimed}
+        with self.held_lock:
+            for job in claimed:
+                if job.type in self.types:
+                    self.held[job.id] = Held(job, self.types[job.type], contexts[job.id])
+        try:
+            completions: list[leases.Completion] = []
+            for index, job in enumerate(claimed):
+                if lifecycle.is_draining():
+                    # Shutting down: hand the rest back at once, so another worker takes them now.
+                    for rest in claimed[index:]:
+                        self._release(rest, "pool shutting down", report)
+                    break
+                completion = self._run_one(job, contexts[job.id], report)
+                if completion is not None:
+                    completions.append(completion)
+            for outcome in leases.complete_many(completions, actor=self.worker.lease_owner):
+                if isinstance(outcome, Exception):
+                    report.refused += 1
+                    logger.warning("completion refused: %s", outcome)
+                else:
+                    report.completed += 1
+                    self.jobs_done += 1
+        finally:
+            with self.held_lock:
+                for job in claimed:
+                    self.held.pop(job.id, None)
+
+    def _context(self, job: leases.ClaimedJob) -> JobContext:
+        return JobContext(
+            job_id=job.id,
+            job_type=job.type,
+            correlation_id=job.correlation_id,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            lease_version=job.lease_version,
+            payload=job.payload,
+            priority=job.priority,
+            _spawn=_spawn,
+        )
+
+    def _run_one(self, job: leases.ClaimedJob, context: JobContext, report: WakeupReport) -> leases.Completion | None:
+        job_type = self.types.get(job.type)
+        if job_type is None:
+            self._fail(
+                job,
+                context,
+                ErrorKind.PERMANENT,
+                "UnknownJobType",
+                f"no handler for job type {job.type!r} in pool {self.pool}",
+                0,
+                report,
+            )
+            return None
+        if context.should_stop():  # its lease was lost while it waited for its turn
+            return self._interrupted(job, context, report)
+        self.current_job_id = job.id
+        lifecycle.running_job_set(job.id)  # if this process dies now, its supervisor knows whose handler ran
+        started = time.monotonic()
+        try:
+            with time_limit(job_type.timeout_seconds), correlation(job.correlation_id):
+                outcome = job_type.handler(context)
+        except Interrupted:
+            return self._interrupted(job, context, report)
+        except Deferred as deferred:
+            self._flush_steps(job, context, report)
+            self._release(job, f"deferred: {deferred}", report, delay=deferred.retry_after)
+            return None
+        except Exception as exc:  # the handler's failure, classified; the engine decides what follows
+            kind = classify(exc)
+            delay = job_type.retry.delay(job.attempt)
+            retry_after = getattr(exc, "retry_after", None)
+            if retry_after is not None:
+                delay = min(max(float(retry_after), 0.0), job_type.retry.cap_seconds)
+            self._fail(job, context, kind, error_class_name(exc), str(exc) or repr(exc), delay, report)
+            return None
+        finally:
+            self._measure(time.monotonic() - started)
+            self.current_job_id = None
+            lifecycle.running_job_set(None)
+        return self._outcome(job, context, outcome, report)
+
+    def _outcome(self, job, context, outcome, report) -> leases.Completion | None:
+        if isinstance(outcome, Stored):
+            return leases.Completion(
+                job.id,
+                job.lease_version,
+                outcome.result_ref,
+                outcome.result_checksum,
+                recheck=outcome.recheck,
+                steps=tuple(context.take_steps()),
+            )
+        if isinstance(outcome, Done):
+            return leases.Completion(
+                job.id,
+                job.lease_version,
+                outcome.result_ref,
+                outcome.result_checksum,
+                settled=outcome.reason or "done",
+                steps=tuple(context.take_steps()),
+            )
+        if isinstance(outcome, Skipped):
+            return leases.Completion(
+                job.id,
+                job.lease_version,
+                settled=f"skipped: {outcome.reason}"[:500],
+                skipped=True,
+                steps=tuple(context.take_steps()),
+            )
+        if isinstance(outcome, NeedsReview):
+            self._fail(job, context, ErrorKind.UNCLEAR, "NeedsReview", outcome.reason, 0, report)
+            return None
+        self._fail(
+            job,
+            context,
+            ErrorKind.PERMANENT,
+            "InvalidOutcome",
+            f"handler returned {outcome!r}; expected Stored, Done, Skipped or NeedsReview",
+            0,
+            report,
+        )
+        return None
+
+    def _interrupted(self, job, context, report) -> None:
+        if context.stop_reason.startswith("lease lost"):
+            report.refused += 1  # nothing may be written: another attempt or an operator owns the job
+        else:
+            self._release(job, context.stop_reason, report)
+
+    def _fail(self, job, context, kind, error_class, message, delay, report) -> None:
+        self._flush_steps(job, context, report)
+        if self._write_or_count_refusal(
+            report,
+            "failure report",
+            lambda: leases.fail(
+                job.id,
+                job.lease_version,
+                actor=self.worker.lease_owner,
+                kind=kind,
+                error_class=error_class,
+                message=message,
+                retry_delay_seconds=delay,
+            ),
+        ):
+            report.failed += 1
+
+    def _release(self, job, reason, report, delay: float = 0.0) -> None:
+        if self._write_or_count_refusal(
+            report,
+            "release",
+            lambda: leases.release(
+                job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason, delay_seconds=delay
+            ),
+        ):
+            report.released += 1
+
+    @staticmethod
+    def _write_or_count_refusal(report, what: str, write) -> bool:
+        """A refused write is expected (another attempt or an operator owns the job): count it."""
+        try:
+            write()
+            return True
+        except (leases.StaleAttempt, TransitionNotAllowed) as refused:
+            report.refused += 1
+            logger.warning("%s refused: %s", what, refused)
+            return False
+
+    def _flush_steps(self, job, context, report) -> bool:
+        try:
+            leases.steps_record(job.id, job.lease_version, context.take_steps())
+            return True
+        except leases.StaleAttempt as refused:
+            report.refused += 1
+            logger.warning("step events refused: %s", refused)
+            return False
+
+    def _measure(self, seconds: float) -> None:
+        # An exponential moving average reacts within a few jobs when the run time changes.
+        self.seconds_per_job = seconds if self.seconds_per_job is None else 0.8 * self.seconds_per_job + 0.2 * seconds
+
+    # --- the heartbeat thread -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the heartbeat thread, which also registers this worker process."""
+        self._ensure_heartbeat_thread()
+
+    def _ensure_heartbeat_thread(self) -> None:
+        if self._heartbeat_thread is None or not self._heartbeat_thread.is_alive():
+            self._heartbeat_thread = threading.Thread(
+                target=self._heartbeat_loop, name=f"heartbeat-{self.pool}", daemon=True
+            )
+            self._heartbeat_thread.start()
+
+    def close(self) -> None:
+        """Stop the heartbeat thread (the process is about to end, or a test is done with the runtime)."""
+        self._closed.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(timeout=5)
+        PoolRuntime._by_pool.pop((os.getpid(), self.pool), None)
+
+    def _heartbeat_loop(self) -> None:
+        """Supervised: an error in one round is logged and the next round follows."""
+        next_registry_update = 0.0
+        try:
+            while not self._closed.wait(0.1):
+                try:
+                    self._heartbeat_round()
+                    # Live means the loop that takes work is alive (in a wake-up, or waiting for one),
+                    # not merely this thread: a worker whose loop froze stops looking live.
+                    if (
+                        time.monotonic() >= next_registry_update
+                        and not self._stop_recorded
+                        and (self.in_wakeup or lifecycle.loop_is_alive(within=LOOP_STALE_SECONDS))
+                    ):
+                        self._registry_update()
+                        next_registry_update = time.monotonic() + 5
+                except Exception:
+                    logger.exception("heartbeat round failed")
+                    close_old_connections()
+        finally:
+            connection.close()  # this thread's own connection
+
+    def _heartbeat_round(self) -> None:
+        is_draining = lifecycle.is_draining()
+        if is_draining and not self._stop_recorded:
+            # The registry says so at once: consoles and alerts must not count a draining process.
+            WorkerProcess.objects.filter(
+                host=self.worker.host, pid=self.worker.pid, pool=self.pool, stopped_at__isnull=True
+            ).update(stopped_at=LeitstandNow(), stop_reason="SIGTERM: the pool is shutting down")
+            self._stop_recorded = True
+        with self.held_lock:
+            in_hand = list(self.held.values())
+        for held in in_hand:
+            if is_draining:
+                held.context.request_stop("pool shutting down")
+            if time.monotonic() - held.last_heartbeat < held.job_type.heartbeat_seconds:
+                continue
+            try:
+                leases.steps_record(held.job.id, held.job.lease_version, held.context.take_steps())
+                leases.heartbeat(held.job.id, held.job.lease_version, lease_seconds=held.job_type.lease_seconds)
+                held.last_heartbeat = time.monotonic()
+            except leases.StaleAttempt as refused:
+                held.context.request_stop(f"lease lost: {refused}")
+
+    def _registry_update(self) -> None:
+        process = self._process = getattr(self, "_process", None) or psutil.Process()
+        rss = process.memory_info().rss
+        values = {
+            "last_seen_at": LeitstandNow(),
+            "current_job_id": self.current_job_id,
+            "rss_bytes": rss,
+            "cpu_percent": process.cpu_percent(interval=None),
+            "disk_free_bytes": psutil.disk_usage(str(settings.BASE_DIR)).free,
+            "jobs_done": self.jobs_done,
+            "wakeups": self.wakeups,
+            "duplicate_wakeups": self.duplicate_wakeups,
+        }
+        mine = WorkerProcess.objects.filter(
+            host=self.worker.host, pid=self.worker.pid, pool=self.pool, stopped_at__isnull=True
+        )
+        if not mine.update(**values):  # first refresh, or the row was removed meanwhile
+            WorkerProcess.objects.create(host=self.worker.host, pid=self.worker.pid, pool=self.pool, **values)
+
+
+def _spawn(**kwargs):
+    return job_submit(actor="spawn", **kwargs).job.id

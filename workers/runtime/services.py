@@ -1,0 +1,154 @@
+"""Services of the runtime: submitting jobs of registered types, pausing and resuming pools."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+
+from jobs import leases
+from jobs import services as job_services
+from jobs.batches import batch_create
+from jobs.errors import PermanentError
+from jobs.models import Batch, Job, LeitstandNow
+from jobs.services import JobInputError, Submission
+from workers.runtime import dispatch
+from workers.runtime.models import Pool
+from workers.runtime.registry import UnknownJobType, registry
+
+
+def job_submit(
+    *,
+    job_type: str,
+    payload: dict,
+    idempotency_key: str,
+    actor: str,
+    priority: int | None = None,
+    correlation_id: str = "",
+    source: str = "",
+    due_at: datetime | None = None,
+    parent_id=None,
+    parent_lease_version: int | None = None,
+    batch_id: int | None = None,
+) -> Submission:
+    """Create a job of a registered type in its pool and wake the pool when the transaction commits.
+
+    A handler's child (``parent_lease_version`` given) is created only while that attempt still
+    holds the parent's lease, locked for the insert: a stale attempt's spawn is refused
+    (``leases.StaleAttempt``) and recorded, like its other writes.
+    """
+    try:
+        declared = registry.get(job_type)
+    except UnknownJobType as exc:
+        raise JobInputError("type", str(exc)) from None
+    if declared.parse_payload is not None and isinstance(payload, dict):
+        try:
+            declared.parse_payload(payload)
+        except PermanentError as refused:
+            raise JobInputError("payload", str(refused)) from None
+    pool = declared.pool
+    if declared.may_choose_pool and isinstance(payload, dict) and payload.get("pool"):
+        pool = payload["pool"]
+        if pool not in settings.LEITSTAND_POOLS:
+            raise JobInputError("payload.pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    with transaction.atomic():
+        if parent_lease_version is not None and not leases.lease_lock_if_held(parent_id, parent_lease_version):
+            submission = None
+        else:
+            submission = job_services.job_create(
+                type=job_type,
+                pool=pool,
+                payload=payload,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                priority=declared.default_priority if priority is None else priority,
+                correlation_id=correlation_id,
+                source=source,
+                due_at=due_at,
+                parent_id=parent_id,
+                max_attempts=declared.retry.max_attempts,
+                schema_version=declared.schema_version,
+                batch_id=batch_id,
+            )
+        if submission is not None and submission.created:
+            dispatch.wakeup_after_commit(pool)
+    if submission is None:
+        raise leases.refusal_record(parent_id, parent_lease_version, "spawn")
+    return submission
+
+
+@dataclass(frozen=True)
+class BatchSubmission:
+    batch: Batch
+    created: bool
+    job_ids: list  # the members submitted, in order (on a repeat: the batch's top-level jobs)
+
+
+def batch_submit(
+    *,
+    key: str,
+    name: str,
+    jobs: list[dict],
+    actor: str,
+    correlation_id: str = "",
+    target_finish_at: datetime | None = None,
+    request: dict | None = None,
+) -> BatchSubmission:
+    """Submit many jobs as one batch, in one transaction (all or nothing). Each job is a dict of
+    ``job_submit``'s arguments (``job_type``, ``payload``, ``idempotency_key``, ``priority``, ``source``).
+    The same key with the same ``request`` returns the existing batch; a job whose idempotency key
+    names a job of another batch is refused (``JobInputError`` on ``jobs[i].idempotency_key``)."""
+    with transaction.atomic():
+        batch, created = batch_create(
+            key=key,
+            name=name,
+            created_by=actor,
+            correlation_id=correlation_id,
+            target_finish_at=target_finish_at,
+            request=request,
+        )
+        if not created:
+            members = Job.objects.filter(batch=batch, parent__isnull=True).order_by("created_at", "id")
+            return BatchSubmission(batch, False, list(members.values_list("id", flat=True)))
+        job_ids = []
+        for index, job in enumerate(jobs):
+            try:
+                submission = job_submit(**job, actor=actor, correlation_id=batch.correlation_id, batch_id=batch.pk)
+            except JobInputError as refused:
+                raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
+            if submission.job.batch_id != batch.pk:
+                raise JobInputError(
+                    f"jobs[{index}].idempotency_key", f"names job {submission.job.pk}, which is not in this batch"
+                )
+            job_ids.append(submission.job.pk)
+    return BatchSubmission(batch, True, job_ids)
+
+
+def pool_pause(*, pool: str, actor: str, reason: str) -> Pool:
+    """Stop waking the pool: running jobs finish, nothing new is claimed until it is resumed."""
+    return _pool_set(pool=pool, is_paused=True, actor=actor, reason=reason)
+
+
+def pool_resume(*, pool: str, actor: str, reason: str = "resumed") -> Pool:
+    resumed = _pool_set(pool=pool, is_paused=False, actor=actor, reason=reason)
+    dispatch.wakeup_after_commit(pool)
+    return resumed
+
+
+def _pool_set(*, pool: str, is_paused: bool, actor: str, reason: str) -> Pool:
+    if pool not in settings.LEITSTAND_POOLS:
+        raise JobInputError("pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    if not reason or not reason.strip():
+        raise JobInputError("reason", "is required")
+    Pool.objects.update_or_create(
+        name=pool,
+        defaults={
+            "is_paused": is_paused,
+            "changed_by": actor[:255],
+            "reason": reason[:500],
+            "changed_at": LeitstandNow(),
+        },
+    )
+    return Pool.objects.get(name=pool)

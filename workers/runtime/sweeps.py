@@ -1,0 +1,72 @@
+"""The sweeps the control process runs: registered by the apps that own them, never imported by it.
+
+A sweep is a function without arguments that the leading control process calls every round (or at
+most every ``every_seconds``). Apps register theirs in ``AppConfig.ready()``; the control loop runs
+them in the order of their ``stage``, then of registration, so work planned in a round is dispatched
+in the same round:
+
+| stage | what runs there |
+| --- | --- |
+| ``ENGINE`` | the engine's own upkeep: reaper, due retries, unclear jobs to review |
+| ``PLAN`` | sweeps that create jobs: the recheck planner, bulk operations, the webhook outbox |
+| ``DISPATCH`` | waking the pools that have due work |
+| ``OBSERVE`` | sweeps that read what happened: batches, path checks, snapshots, rules, alerts |
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class Stage(IntEnum):
+    ENGINE = 10
+    PLAN = 20
+    DISPATCH = 30
+    OBSERVE = 40
+
+
+@dataclass
+class Sweep:
+    name: str
+    function: Callable[[], object]
+    stage: Stage
+    every_seconds: float = 0.0
+    _last: float = field(default=0.0, repr=False)
+
+    def __call__(self) -> object:
+        """Run the sweep, or return ``None`` when it ran less than ``every_seconds`` ago."""
+        if self.every_seconds:
+            if time.monotonic() - self._last < self.every_seconds:
+                return None
+            self._last = time.monotonic()
+        return self.function()
+
+
+class Sweeps:
+    def __init__(self) -> None:
+        self._sweeps: dict[str, Sweep] = {}
+
+    def register(self, name: str, function: Callable[[], object], *, stage: Stage, every_seconds: float = 0.0) -> Sweep:
+        if name in self._sweeps:
+            raise ImproperlyConfigured(f"sweep {name!r} is registered twice")
+        if not callable(function):
+            raise ImproperlyConfigured(f"sweep {name!r}: function must be callable")
+        sweep = Sweep(name=name, function=function, stage=Stage(stage), every_seconds=every_seconds)
+        self._sweeps[name] = sweep
+        return sweep
+
+    def get(self, name: str) -> Sweep:
+        return self._sweeps[name]
+
+    def in_order(self) -> list[Sweep]:
+        registered = list(self._sweeps.values())
+        return sorted(registered, key=lambda sweep: (sweep.stage, registered.index(sweep)))
+
+
+sweeps = Sweeps()
+register_sweep = sweeps.register

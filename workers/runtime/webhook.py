@@ -1,0 +1,77 @@
+"""Signed webhook deliveries, and the handler of ``api_webhook`` jobs (events for the PHP core).
+
+A webhook is a JSON POST signed with HMAC-SHA256: the header
+``X-Leitstand-Signature: t=<unix time>,v1=<hex>`` where ``v1 = HMAC(secret, "<t>." + body)``; the
+receiver recomputes it over the raw body and rejects old timestamps. A non-2xx answer, a timeout or
+a refused connection is a transient failure (retried with backoff, then the dead-letter queue).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+
+import httpx
+from django.conf import settings
+
+from jobs.errors import PermanentError, TransientError
+from workers.runtime.context import Done, JobContext
+
+SIGNATURE_HEADER = "X-Leitstand-Signature"
+
+
+class WebhookRefused(TransientError):
+    """The receiver did not accept the delivery (non-2xx, timeout, connection refused)."""
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={digest}"
+
+
+def post_signed(
+    context: JobContext, *, url: str, secret: str, message: dict, agent: str, headers: dict[str, str] | None = None
+) -> Done:
+    """POST ``message`` as compact JSON, signed, as the step ``webhook``."""
+    body = json.dumps(message, sort_keys=True, separators=(",", ":")).encode()
+    all_headers = {
+        "Content-Type": "application/json",
+        "User-Agent": agent,
+        SIGNATURE_HEADER: sign(secret, int(time.time()), body),
+        "X-Leitstand-Delivery": str(context.job_id),
+        **(headers or {}),
+    }
+    with context.step("webhook", url=url) as info:
+        try:
+            response = httpx.post(
+                url, content=body, headers=all_headers, timeout=settings.LEITSTAND_NOTIFY["http_timeout_seconds"]
+            )
+        except httpx.HTTPError as exc:
+            raise WebhookRefused(f"{type(exc).__name__} delivering to {url}: {exc}") from None
+        info["status"] = response.status_code
+        if not 200 <= response.status_code < 300:
+            raise WebhookRefused(f"{url} answered {response.status_code}")
+    return Done(reason=f"webhook delivered to {url} ({response.status_code})")
+
+
+def handle_api_webhook(context: JobContext):
+    event = context.payload.get("event")
+    if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not isinstance(event.get("type"), str):
+        raise PermanentError('the payload is {"event": {"id": "evt_…", "type": "…", …}}')
+    hook = settings.LEITSTAND_WEBHOOK
+    if not hook["url"] or not hook["secret"]:
+        raise PermanentError("LEITSTAND_WEBHOOK_URL and LEITSTAND_WEBHOOK_SECRET are no longer both set")
+    return post_signed(
+        context,
+        url=hook["url"],
+        secret=hook["secret"],
+        message=event,
+        agent="Leitstand-Webhooks/1",
+        headers={
+            "X-Leitstand-Event-Id": event["id"],
+            "X-Leitstand-Event-Type": event["type"],
+            "X-Correlation-ID": context.correlation_id,
+        },
+    )
