@@ -14,8 +14,8 @@ from django.db import transaction
 from jobs import services as job_services
 from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease, State
 from jobs.services import JobInputError
-from rechecks.services import plan_request
 from workers.pipeline.services import finding_review_record
+from workers.runtime.hooks import match_report
 
 VERDICTS = ("match", "no_match", "escalate", "skip")
 
@@ -78,5 +78,5 @@ def decide(*, job_id, verdict: str, reason: str, actor: str, user) -> str:
         )
         finding = finding_review_record(job_id=job.id, verdict=verdict, reviewer=actor, reason=reason)
         if is_match and finding is not None:
-            plan_request(job=job, finding=finding, content_hash=finding.candidate.content_hash)
+            match_report(sender="review", job=job, finding=finding, content_hash=finding.candidate.content_hash)
     return f"case {str(job_id)[:8]} decided: {verdict.replace('_', ' ')}"

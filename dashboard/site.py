@@ -19,7 +19,7 @@ from django.urls import path, reverse
 from django_fsm import TransitionNotAllowed
 
 from dashboard import review
-from dashboard.audit import audit_record
+from dashboard.audit import audited
 from dashboard.diagram import declared_edges, state_diagram
 from dashboard.display import ago, data_uri
 from dashboard.explain import heartbeat_limit_seconds
@@ -28,10 +28,9 @@ from dashboard.operations import alerts, bulk
 from dashboard.operations.deadletters import WINDOWS, dead_letter_groups, dead_letters_snapshot
 from dashboard.operations.rules import RULES as BUSINESS_RULES
 from dashboard.paths import type_paths
-from jobs import leases
 from jobs.batches import batches_progress
-from jobs.leases import JobNotFound
-from jobs.models import Attempt, Batch, Job, State, StepEvent, database_now
+from jobs.leases import JobNotFound, StaleAttempt
+from jobs.models import OPERATE_PERMISSION, REVIEW_PERMISSION, Attempt, Batch, Job, State, StepEvent, database_now
 from jobs.services import JobInputError, ReviewHeld, job_release
 from workers.runtime.models import WorkerProcess
 from workers.runtime.registry import registry
@@ -101,18 +100,19 @@ class ConsoleSite(admin.AdminSite):
             _require(request, "jobs.review_job")
             verdict, reason = request.POST.get("verdict", ""), request.POST.get("reason", "").strip()
             try:
-                message = review.decide(job_id=job.id, verdict=verdict, reason=reason, actor=actor, user=request.user)
-            except (JobInputError, ReviewHeld, TransitionNotAllowed, PermissionDenied) as refused:
-                audit_record(
-                    actor=actor,
+                message = audited(
+                    request,
                     action=f"review.{verdict or 'unknown'}",
                     target=f"job {job.id}",
                     reason=reason,
-                    result=f"refused: {refused}",
+                    permission=REVIEW_PERMISSION,
+                    apply=lambda: review.decide(
+                        job_id=job.id, verdict=verdict, reason=reason, actor=actor, user=request.user
+                    ),
                 )
+            except (JobInputError, ReviewHeld, TransitionNotAllowed, PermissionDenied) as refused:
                 messages.error(request, str(refused))
                 return HttpResponseRedirect(request.get_full_path())
-            audit_record(actor=actor, action=f"review.{verdict}", target=f"job {job.id}", reason=reason, result=message)
             messages.success(request, message)
             if request.POST.get("next") == "stop":
                 return HttpResponseRedirect(reverse("admin:review_queue"))
@@ -303,14 +303,25 @@ class ConsoleSite(admin.AdminSite):
                 messages.error(request, "A reason is required to release leases.")
             else:
                 for job_id in job_ids:
-                    result = _release(job_id, actor=_actor(request), reason=reason, user=request.user)
-                    audit_record(
-                        actor=_actor(request),
-                        action="lease.release",
-                        target=f"job {job_id}",
-                        reason=reason,
-                        result=result,
-                    )
+                    try:
+                        result = audited(
+                            request,
+                            action="lease.release",
+                            target=f"job {job_id}",
+                            reason=reason,
+                            permission=OPERATE_PERMISSION,
+                            apply=lambda job_id=job_id: _release(
+                                job_id, actor=_actor(request), reason=reason, user=request.user
+                            ),
+                        )
+                    except (
+                        JobInputError,
+                        JobNotFound,
+                        PermissionDenied,
+                        StaleAttempt,
+                        TransitionNotAllowed,
+                    ) as refused:
+                        result = f"not released: {refused}"
                     messages.info(request, f"{job_id[:8]}: {result}")
             return HttpResponseRedirect(reverse("admin:stuck_leases"))
         return TemplateResponse(
@@ -335,10 +346,7 @@ def _actor(request) -> str:
 
 
 def _release(job_id: str, *, actor: str, reason: str, user) -> str:
-    try:
-        job_release(job_id=job_id, actor=actor, reason=reason, user=user)
-    except (JobInputError, JobNotFound, PermissionDenied, leases.StaleAttempt, TransitionNotAllowed) as refused:
-        return f"not released: {refused}"
+    job_release(job_id=job_id, actor=actor, reason=reason, user=user)
     return "released: planned again, due now"
 
 

@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
-from dashboard.audit import audit_record, audited
+from dashboard.audit import audited
 from dashboard.diagram import state_diagram
 from dashboard.display import ago
 from dashboard.explain import job_explain
@@ -31,7 +31,17 @@ from dashboard.operations.deadletters import STEP, ended_in_step
 from dashboard.paths import attempt_timeline
 from jobs import leases, services
 from jobs.leases import JobNotFound
-from jobs.models import Attempt, Effect, Job, StaleWrite, State, StepEvent, Transition, database_now
+from jobs.models import (
+    OPERATE_PERMISSION,
+    Attempt,
+    Effect,
+    Job,
+    StaleWrite,
+    State,
+    StepEvent,
+    Transition,
+    database_now,
+)
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Source
@@ -102,7 +112,14 @@ def _run_action(modeladmin, request, queryset, service, verb: str, reason: str, 
             return f"now {service(job_id=job_id, actor=actor, reason=reason, user=request.user).state}"
 
         try:
-            audited(request, action=action, target=f"job {job_id}", reason=reason, apply=apply)
+            audited(
+                request,
+                action=action,
+                target=f"job {job_id}",
+                reason=reason,
+                permission=OPERATE_PERMISSION,
+                apply=apply,
+            )
             done += 1
         except (TransitionNotAllowed, PermissionDenied, JobNotFound) as exc:
             refused.append(str(exc))
@@ -268,11 +285,11 @@ def job_path_context(job: Job) -> dict:
 
 # Console actions on one job: (label, permission, service).
 JOB_ACTIONS = {
-    "retry_now": ("Retry now", "jobs.operate_job"),
-    "cancel": ("Cancel", "jobs.operate_job"),
-    "confirm": ("Confirm the outcome", "jobs.operate_job"),
-    "release": ("Release the lease", "jobs.operate_job"),
-    "review": ("Send to review", "jobs.operate_job"),
+    "retry_now": ("Retry now", OPERATE_PERMISSION),
+    "cancel": ("Cancel", OPERATE_PERMISSION),
+    "confirm": ("Confirm the outcome", OPERATE_PERMISSION),
+    "release": ("Release the lease", OPERATE_PERMISSION),
+    "review": ("Send to review", OPERATE_PERMISSION),
 }
 
 
@@ -382,14 +399,17 @@ class JobAdmin(ReadOnlyAdmin):
         try:
             if name not in JOB_ACTIONS:
                 raise JobInputError("action", f"unknown action {name!r}")
-            if not request.user.has_perm(JOB_ACTIONS[name][1]):
-                raise PermissionDenied(f"{request.user} may not {JOB_ACTIONS[name][0].lower()}")
-            result = _job_act(name, job_id, actor=actor, reason=reason, user=request.user)
+            result = audited(
+                request,
+                action=f"job.{name}",
+                target=f"job {job_id}",
+                reason=reason,
+                permission=JOB_ACTIONS[name][1],
+                apply=lambda: _job_act(name, job_id, actor=actor, reason=reason, user=request.user),
+            )
             messages.success(request, result)
         except (JobInputError, TransitionNotAllowed, PermissionDenied, JobNotFound, leases.StaleAttempt) as refused:
-            result = f"refused: {refused}"
-            messages.error(request, result)
-        audit_record(actor=actor, action=f"job.{name}", target=f"job {job_id}", reason=reason, result=result)
+            messages.error(request, f"refused: {refused}")
         return HttpResponseRedirect(reverse("admin:jobs_job_change", args=[job_id]))
 
     def has_operate_permission(self, request):

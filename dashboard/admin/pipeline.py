@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
 from dashboard.display import data_uri
+from jobs.models import OPERATE_PERMISSION
 from jobs.services import JobInputError
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
 from workers.pipeline.services import asset_register, crawl_start, source_validate
@@ -65,6 +66,7 @@ def start_crawl(modeladmin, request, queryset):
             action="source.crawl",
             target="sources " + ", ".join(s.name for s in sources),
             reason="started from the console",
+            permission=OPERATE_PERMISSION,
             apply=apply,
         )
     except JobInputError as exc:

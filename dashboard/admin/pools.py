@@ -8,6 +8,7 @@ from django.utils.html import format_html
 from dashboard.admin.base import ReadOnlyAdmin
 from dashboard.audit import audited
 from dashboard.display import clock
+from jobs.models import OPERATE_PERMISSION
 from workers.pipeline.models import HostState, RobotsFile
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.selectors import pools_with_consumers
@@ -34,7 +35,9 @@ def _run_pool_action(modeladmin, request, queryset, service, verb, action):
             service(pool=name, actor=actor, reason=reason)
             return verb.lower()
 
-        audited(request, action=action, target=f"pool {name}", reason=reason, apply=apply)
+        audited(
+            request, action=action, target=f"pool {name}", reason=reason, permission=OPERATE_PERMISSION, apply=apply
+        )
     modeladmin.message_user(request, f"{verb} {', '.join(names)}.", messages.SUCCESS)
 
 

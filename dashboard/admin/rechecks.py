@@ -44,7 +44,7 @@ class ReasonForm(forms.Form):
     )
 
 
-def _end_plans(modeladmin, request, queryset, *, service, action: str, title: str, explanation: str):
+def _end_plans(modeladmin, request, queryset, *, service, action: str, permission: str, title: str, explanation: str):
     form = ReasonForm(request.POST if "apply" in request.POST else None)
     if form.is_bound and form.is_valid():
         actor = f"user:{request.user.get_username()}"
@@ -62,6 +62,7 @@ def _end_plans(modeladmin, request, queryset, *, service, action: str, title: st
                     action=f"plan.{action.removesuffix('_plans')}",
                     target=f"recheck plan {plan_id}",
                     reason=reason,
+                    permission=permission,
                     apply=apply,
                 )
                 ended += 1
@@ -95,6 +96,7 @@ def decide_plans(modeladmin, request, queryset):
         queryset,
         service=plan_decide,
         action="decide_plans",
+        permission="rechecks.decide_plan",
         title="End with a manual decision",
         explanation="The plans end now and their cases are confirmed (done). Say why.",
     )
@@ -108,6 +110,7 @@ def abort_plans(modeladmin, request, queryset):
         queryset,
         service=plan_abort,
         action="abort_plans",
+        permission="rechecks.abort_plan",
         title="Abort recheck plans",
         explanation="The plans stop and their cases are cancelled. Document the reason.",
     )

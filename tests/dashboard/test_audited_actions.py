@@ -1,15 +1,17 @@
-"""Every list action of every console page writes its audit entry: a test walks them all.
+"""Every action of every console page writes its audit entry: the tests walk them all.
 
-The walk starts from the admin site itself, so an action added to a Leitstand page without a case
-here fails the first test. (django-q2's and django-axes' own pages are not Leitstand's.)"""
+The walk of the list actions starts from the admin site itself, and the walk of the job page's
+actions from its declaration (``JOB_ACTIONS``), so an action added without a case here fails a test.
+(django-q2's and django-axes' own pages are not Leitstand's.)"""
 
 import pytest
 from django.contrib import admin
 from django.test import RequestFactory
 from django.urls import reverse
 
-from dashboard.models import AuditEntry
-from jobs.models import Job, State
+from dashboard.admin.jobs import JOB_ACTIONS
+from dashboard.models import Alert, AuditEntry
+from jobs.models import Job, State, database_now
 from rechecks.services import plan_request
 from tests.conftest import job_in_state
 from workers.pipeline import demoweb
@@ -20,7 +22,7 @@ from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db
 
-LEITSTAND_APPS = {"jobs", "workers", "rechecks", "dashboard"}
+LEITSTAND_APPS = {"jobs", "workers", "rechecks", "dashboard", "api"}
 
 
 def a_plan():
@@ -99,3 +101,74 @@ def test_a_refused_action_is_audited_with_the_refusal(client, superuser, make_jo
     (entry,) = AuditEntry.objects.filter(action="job.cancel")
     assert entry.target == f"job {done.pk}" and entry.result.startswith("refused: ")
     assert Job.objects.get(pk=done.pk).state == State.DONE
+
+
+# The job page's actions: the state a job must be in for each to apply.
+PAGE_CASES = {
+    "retry_now": State.DEAD,
+    "cancel": State.PLANNED,
+    "confirm": State.RESULT_STORED,
+    "release": State.RUNNING,
+    "review": State.UNCLEAR,
+}
+
+
+def test_every_action_of_the_job_page_has_a_case_here():
+    assert set(JOB_ACTIONS) == set(PAGE_CASES)
+
+
+@pytest.mark.parametrize("name", sorted(PAGE_CASES))
+def test_a_job_page_action_writes_its_audit_entry(client, superuser, make_job, name):
+    job = job_in_state(make_job(), PAGE_CASES[name])
+    act = reverse("admin:jobs_job_act", args=[job.pk])
+    client.post(act, {"action": name, "reason": "seen on the page"})
+    (entry,) = AuditEntry.objects.filter(action=f"job.{name}")
+    assert (entry.actor, entry.target, entry.reason) == ("user:root", f"job {job.pk}", "seen on the page")
+    assert not entry.result.startswith("refused"), entry.result
+    assert Job.objects.get(pk=job.pk).state != PAGE_CASES[name]
+
+
+def test_a_job_page_action_without_the_permission_is_refused_and_audited(client, make_job, django_user_model):
+    from dashboard.roles import VIEWERS, roles_ensure
+
+    viewer = django_user_model.objects.create_user("vera", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()[VIEWERS])
+    client.force_login(viewer)
+    job = make_job()
+    client.post(reverse("admin:jobs_job_act", args=[job.pk]), {"action": "cancel", "reason": "try"})
+    (entry,) = AuditEntry.objects.filter(action="job.cancel")
+    assert entry.actor == "user:vera" and entry.result.startswith("refused: "), entry.result
+    assert "jobs.operate_job" in entry.result
+    assert Job.objects.get(pk=job.pk).state == State.PLANNED
+
+
+def test_the_other_page_actions_write_their_audit_entries(client, superuser, make_job):
+    stuck = job_in_state(make_job(), State.RUNNING)
+    job_in_state(make_job(), State.DEAD)
+    client.post(reverse("admin:stuck_leases"), {"job": [str(stuck.pk)], "reason": "worker gone"})
+    client.post(
+        reverse("admin:bulk") + "?state__exact=dead",
+        {"action_name": "retry_now", "reason": "the fix is deployed"},
+    )
+    now = database_now()
+    alert = Alert.objects.create(
+        rule="pool_stalled",
+        scope="pool:crawl",
+        state=Alert.State.FIRING,
+        first_seen=now,
+        last_seen=now,
+        fired_at=now,
+        value=1,
+        threshold=0,
+        diagnosis="the crawl pool made no progress",
+        route="default",
+    )
+    client.post(reverse("admin:dashboard_alert_act", args=[alert.pk]), {"action": "acknowledge", "comment": "on it"})
+    case = job_in_state(make_job(), State.READY_FOR_REVIEW)
+    client.get(reverse("admin:review_case", args=[case.pk]))  # takes the case
+    client.post(reverse("admin:review_case", args=[case.pk]), {"verdict": "no_match", "reason": "another picture"})
+    audited = dict(AuditEntry.objects.values_list("action", "result"))
+    assert audited["lease.release"] == "released: planned again, due now"
+    assert audited["bulk.retry_now.start"]
+    assert audited["alert.acknowledged"] == "acknowledged"
+    assert not audited["review.no_match"].startswith("refused"), audited["review.no_match"]
