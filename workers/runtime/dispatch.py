@@ -1,6 +1,6 @@
 """Wake-ups: hints that a pool has due work. The job rows are the truth.
 
-A wake-up is a django-q2 task ``workers.runtime.tasks.wake(pool)`` on the pool's cluster. Receiving one
+A wake-up is a django-q2 task ``workers.tasks.wake(pool)`` on the pool's cluster. Receiving one
 twice is harmless (the claim finds nothing or other work); losing one is harmless (the control
 process's dispatch sweep sends wake-ups for due work whose wake-up went missing). Wake-ups per pool
 are bounded, so a flood of jobs costs a handful of queue rows, not one per job.
@@ -37,7 +37,7 @@ def wakeup_send(pool: str, *, count: int = 1, throttle: bool = False) -> int:
         return 0
     _last_sent[pool] = now
     for _ in range(count):
-        async_task("workers.runtime.tasks.wake", pool, cluster=pool, ack_failure=True)
+        async_task("workers.tasks.wake", pool, cluster=pool, ack_failure=True)
     return count
 
 

@@ -1,7 +1,7 @@
 """The worker side of a pool: a wake-up claims batches, runs handlers, and writes fenced outcomes.
 
 One ``PoolRuntime`` lives in each worker process (django-q2 forks them; the runtime is made after
-the fork). A wake-up (``workers.runtime.tasks.wake``) claims up to k due jobs of the pool and starts them in
+the fork). A wake-up (``workers.tasks.wake``) claims up to k due jobs of the pool and starts them in
 one statement, runs each handler with its context and time limit, and completes the successful ones
 in one fenced statement per batch. k adapts to the measured run time so a batch stays within
 ``LEITSTAND_BATCH_BUDGET_SECONDS``: short jobs run in large batches, long jobs one at a time.

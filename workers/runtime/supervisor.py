@@ -163,7 +163,7 @@ def _local_wakeup(pool: str) -> dict:
     return {
         "id": uuid.uuid4().hex,
         "name": "supervisor-wakeup",
-        "func": "workers.runtime.tasks.wake",
+        "func": "workers.tasks.wake",
         "args": (pool,),
         "kwargs": {},
         "local": True,
