@@ -22,6 +22,7 @@ from django.db.models import Sum
 
 from jobs.models import Batch, BatchCounter, Job, State, database_now
 from jobs.services import JobInputError
+from jobs.sql import queries
 from jobs.webhooks import event_record
 
 COUNTERS = ("total", "done", "failed", "dead", "in_review", "rechecking", "cancelled")
@@ -151,11 +152,8 @@ def batch_timeline(batch: Batch, *, buckets: int = 24) -> tuple[timedelta, list[
     start = max(end - step * buckets, batch.created_at)
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            SELECT date_bin(%s, state_changed_at, %s) AS bucket, count(*) FROM jobs_job
-            WHERE batch_id = %s AND state = ANY(%s) AND state_changed_at >= %s
-            GROUP BY bucket ORDER BY bucket""",
-            [step, start, batch.pk, list(ENDED_STATES), start],
+            queries.batch_members_ended_per_bucket,
+            {"step": step, "start": start, "batch_id": batch.pk, "ended": list(ENDED_STATES)},
         )
         counts = dict(cursor.fetchall())
     count = int((end - start) / step) + 1

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from psycopg.types.json import Jsonb
 
 from jobs import leases
+from jobs.sql import queries
 
 
 @dataclass(frozen=True)
@@ -60,17 +61,22 @@ def effect_apply_once(
         if is_entitled:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "INSERT INTO jobs_effect (key, kind, job_id, lease_version, applied_at, detail) "
-                    "VALUES (%s, %s, %s, %s, leitstand_now(), %s) ON CONFLICT (key) DO NOTHING RETURNING id",
-                    [key, kind[:64], str(job_id) if job_id else None, lease_version, Jsonb(detail or {})],
+                    queries.effect_insert_unless_key_exists,
+                    {
+                        "key": key,
+                        "kind": kind[:64],
+                        "job_id": str(job_id) if job_id else None,
+                        "lease_version": lease_version,
+                        "detail": Jsonb(detail or {}),
+                    },
                 )
                 inserted = cursor.fetchone() is not None
                 if not inserted:
-                    cursor.execute("SELECT result FROM jobs_effect WHERE key = %s", [key])
+                    cursor.execute(queries.effect_result_get, {"key": key})
                     (recorded,) = cursor.fetchone()
                     return EffectOutcome(key=key, applied=False, value=_decoded(recorded))
                 value = apply()
-                cursor.execute("UPDATE jobs_effect SET result = %s WHERE key = %s", [Jsonb(value, dumps=_dumps), key])
+                cursor.execute(queries.effect_result_set, {"result": Jsonb(value, dumps=_dumps), "key": key})
             return EffectOutcome(key=key, applied=True, value=value)
     # Recorded outside the rolled-back block above, so the refusal survives.
     raise leases.refusal_record(job_id, lease_version, "effect")

@@ -1,5 +1,9 @@
 """Every write to a job's state and lease columns happens here.
 
+Every statement is a named one of ``jobs/queries.sql`` (``jobs/sql.py`` reads them); this module
+chooses the statement, fills its parameters from the django-fsm declaration and ``Attempt.Outcome``
+and interprets its answer.
+
 A claim is one statement: a ``FOR UPDATE SKIP LOCKED`` selection feeding an ``UPDATE … RETURNING``
 that moves jobs to ``reserved``, raises their lease version (the attempt ID and fencing token) and
 records an attempt and a transition. Every later write by that worker — start, heartbeat, progress,
@@ -38,6 +42,7 @@ from jobs.errors import ErrorKind
 from jobs.models import LEASED_STATES, Attempt, Job, LeitstandNow, State
 from jobs.models import Transition as TransitionRecord
 from jobs.retry import RetryPolicy
+from jobs.sql import queries
 
 
 class JobNotFound(LookupError):
@@ -184,23 +189,6 @@ def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
 
 # --- creation -----------------------------------------------------------------------------------
 
-_INSERT_SQL = """
-WITH created AS (
-    INSERT INTO jobs_job (id, type, pool, idempotency_key, correlation_id, parent_id, batch_id, schema_version,
-                          priority, source, payload, max_attempts, due_at, state)
-    VALUES (%(id)s, %(type)s, %(pool)s, %(idempotency_key)s, %(correlation_id)s, %(parent_id)s, %(batch_id)s,
-            %(schema_version)s, %(priority)s, %(source)s, %(payload)s, %(max_attempts)s,
-            coalesce(%(due_at)s, leitstand_now()), %(state)s)
-    ON CONFLICT (type, idempotency_key) DO NOTHING
-    RETURNING id, state, lease_version
-),
-logged AS (
-    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
-    SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
-)
-SELECT id FROM created
-"""
-
 
 def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
     """Insert a job in its initial state with its creation transition, unless its
@@ -209,7 +197,7 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
     initial = Job._meta.get_field("state").default
     parent_id = columns.pop("parent_id", None)
     row = _fetch_one(
-        _INSERT_SQL,
+        queries.job_insert_unless_key_exists,
         {
             "batch_id": None,
             **columns,
@@ -223,59 +211,6 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
 
 
 # --- claim ------------------------------------------------------------------------------------
-
-_CLAIM_SQL = """
-WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
-picked AS MATERIALIZED (
-    -- An ordered scan of job_claim_idx (pool, priority, due_at, id) that stops after LIMIT rows.
-    -- SKIP LOCKED: concurrent claimers take different jobs instead of waiting for each other.
-    -- MATERIALIZED: the locking selection must run exactly once.
-    SELECT j.id FROM jobs_job AS j
-    WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.due_at <= (SELECT now FROM clock)
-    ORDER BY j.priority, j.due_at, j.id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-),
-type_settings AS (
-    SELECT * FROM unnest(%(types)s::text[], %(leases)s::float8[], %(versions)s::text[])
-        AS t(type, lease_seconds, processing_version)
-),
-claimed AS (
-    UPDATE jobs_job AS j
-    SET state = %(final)s, lease_version = j.lease_version + 1, attempts = j.attempts + 1,
-        lease_owner = %(owner)s,
-        lease_expires_at = clock.now + coalesce(
-            (SELECT t.lease_seconds FROM type_settings AS t WHERE t.type = j.type), %(default_lease)s
-        ) * interval '1 second',
-        heartbeat_at = clock.now, state_changed_at = clock.now, next_attempt_at = NULL,
-        processing_version = CASE WHEN %(start)s THEN coalesce(
-            (SELECT t.processing_version FROM type_settings AS t WHERE t.type = j.type), j.processing_version
-        ) ELSE j.processing_version END
-    FROM picked, clock
-    WHERE j.id = picked.id
-    RETURNING j.id, j.type, j.lease_version, j.attempts, j.max_attempts, j.payload, j.correlation_id,
-              j.priority, j.schema_version, j.lease_expires_at, j.due_at
-),
-attempt AS (
-    INSERT INTO jobs_attempt (job_id, lease_version, job_type, lease_owner, worker_host, worker_pid, pool, claimed_at,
-                              started_at, heartbeat_at, outcome, error_class, error_message, refused_writes,
-                              last_refused_op)
-    SELECT claimed.id, claimed.lease_version, claimed.type, %(owner)s, %(host)s, %(pid)s, %(pool)s, clock.now,
-           CASE WHEN %(start)s THEN clock.now END, clock.now, '', '', '', 0, ''
-    FROM claimed, clock
-),
-logged AS (
-    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
-    SELECT claimed.id, %(source)s, %(target)s, clock.now, claimed.lease_version, 'claimed', %(owner)s
-    FROM claimed, clock
-    UNION ALL
-    SELECT claimed.id, %(target)s, %(final)s, clock.now, claimed.lease_version, 'handler started', %(owner)s
-    FROM claimed, clock WHERE %(start)s
-)
-SELECT id, type, lease_version, attempts, max_attempts, payload, correlation_id, priority, schema_version,
-       lease_expires_at
-FROM claimed ORDER BY priority, due_at, id
-"""
 
 
 def claim(
@@ -308,7 +243,7 @@ def claim(
     if start and sources_of("start") != (target,):
         raise AssertionError("claim with start assumes start follows claim directly")
     rows = _fetch_all(
-        _CLAIM_SQL,
+        queries.jobs_claim_due_skip_locked,
         {
             "source": source,
             "target": target,
@@ -331,70 +266,21 @@ def claim(
 
 # --- fenced writes by the lease holder ---------------------------------------------------------
 
-_FENCED_SQL = """
-WITH durability AS MATERIALIZED (SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)),
-clock AS MATERIALIZED (SELECT leitstand_now() AS now FROM durability),
-target AS (
-    SELECT id, state FROM jobs_job
-    WHERE id = %(job_id)s AND lease_version = %(lease_version)s AND state = ANY(%(sources)s)
-    FOR UPDATE
-),
-changed AS (
-    UPDATE jobs_job AS j SET {job_set}
-    FROM target, clock
-    WHERE j.id = target.id
-    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, j.lease_expires_at
-),
-attempt AS (
-    UPDATE jobs_attempt AS a SET {attempt_set}
-    FROM changed, clock
-    WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
-),
-logged AS (
-    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
-    SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
-    FROM changed, clock
-    WHERE changed.from_state <> changed.to_state
-),
-refused AS (
-    -- The guard matched nothing: record the refusal in this same statement, never ignore it.
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
-    FROM jobs_job AS j, clock
-    WHERE j.id = %(job_id)s AND NOT EXISTS (SELECT 1 FROM changed)
-    RETURNING current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM clock
-    WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s AND NOT EXISTS (SELECT 1 FROM changed)
-)
-SELECT EXISTS (SELECT 1 FROM changed),
-       (SELECT from_state FROM changed), (SELECT to_state FROM changed), (SELECT lease_expires_at FROM changed),
-       (SELECT current_lease_version FROM refused), (SELECT current_state FROM refused)
-"""
-
-# Fields every write that ends a lease sets on the job.
-_END_LEASE = "lease_owner = '', lease_expires_at = NULL"
-
 
 def _fenced_write(
+    statement: str,
     operation: str,
     *,
     job_id: UUID | str,
     lease_version: int,
     sources: tuple[str, ...],
-    job_set: str,
-    attempt_set: str,
     cause: str,
     actor: str,
     params: dict[str, Any] | None = None,
-    is_durable: bool = True,
 ) -> tuple[WriteResult, datetime | None]:
-    sql = _FENCED_SQL.format(job_set=job_set, attempt_set=attempt_set)
+    """Run one ``_if_lease_held`` statement of ``jobs/queries.sql``: the write, or its refusal recorded."""
     row = _fetch_one(
-        sql,
+        statement,
         {
             "job_id": _as_uuid(job_id),
             "lease_version": lease_version,
@@ -402,7 +288,6 @@ def _fenced_write(
             "operation": operation,
             "cause": _text(cause, 500),
             "actor": actor[:255],
-            "synchronous_commit": "on" if is_durable else "off",
             **(params or {}),
         },
     )
@@ -430,13 +315,11 @@ def _refusal(job_id, lease_version: int, operation: str, current_version: int, c
 def start(job_id, lease_version: int, *, actor: str, processing_version: str = "") -> WriteResult:
     """The handler begins: reserved → running; records the handler version that runs it."""
     result, _ = _fenced_write(
+        queries.job_start_if_lease_held,
         "start",
         job_id=job_id,
         lease_version=lease_version,
         sources=sources_of("start"),
-        job_set="state = %(target)s, state_changed_at = clock.now, "
-        "processing_version = coalesce(nullif(%(processing_version)s, ''), j.processing_version)",
-        attempt_set="started_at = clock.now",
         cause="handler started",
         actor=actor,
         params={"target": target_of("start"), "processing_version": processing_version},
@@ -450,21 +333,15 @@ def heartbeat(job_id, lease_version: int, *, lease_seconds: float, progress: dic
     A heartbeat that arrives after the lease expired but before the reaper released it still
     extends the lease: the grace period exists so a worker that is merely slow keeps its job.
     """
-
     _, expires = _fenced_write(
+        queries.job_heartbeat_if_lease_held,
         "progress" if progress is not None else "heartbeat",
         job_id=job_id,
         lease_version=lease_version,
         sources=LEASED_STATES,
-        job_set="heartbeat_at = clock.now, lease_expires_at = clock.now + %(lease)s * interval '1 second', "
-        "progress = coalesce(%(progress)s, j.progress)",
-        attempt_set="heartbeat_at = clock.now",
         cause="heartbeat",
         actor="",
         params={"lease": lease_seconds, "progress": Jsonb(progress, dumps=_dumps) if progress is not None else None},
-        # A heartbeat lost in a database crash costs nothing (the next one comes within seconds), so
-        # it does not wait for its WAL flush: half the cost of the most frequent write.
-        is_durable=False,
     )
     return expires
 
@@ -484,13 +361,11 @@ def complete(
     """
     name = "plan_recheck" if recheck else "complete"
     result, _ = _fenced_write(
+        queries.job_store_result_if_lease_held,
         name,
         job_id=job_id,
         lease_version=lease_version,
         sources=sources_of(name),
-        job_set=f"state = %(target)s, state_changed_at = clock.now, result_ref = %(result_ref)s, "
-        f"result_checksum = %(result_checksum)s, {_END_LEASE}",
-        attempt_set="finished_at = clock.now, outcome = %(outcome)s",
         cause="result stored" if not recheck else "result stored; recheck planned",
         actor=actor,
         params={
@@ -529,80 +404,6 @@ class Completion:
     skipped: bool = False
 
 
-_COMPLETE_MANY_SQL = """
-WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
-input AS MATERIALIZED (
-    -- The batch travels as one JSON document: far cheaper to send than a set of parallel arrays.
-    SELECT * FROM jsonb_to_recordset(%(completions)s)
-        AS i(id uuid, lease_version bigint, result_ref text, result_checksum text, target text, outcome text,
-             cause text, settled text)
-),
-target AS MATERIALIZED (
-    SELECT j.id, j.state, i.result_ref, i.result_checksum, i.target, i.outcome, i.cause, i.settled
-    FROM jobs_job AS j JOIN input AS i ON i.id = j.id AND i.lease_version = j.lease_version
-    WHERE j.state = ANY(%(sources)s)
-    ORDER BY j.id
-    FOR UPDATE OF j
-),
-changed AS (
-    UPDATE jobs_job AS j
-    SET state = CASE WHEN target.settled IS NULL THEN target.target ELSE %(settled_state)s END,
-        state_changed_at = clock.now, result_ref = target.result_ref,
-        result_checksum = target.result_checksum, lease_owner = '', lease_expires_at = NULL,
-        finished_at = CASE WHEN target.settled IS NULL THEN j.finished_at ELSE clock.now END,
-        completion_reason = coalesce(target.settled, j.completion_reason)
-    FROM target, clock
-    WHERE j.id = target.id
-    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, j.correlation_id,
-              target.outcome, target.cause, target.target AS stored_state, target.settled
-),
-steps AS (
-    -- Step events travel with the result, and are written only for the jobs whose write was entitled.
-    INSERT INTO jobs_stepevent (job_id, lease_version, correlation_id, step, outcome, started_at, duration_ms, data)
-    SELECT changed.id, changed.lease_version, changed.correlation_id, s.step, s.outcome, s.started_at,
-           s.duration_ms, s.data
-    FROM ROWS FROM (jsonb_to_recordset(%(steps)s)
-             AS (job_id uuid, step text, outcome text, started_at timestamptz, duration_ms float8, data jsonb))
-         WITH ORDINALITY AS s(job_id, step, outcome, started_at, duration_ms, data, n)
-    JOIN changed ON changed.id = s.job_id
-    ORDER BY s.n
-),
-attempt AS (
-    UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = changed.outcome
-    FROM changed, clock
-    WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
-),
-logged AS (
-    -- A settled job logs both steps: the result was stored, then the handler's rule decided it.
-    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
-    SELECT t.id, t.from_state, t.to_state, clock.now, t.lease_version, t.cause, %(actor)s
-    FROM (SELECT changed.id, changed.from_state, changed.stored_state AS to_state, changed.lease_version,
-                 changed.cause, 1 AS n
-          FROM changed
-          UNION ALL
-          SELECT changed.id, changed.stored_state, changed.to_state, changed.lease_version, changed.settled, 2
-          FROM changed WHERE changed.settled IS NOT NULL
-          ORDER BY id, n) AS t, clock
-),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, i.lease_version, 'complete', clock.now, j.lease_version, j.state
-    FROM input AS i JOIN jobs_job AS j ON j.id = i.id CROSS JOIN clock
-    WHERE NOT EXISTS (SELECT 1 FROM changed WHERE changed.id = i.id)
-    RETURNING job_id, lease_version, current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = 'complete'
-    FROM refused, clock
-    WHERE a.job_id = refused.job_id AND a.lease_version = refused.lease_version
-)
-SELECT TRUE, id, from_state, to_state, lease_version, NULL::bigint, NULL::text FROM changed
-UNION ALL
-SELECT FALSE, job_id, NULL, NULL, lease_version, current_lease_version, current_state FROM refused
-"""
-
-
 def complete_many(completions: list[Completion], *, actor: str) -> list[WriteResult | Exception]:
     """Complete a batch of jobs in one statement, each fenced by its own lease version.
 
@@ -621,7 +422,7 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
     if any(c.skipped and not c.settled for c in completions):
         raise ValueError("a skipped completion settles the outcome: give its reason in settled")
     rows = _fetch_all(
-        _COMPLETE_MANY_SQL,
+        queries.jobs_store_results_if_lease_held,
         {
             "completions": Jsonb(
                 [
@@ -663,6 +464,7 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
             "sources": list(sources_of("complete")),
             "settled_state": target_of("settle"),
             "actor": actor[:255],
+            "operation": "complete",
         },
     )
     by_id = {}
@@ -676,20 +478,6 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
 
 # fail_for_retry and dead_letter are chosen per row by the retry budget, so they must share sources.
 assert sources_of("fail_for_retry") == sources_of("dead_letter"), "fail targets must share their sources"
-
-
-def _retry_or_dead(*, delay_sql: str, spent_suffix: str = "''") -> str:
-    """SET clause for a lost attempt: ``failed`` with the next attempt after the delay while retry
-    budget is left, else ``dead`` (the SQL mirror of the ``Job.has_retry_budget`` condition)."""
-    has_budget = "j.attempts < j.max_attempts"
-    return f"""
-        state = CASE WHEN {has_budget} THEN %(failed)s ELSE %(dead)s END,
-        next_attempt_at = CASE WHEN {has_budget} THEN clock.now + {delay_sql} END,
-        finished_at = CASE WHEN {has_budget} THEN NULL ELSE clock.now END,
-        completion_reason = CASE WHEN {has_budget} THEN ''
-            ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || ')' || {spent_suffix} END,
-        state_changed_at = clock.now, {_END_LEASE}
-    """
 
 
 def fail(
@@ -709,43 +497,32 @@ def fail(
     """
     if retry_delay_seconds < 0:
         raise ValueError("retry_delay_seconds must not be negative")
-    params = {
-        "error_class": error_class[:200],
-        "message": _text(message, 10_000),
-        "delay": retry_delay_seconds,
-        "failed": target_of("fail_for_retry"),
-        "dead": target_of("dead_letter"),
-        "unclear": target_of("flag_unclear"),
-    }
-    errors = "error_class = %(error_class)s, error_message = %(message)s"
-    if kind is ErrorKind.UNCLEAR:
-        sources = sources_of("flag_unclear")
-        job_set = f"state = %(unclear)s, state_changed_at = clock.now, {errors}, {_END_LEASE}"
-        cause = f"unclear: {error_class}"
-    elif kind is ErrorKind.PERMANENT:
-        sources = sources_of("dead_letter")
-        job_set = (
-            f"state = %(dead)s, state_changed_at = clock.now, finished_at = clock.now, {errors}, {_END_LEASE}, "
-            "next_attempt_at = NULL, completion_reason = 'permanent error: ' || %(error_class)s"
-        )
-        cause = f"permanent error: {error_class}"
-    else:
-        # The retry budget decides per row (mirrors Job.has_retry_budget, the fail_for_retry condition).
-        sources = sources_of("fail_for_retry")
-        job_set = _retry_or_dead(delay_sql="%(delay)s * interval '1 second'") + f", {errors}"
-        cause = f"transient error: {error_class}"
+    sources, cause = {
+        ErrorKind.UNCLEAR: (sources_of("flag_unclear"), f"unclear: {error_class}"),
+        ErrorKind.PERMANENT: (sources_of("dead_letter"), f"permanent error: {error_class}"),
+        ErrorKind.TRANSIENT: (sources_of("fail_for_retry"), f"transient error: {error_class}"),
+    }[kind]
     result, _ = _fenced_write(
+        queries.job_fail_if_lease_held,
         "fail",
         job_id=job_id,
         lease_version=lease_version,
         sources=sources,
-        job_set=job_set,
-        attempt_set="finished_at = clock.now, error_class = %(error_class)s, error_message = %(message)s, "
-        f"outcome = CASE changed.to_state WHEN %(failed)s THEN '{Attempt.Outcome.FAILED}' "
-        f"WHEN %(dead)s THEN '{Attempt.Outcome.DEAD}' ELSE '{Attempt.Outcome.UNCLEAR}' END",
         cause=cause,
         actor=actor,
-        params=params,
+        params={
+            "is_unclear": kind is ErrorKind.UNCLEAR,
+            "is_permanent": kind is ErrorKind.PERMANENT,
+            "error_class": error_class[:200],
+            "message": _text(message, 10_000),
+            "delay": retry_delay_seconds,
+            "failed": target_of("fail_for_retry"),
+            "dead": target_of("dead_letter"),
+            "unclear": target_of("flag_unclear"),
+            "outcome_failed": Attempt.Outcome.FAILED,
+            "outcome_dead": Attempt.Outcome.DEAD,
+            "outcome_unclear": Attempt.Outcome.UNCLEAR,
+        },
     )
     return result
 
@@ -758,88 +535,38 @@ def release(job_id, lease_version: int, *, actor: str, reason: str, delay_second
     shuts down must not send its jobs behind the whole backlog. Deferred by ``delay_seconds``, it
     is due that much later."""
     result, _ = _fenced_write(
+        queries.job_release_if_lease_held,
         "release",
         job_id=job_id,
         lease_version=lease_version,
         sources=sources_of("release"),
-        job_set=f"state = %(target)s, state_changed_at = clock.now, "
-        f"due_at = CASE WHEN %(delay)s > 0 THEN clock.now + %(delay)s * interval '1 second' ELSE j.due_at END, "
-        f"attempts = greatest(j.attempts - 1, 0), {_END_LEASE}",
-        attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.RELEASED}', error_message = %(reason)s",
         cause=f"released: {reason}",
         actor=actor,
-        params={"target": target_of("release"), "reason": _text(reason, 10_000), "delay": max(delay_seconds, 0.0)},
+        params={
+            "target": target_of("release"),
+            "reason": _text(reason, 10_000),
+            "delay": max(delay_seconds, 0.0),
+            "outcome": Attempt.Outcome.RELEASED,
+        },
     )
     return result
 
 
 # --- sweeps run by the control process ---------------------------------------------------------
 
-_SWEEP_SQL = """
-WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
-target AS (
-    SELECT j.id, j.state FROM jobs_job AS j, clock
-    WHERE j.state = ANY(%(sources)s) AND {where}
-    ORDER BY {order}
-    LIMIT %(limit)s
-    FOR UPDATE OF j SKIP LOCKED
-),
-changed AS (
-    UPDATE jobs_job AS j SET {job_set}
-    FROM target, clock
-    WHERE j.id = target.id
-    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version
-),
-{attempt_cte}
-logged AS (
-    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
-    SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
-    FROM changed, clock
-)
-SELECT id, from_state, to_state, lease_version FROM changed
-"""
 
-
-_SWEEP_ATTEMPT_CTE = """
-attempt AS (
-    UPDATE jobs_attempt AS a SET {attempt_set}
-    FROM changed, clock
-    WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version AND a.finished_at IS NULL
-),"""
-
-
-def _sweep(
-    *,
-    sources,
-    where: str,
-    order: str,
-    job_set: str,
-    cause: str,
-    actor: str,
-    limit: int,
-    attempt_set: str | None = None,
-    params: dict | None = None,
-) -> list[WriteResult]:
-    attempt_cte = _SWEEP_ATTEMPT_CTE.format(attempt_set=attempt_set) if attempt_set else ""
-    sql = _SWEEP_SQL.format(where=where, order=order, job_set=job_set, attempt_cte=attempt_cte)
-    rows = _fetch_all(sql, {"sources": list(sources), "limit": limit, "actor": actor, "cause": cause, **(params or {})})
+def _sweep(statement: str, *, sources, cause: str, actor: str, limit: int, **params) -> list[WriteResult]:
+    """Run one set-based statement of ``jobs/queries.sql`` over the jobs its guard selects."""
+    rows = _fetch_all(
+        statement,
+        {"sources": list(sources), "limit": limit, "actor": actor[:255], "cause": _text(cause, 500), **params},
+    )
     return [WriteResult(*row) for row in rows]
 
 
-# Set-based versions of human transitions for bulk actions: the SET clauses mirror the model
+# The set-based forms of human transitions for bulk actions: their statements mirror the model
 # methods (Job.retry_now, Job.cancel); the allowed sources come from the same declaration.
-_BULK = {
-    "retry_now": (
-        "state = %(target)s, state_changed_at = clock.now, attempts = 0, due_at = clock.now, "
-        "next_attempt_at = NULL, finished_at = NULL, completion_reason = ''",
-        None,
-    ),
-    "cancel": (
-        f"state = %(target)s, state_changed_at = clock.now, completion_reason = %(reason)s, "
-        f"finished_at = clock.now, next_attempt_at = NULL, {_END_LEASE}",
-        f"finished_at = clock.now, outcome = '{Attempt.Outcome.CANCELLED}', error_message = %(reason)s",
-    ),
-}
+_BULK = {"retry_now": "jobs_retry_now_many_if_allowed", "cancel": "jobs_cancel_many_if_allowed"}
 
 
 def transition_many(name: str, job_ids: list, *, actor: str, cause: str, reason: str, user=None) -> list[WriteResult]:
@@ -854,17 +581,16 @@ def transition_many(name: str, job_ids: list, *, actor: str, cause: str, reason:
         raise PermissionDenied(f"{user} lacks the permission to {name} jobs")
     if not job_ids:
         return []
-    job_set, attempt_set = _BULK[name]
     return _sweep(
+        getattr(queries, _BULK[name]),
         sources=sources_of(name),
-        where="j.id = ANY(%(ids)s)",
-        order="j.id",
-        job_set=job_set,
-        attempt_set=attempt_set,
-        cause=_text(cause, 500),
-        actor=actor[:255],
+        cause=cause,
+        actor=actor,
         limit=len(job_ids),
-        params={"ids": [_as_uuid(i) for i in job_ids], "target": target_of(name), "reason": _text(reason, 500)},
+        ids=[_as_uuid(i) for i in job_ids],
+        target=target_of(name),
+        reason=_text(reason, 500),
+        outcome=Attempt.Outcome.CANCELLED,
     )
 
 
@@ -879,35 +605,23 @@ def reap_expired(
     and any new claim raises the lease version. ``job_type`` limits the pass to one type (each
     type has its own retry policy).
     """
-    failed, dead = target_of("fail_for_retry"), target_of("dead_letter")
     return _sweep(
+        queries.jobs_reap_if_lease_expired,
         sources=sources_of("fail_for_retry"),
-        where="j.lease_expires_at < clock.now - %(grace)s * interval '1 second' "
-        "AND (%(job_type)s::text IS NULL OR j.type = %(job_type)s::text)",
-        order="j.lease_expires_at",
-        job_set=f"""
-            {_retry_or_dead(delay_sql=policy.delay_sql("j.attempts"), spent_suffix="': lease expired'")},
-            error_class = 'LeaseExpired',
-            error_message = 'lease of ' || j.lease_owner || ' expired at ' || j.lease_expires_at
-                            || '; last heartbeat at ' || coalesce(j.heartbeat_at::text, 'never')
-        """,
-        attempt_set=f"finished_at = clock.now, outcome = '{Attempt.Outcome.LEASE_EXPIRED}', "
-        "error_class = 'LeaseExpired', error_message = 'no heartbeat before the lease expired'",
         cause="lease expired",
         actor=actor,
         limit=limit,
-        params={"grace": grace_seconds, "failed": failed, "dead": dead, "job_type": job_type},
+        grace=grace_seconds,
+        job_type=job_type,
+        failed=target_of("fail_for_retry"),
+        dead=target_of("dead_letter"),
+        outcome=Attempt.Outcome.LEASE_EXPIRED,
+        **policy.sql_params(),
     )
 
 
 assert sources_of("release") == sources_of("fail_for_retry") == sources_of("dead_letter"), (
     "a rescue chooses among release, fail_for_retry and dead_letter per row"
-)
-
-# How many of a job's attempts ended with their worker process dying, this one included.
-_DEATHS = (
-    "(1 + (SELECT count(*) FROM jobs_attempt AS d "
-    f"WHERE d.job_id = j.id AND d.outcome = '{Attempt.Outcome.WORKER_DIED}'))"
 )
 
 
@@ -941,74 +655,49 @@ def rescue_from_dead_worker(
     """
     if poison_deaths < 2:
         raise ValueError("poison_deaths must be at least 2: a single death says little about the job")
-    has_budget = "j.attempts < j.max_attempts"
-    ran = "(%(all_ran)s OR j.id = %(running)s::uuid)"
-    attempt_ran = ran.replace("j.id", "a.job_id")
-    again_now = f"(NOT {ran} OR {_DEATHS} <= 1 AND {has_budget})"
-    after_backoff = f"{ran} AND {_DEATHS} > 1 AND {_DEATHS} < %(poison)s AND {has_budget}"
     return _sweep(
+        queries.jobs_rescue_if_worker_died,
         sources=sources_of("release"),
-        where="j.lease_owner = %(owner)s AND (%(job_type)s::text IS NULL OR j.type = %(job_type)s::text)",
-        order="j.id",
-        job_set=f"""
-            state = CASE WHEN {again_now} THEN %(planned)s WHEN {after_backoff} THEN %(failed)s ELSE %(dead)s END,
-            attempts = CASE WHEN {ran} THEN j.attempts ELSE greatest(j.attempts - 1, 0) END,
-            next_attempt_at = CASE WHEN {after_backoff} THEN clock.now + {policy.delay_sql("j.attempts")} END,
-            finished_at = CASE WHEN {again_now} OR {after_backoff} THEN NULL ELSE clock.now END,
-            completion_reason = CASE WHEN {again_now} OR {after_backoff} THEN ''
-                WHEN {_DEATHS} >= %(poison)s THEN 'suspected poison job: its worker died in ' || {_DEATHS} || ' attempts'
-                ELSE 'retry budget spent (' || j.attempts || ' of ' || j.max_attempts || '): worker died' END,
-            error_class = CASE WHEN {ran} THEN 'WorkerDied' ELSE j.error_class END,
-            error_message = CASE WHEN {ran} THEN %(reason)s ELSE j.error_message END,
-            state_changed_at = clock.now, {_END_LEASE}
-        """,
-        attempt_set=f"""finished_at = clock.now,
-            outcome = CASE WHEN {attempt_ran} THEN '{Attempt.Outcome.WORKER_DIED}' ELSE '{Attempt.Outcome.RELEASED}' END,
-            error_class = CASE WHEN {attempt_ran} THEN 'WorkerDied' ELSE '' END,
-            error_message = CASE WHEN {attempt_ran} THEN %(reason)s
-                                 ELSE 'its worker died while it waited its turn: ' || %(reason)s END""",
-        cause=_text(f"worker died: {reason}", 500),
+        cause=f"worker died: {reason}",
         actor=actor,
         limit=limit,
-        params={
-            "owner": lease_owner,
-            "all_ran": running is True,
-            "running": None if running is None or isinstance(running, bool) else _as_uuid(running),
-            "job_type": job_type,
-            "reason": _text(reason, 10_000),
-            "poison": poison_deaths,
-            "planned": target_of("release"),
-            "failed": target_of("fail_for_retry"),
-            "dead": target_of("dead_letter"),
-        },
+        owner=lease_owner,
+        all_ran=running is True,
+        running=None if running is None or isinstance(running, bool) else _as_uuid(running),
+        job_type=job_type,
+        reason=_text(reason, 10_000),
+        poison=poison_deaths,
+        planned=target_of("release"),
+        failed=target_of("fail_for_retry"),
+        dead=target_of("dead_letter"),
+        outcome_died=Attempt.Outcome.WORKER_DIED,
+        outcome_released=Attempt.Outcome.RELEASED,
+        **policy.sql_params(),
     )
 
 
 def retries_promote_due(*, actor: str = "dispatcher", limit: int = 1000) -> list[WriteResult]:
     """Failed jobs whose next attempt has come become planned again (due at that time)."""
     return _sweep(
+        queries.jobs_plan_if_retry_due,
         sources=sources_of("retry_due"),
-        where="j.next_attempt_at <= clock.now",
-        order="j.next_attempt_at",
-        job_set="state = %(target)s, state_changed_at = clock.now, due_at = j.next_attempt_at, next_attempt_at = NULL",
         cause="retry due",
         actor=actor,
         limit=limit,
-        params={"target": target_of("retry_due")},
+        target=target_of("retry_due"),
     )
 
 
 def unclear_queue_for_review(*, actor: str = "review-queue", limit: int = 1000) -> list[WriteResult]:
     """Unclear jobs become review cases (ready_for_review), oldest first."""
     return _sweep(
+        queries.jobs_queue_for_review_if_allowed,
         sources=(State.UNCLEAR,),  # recheck_due jobs reach review through their recheck plan
-        where="TRUE",
-        order="j.state_changed_at",
-        job_set="state = %(target)s, state_changed_at = clock.now",
         cause="queued for review",
         actor=actor,
         limit=limit,
-        params={"target": target_of("queue_for_review")},
+        target=target_of("queue_for_review"),
+        job_id=None,
     )
 
 
@@ -1018,14 +707,13 @@ def review_queue_job(job_id, *, actor: str, cause: str) -> WriteResult | None:
     Returns None when the job is not in a state that may go to review.
     """
     swept = _sweep(
+        queries.jobs_queue_for_review_if_allowed,
         sources=sources_of("queue_for_review"),
-        where="j.id = %(job_id)s",
-        order="j.id",
-        job_set="state = %(target)s, state_changed_at = clock.now",
         cause=cause,
         actor=actor,
         limit=1,
-        params={"target": target_of("queue_for_review"), "job_id": _as_uuid(job_id)},
+        target=target_of("queue_for_review"),
+        job_id=_as_uuid(job_id),
     )
     return swept[0] if swept else None
 
@@ -1082,28 +770,12 @@ def transition_apply(job_id, name: str, *, actor: str, cause: str, user=None, **
 # --- step events ---------------------------------------------------------------------------------
 
 
-_STEPS_SQL = """
-WITH holder AS (
-    SELECT id, correlation_id FROM jobs_job
-    WHERE id = %(job_id)s AND lease_version = %(lease_version)s AND state = ANY(%(leased)s)
-),
-inserted AS (
-    INSERT INTO jobs_stepevent (job_id, lease_version, correlation_id, step, outcome, started_at, duration_ms, data)
-    SELECT holder.id, %(lease_version)s, holder.correlation_id, e.step, e.outcome, e.started_at, e.duration_ms, e.data
-    FROM holder, unnest(%(steps)s::text[], %(outcomes)s::text[], %(starts)s::timestamptz[],
-                        %(durations)s::float8[], %(data)s::jsonb[]) AS e(step, outcome, started_at, duration_ms, data)
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM holder)
-"""
-
-
 def steps_record(job_id, lease_version: int, steps: list[Step]) -> None:
     """Write step events of the attempt that holds the lease; a stale attempt's are refused."""
     if not steps:
         return
     (is_holder,) = _fetch_one(
-        _STEPS_SQL,
+        queries.step_events_insert_if_lease_held,
         {
             "job_id": _as_uuid(job_id),
             "lease_version": lease_version,
@@ -1125,33 +797,17 @@ def steps_record(job_id, lease_version: int, steps: list[Step]) -> None:
 def lease_lock_if_held(job_id, lease_version: int) -> bool:
     """Lock the job row for the rest of the transaction if this attempt still holds its lease."""
     row = _fetch_one(
-        "SELECT 1 FROM jobs_job WHERE id = %(job_id)s AND lease_version = %(lease_version)s "
-        "AND state = ANY(%(leased)s) FOR UPDATE",
+        queries.job_lock_if_lease_held,
         {"job_id": _as_uuid(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES)},
     )
     return row is not None
 
 
-_REFUSAL_SQL = """
-WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
-    FROM jobs_job AS j, clock WHERE j.id = %(job_id)s
-    RETURNING current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM clock WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s
-)
-SELECT current_lease_version, current_state FROM refused
-"""
-
-
 def refusal_record(job_id, lease_version: int, operation: str) -> StaleAttempt:
     """Record a refused write by a stale attempt and return the exception for the caller to raise."""
-    row = _fetch_one(_REFUSAL_SQL, {"job_id": _as_uuid(job_id), "lease_version": lease_version, "operation": operation})
+    row = _fetch_one(
+        queries.stale_write_record, {"job_id": _as_uuid(job_id), "lease_version": lease_version, "operation": operation}
+    )
     if row is None:
         raise JobNotFound(job_id)
     return StaleAttempt(

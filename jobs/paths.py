@@ -21,6 +21,7 @@ from django.db import connection, transaction
 
 from jobs.models import Attempt
 from jobs.pathspec import Observed, PathSpec
+from jobs.sql import queries
 
 # Attempt outcome → the exit of the pattern language; None: not judged (the attempt was interrupted).
 _EXITS = {
@@ -31,6 +32,13 @@ _EXITS = {
     Attempt.Outcome.FAILED: "failed",
     Attempt.Outcome.DEAD: "failed",
 }
+# Attempts whose handler ran to an end of its own without failing: their run times make the p99.
+RAN_TO_AN_END = (
+    Attempt.Outcome.COMPLETED,
+    Attempt.Outcome.SKIPPED,
+    Attempt.Outcome.RECHECK_PLANNED,
+    Attempt.Outcome.UNCLEAR,
+)
 
 
 @dataclass(frozen=True)
@@ -54,22 +62,10 @@ class TimingBaseline:
             return
         with connection.cursor() as cursor:
             cursor.execute(
-                """
-                SELECT job_type, percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms), count(*)
-                FROM (SELECT job_type, duration_ms FROM jobs_attempt WHERE path_checked AND duration_ms IS NOT NULL
-                      AND outcome IN ('completed', 'skipped', 'recheck_planned', 'unclear') ORDER BY id DESC LIMIT %s) a
-                GROUP BY job_type""",
-                [self.window],
+                queries.attempt_run_time_p99_by_type, {"window": self.window, "outcomes": list(RAN_TO_AN_END)}
             )
             self.types = {t: Percentile(p99, n) for t, p99, n in cursor.fetchall()}
-            cursor.execute(
-                """
-                SELECT j.type, s.step, percentile_cont(0.99) WITHIN GROUP (ORDER BY s.duration_ms), count(*)
-                FROM (SELECT job_id, step, duration_ms FROM jobs_stepevent WHERE outcome = 'ok'
-                      ORDER BY id DESC LIMIT %s) s
-                JOIN jobs_job j ON j.id = s.job_id GROUP BY j.type, s.step""",
-                [self.window],
-            )
+            cursor.execute(queries.step_run_time_p99_by_type_and_step, {"window": self.window})
             self.steps = {(t, step): Percentile(p99, n) for t, step, p99, n in cursor.fetchall()}
         self._loaded_at = time.monotonic()
 
@@ -94,31 +90,6 @@ class TimingBaseline:
 
 _baseline = TimingBaseline()
 
-_UNCHECKED_SQL = """
-SELECT a.id, a.job_id, a.lease_version, a.outcome, a.job_type,
-       EXTRACT(EPOCH FROM (a.finished_at - a.started_at)) * 1000 AS duration_ms
-FROM jobs_attempt a
-WHERE NOT a.path_checked AND a.finished_at IS NOT NULL
-ORDER BY a.id LIMIT %s
-FOR UPDATE SKIP LOCKED
-"""
-
-_STEPS_SQL = """
-SELECT s.job_id, s.lease_version, s.step, s.outcome, s.duration_ms
-FROM jobs_stepevent s JOIN jsonb_to_recordset(%s) AS k(job_id uuid, lease_version bigint)
-  ON s.job_id = k.job_id AND s.lease_version = k.lease_version
-ORDER BY s.id
-"""
-
-_WRITE_SQL = """
-UPDATE jobs_attempt a SET path_checked = true, path_signature = r.signature, path_conforms = r.conforms,
-       path_divergence = r.divergence, path_divergence_kind = r.kind, duration_ms = r.duration_ms,
-       slow = r.slow_reason <> '', slow_reason = r.slow_reason
-FROM jsonb_to_recordset(%s) AS r(id bigint, signature text, conforms boolean, divergence text, kind text,
-                                 duration_ms double precision, slow_reason text)
-WHERE a.id = r.id
-"""
-
 
 def observed_path(steps: list[tuple[str, str, float]], outcome: str) -> Observed | None:
     exit = _EXITS.get(outcome)
@@ -132,12 +103,12 @@ def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 1000) -> list[
     None: not judged)."""
     _baseline.refresh_if_due()
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_UNCHECKED_SQL, [limit])
+        cursor.execute(queries.attempts_unchecked_lock_skip_locked, {"limit": limit})
         attempts = cursor.fetchall()
         if not attempts:
             return []
         keys = [{"job_id": str(job_id), "lease_version": version} for _, job_id, version, *_ in attempts]
-        cursor.execute(_STEPS_SQL, [json.dumps(keys)])
+        cursor.execute(queries.step_events_of_attempts, {"attempts": json.dumps(keys)})
         steps: dict[tuple, list[tuple[str, str, float]]] = defaultdict(list)
         for job_id, version, step, outcome, duration in cursor.fetchall():
             steps[(job_id, version)].append((step, outcome, duration))
@@ -177,5 +148,5 @@ def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 1000) -> list[
                     "slow_reason": _baseline.slow(job_type, duration, ran)[:300],
                 }
             )
-        cursor.execute(_WRITE_SQL, [json.dumps(rows)])
+        cursor.execute(queries.attempts_path_record, {"results": json.dumps(rows)})
     return checked

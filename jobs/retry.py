@@ -36,13 +36,10 @@ class RetryPolicy:
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         return (rng or random).uniform(0.0, self.ceiling(attempt))
 
-    def delay_sql(self, attempt_column: str) -> str:
-        """The same full-jitter delay as an SQL interval expression, for set-based sweeps (the reaper)."""
-        return (
-            f"random() * least({float(self.cap_seconds)!r}, "
-            f"{float(self.base_seconds)!r} * power(2, least(greatest({attempt_column}, 1) - 1, 60))) "
-            "* interval '1 second'"
-        )
+    def sql_params(self) -> dict[str, float]:
+        """The numbers of the same full-jitter delay for the set-based statements of ``jobs/queries.sql``
+        (the reaper, the rescue of a dead worker's jobs): ``base`` and ``cap`` in seconds."""
+        return {"base": float(self.base_seconds), "cap": float(self.cap_seconds)}
 
 
 # Jobs of types that are no longer registered still get their leases released (reaper, supervisor).

@@ -16,7 +16,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
 from jobs import leases
-from jobs.models import LEASED_STATES, OPERATE_PERMISSION, Job, LeitstandNow, ReviewEscalation, ReviewLease
+from jobs.models import LEASED_STATES, OPERATE_PERMISSION, Job, LeitstandNow, ReviewEscalation, ReviewLease, State
+from jobs.sql import queries
 
 _TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_PAYLOAD_BYTES = 1_000_000
@@ -251,37 +252,14 @@ class ReviewHeld(Exception):
         self.lease = lease
 
 
-_REVIEW_NEXT_SQL = """
--- The oldest open case that nobody else holds (or that this reviewer already holds), taken in one
--- statement: SKIP LOCKED keeps two reviewers from ever taking the same case at the same moment.
-WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
-candidate AS (
-    SELECT j.id FROM jobs_job AS j
-    LEFT JOIN jobs_reviewlease AS l ON l.job_id = j.id
-    CROSS JOIN clock
-    WHERE j.state = 'ready_for_review' AND (l.job_id IS NULL OR l.expires_at <= clock.now OR l.reviewer = %(me)s)
-      AND (%(job_id)s::uuid IS NULL OR j.id = %(job_id)s::uuid)
-      AND %(escalated)s = EXISTS (SELECT 1 FROM jobs_reviewescalation AS e WHERE e.job_id = j.id)
-    ORDER BY (l.reviewer IS NOT DISTINCT FROM %(me)s) DESC, j.state_changed_at, j.id
-    LIMIT 1
-    FOR UPDATE OF j SKIP LOCKED
-)
-INSERT INTO jobs_reviewlease AS l (job_id, reviewer, taken_at, expires_at)
-SELECT candidate.id, %(me)s, clock.now, clock.now + %(seconds)s * interval '1 second' FROM candidate, clock
-ON CONFLICT (job_id) DO UPDATE SET reviewer = EXCLUDED.reviewer, taken_at = EXCLUDED.taken_at,
-                                   expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= EXCLUDED.taken_at OR l.reviewer = EXCLUDED.reviewer
-RETURNING job_id
-"""
-
-
 def review_take(*, reviewer: str, seconds: float, job_id=None, escalated: bool = False) -> Job | None:
     """Hold the next open review case (or the given one) of the normal or the escalated queue for
     ``seconds``; None when none is free."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
-            _REVIEW_NEXT_SQL,
+            queries.review_case_take_unless_held,
             {
+                "state": State.READY_FOR_REVIEW,
                 "me": reviewer[:255],
                 "seconds": seconds,
                 "escalated": escalated,

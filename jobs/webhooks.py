@@ -16,6 +16,7 @@ from django.db import connection, transaction
 
 from jobs.models import Job, State, Transition, WebhookEvent
 from jobs.services import job_create
+from jobs.sql import queries
 
 # A job's entry into one of these states is an event (``job.<state>``), written to the outbox by the
 # trigger of migration 0009; a test compares its state list with this one.
@@ -42,7 +43,7 @@ def webhook_sweep(*, limit: int = 1000) -> int:
     hook = settings.LEITSTAND_WEBHOOK
     if not hook["url"]:
         with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM jobs_webhookevent WHERE id <= (SELECT max(id) FROM jobs_webhookevent)")
+            cursor.execute(queries.webhook_events_drop_all)
         return 0
     with transaction.atomic():
         events = list(WebhookEvent.objects.select_for_update(skip_locked=True).order_by("id")[:limit])

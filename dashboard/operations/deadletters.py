@@ -28,7 +28,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.lookups import Regex
 
 from dashboard.models import ConsoleSnapshot
-from jobs.models import Attempt, Job, LeitstandNow, database_now
+from jobs.models import Attempt, Job, LeitstandNow, State, database_now
 from workers.runtime.registry import registry
 
 WINDOWS = (
@@ -53,7 +53,7 @@ FROM (
                                WHERE a.job_id = j.id AND a.lease_version = j.lease_version)
                               from '([a-z][a-z0-9_]*)[!~]? -> '), '') AS step
     FROM jobs_job AS j
-    WHERE j.state = 'dead' {scope}
+    WHERE j.state = '{dead}' {scope}
 ) AS dead
 GROUP BY 1, 2, 3, 4
 """
@@ -141,7 +141,7 @@ def dead_letter_groups(*, batch_id: int | None = None, now: datetime | None = No
     if batch_id is not None:
         scope, params["batch"] = "AND j.batch_id = %(batch)s", batch_id
     with connection.cursor() as cursor:
-        cursor.execute(_GROUPS_SQL.format(windows=windows, scope=scope), params)
+        cursor.execute(_GROUPS_SQL.format(windows=windows, scope=scope, dead=State.DEAD), params)
         rows = cursor.fetchall()
     groups: dict[tuple[str, str, str], Group] = {}
     type_versions: dict[str, set[str]] = {}

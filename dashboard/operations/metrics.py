@@ -25,7 +25,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 import workers.runtime.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.snapshot import oldest_due, open_counts
-from jobs.models import database_now
+from jobs.models import State, database_now
 from workers.runtime.selectors import pool_consumers
 
 DOCUMENTED = {
@@ -80,7 +80,7 @@ class PipelineCollector:
 
             stuck = GaugeMetricFamily("leitstand_stuck_leases", DOCUMENTED["leitstand_stuck_leases"], labels=["pool"])
             cursor.execute(
-                "SELECT pool, count(*) FROM jobs_job WHERE state IN ('reserved', 'running') AND "
+                f"SELECT pool, count(*) FROM jobs_job WHERE state IN ('{State.RESERVED}', '{State.RUNNING}') AND "
                 "lease_expires_at < %(now)s - %(grace)s * interval '1 second' GROUP BY pool",
                 {"now": now, "grace": settings.LEITSTAND_LEASE_GRACE_SECONDS},
             )
@@ -90,7 +90,7 @@ class PipelineCollector:
 
             cursor.execute(
                 "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
-                "WHERE state = 'ready_for_review'",
+                f"WHERE state = '{State.READY_FOR_REVIEW}'",
                 {"now": now},
             )
             backlog, oldest_case = cursor.fetchone()

@@ -17,13 +17,15 @@ from django.conf import settings
 from django.db import connection
 
 from dashboard.models import ConsoleSnapshot
-from jobs.models import LeitstandNow, database_now
+from jobs.models import TERMINAL_STATES, Attempt, LeitstandNow, State, database_now
 from workers.runtime.registry import registry
 
 BUCKET_SECONDS = 300  # the sparklines: done per 5 minutes over the last 2 hours
 BUCKETS = 24
 RUNTIME_SAMPLE = 5000  # the latest finished attempts, for run-time percentiles
 SMALL_TABLE_ROWS = 100_000
+# The terminal states as an SQL list, written out so the planner matches the partial index over the open set.
+TERMINAL_SQL = "(" + ", ".join(f"'{state}'" for state in TERMINAL_STATES) + ")"
 TERMINAL_COUNT_SECONDS = 300  # full counts of finished jobs (a scan of millions of rows) at most this often
 
 
@@ -38,8 +40,7 @@ def _rows(sql: str, now, params=None) -> list[tuple]:
 def open_counts(now) -> list[tuple[str, str, int]]:
     """(type, state, count) of open jobs, exact, through the partial index over the open set."""
     return _rows(
-        "SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN ('done', 'dead', 'cancelled')) "
-        "GROUP BY type, state",
+        f"SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN {TERMINAL_SQL}) GROUP BY type, state",
         now,
     )
 
@@ -49,7 +50,7 @@ def oldest_due(now, types: list[str]) -> list[tuple[str, float]]:
     read every planned entry); types without a due job are left out."""
     rows = _rows(
         "SELECT t.type, extract(epoch FROM %(now)s - (SELECT min(j.due_at) FROM jobs_job AS j "
-        "    WHERE j.type = t.type AND j.state = 'planned' AND j.due_at <= %(now)s)) "
+        f"    WHERE j.type = t.type AND j.state = '{State.PLANNED}' AND j.due_at <= %(now)s)) "
         "FROM unnest(%(types)s::text[]) AS t(type)",
         now,
         {"types": types},
@@ -99,7 +100,8 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
     for job_type, p50, p95, sampled, retried in _rows(
         "SELECT j.type, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.ms), "
         "percentile_cont(0.95) WITHIN GROUP (ORDER BY a.ms), count(*), "
-        "count(*) FILTER (WHERE a.outcome IN ('failed', 'lease_expired', 'worker_died')) "
+        f"count(*) FILTER (WHERE a.outcome IN ('{Attempt.Outcome.FAILED}', '{Attempt.Outcome.LEASE_EXPIRED}', "
+        f"'{Attempt.Outcome.WORKER_DIED}')) "
         "FROM (SELECT job_id, outcome, extract(epoch FROM finished_at - started_at) * 1000 AS ms "
         "      FROM jobs_attempt WHERE finished_at IS NOT NULL AND started_at IS NOT NULL "
         "      ORDER BY id DESC LIMIT %(sample)s) AS a "
@@ -122,7 +124,7 @@ def terminal_counts(now, previous: dict | None) -> dict:
         return last
     counts: dict[str, dict] = defaultdict(dict)
     for job_type, state, count in _rows(
-        "SELECT type, state, count(*) FROM jobs_job WHERE state IN ('done', 'dead', 'cancelled') GROUP BY type, state",
+        f"SELECT type, state, count(*) FROM jobs_job WHERE state IN {TERMINAL_SQL} GROUP BY type, state",
         now,
     ):
         counts[job_type][state] = count
@@ -157,7 +159,7 @@ def business_figures(now) -> dict:
         by_id[source_id]["findings_24h"][verdict] = count
     backlog, oldest = _rows(
         "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
-        "WHERE state = 'ready_for_review'",
+        f"WHERE state = '{State.READY_FOR_REVIEW}'",
         now,
     )[0]
     active, due_now, due_24h, overdue = _rows(

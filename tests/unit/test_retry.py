@@ -49,10 +49,8 @@ def test_attempt_numbers_start_at_one():
         RetryPolicy().ceiling(0)
 
 
-def test_the_sql_expression_uses_the_same_numbers():
-    assert RetryPolicy(base_seconds=2, cap_seconds=30).delay_sql("j.attempts") == (
-        "random() * least(30.0, 2.0 * power(2, least(greatest(j.attempts, 1) - 1, 60))) * interval '1 second'"
-    )
+def test_the_sql_statements_get_the_same_numbers():
+    assert RetryPolicy(base_seconds=2, cap_seconds=30).sql_params() == {"base": 2.0, "cap": 30.0}
 
 
 @pytest.mark.parametrize(

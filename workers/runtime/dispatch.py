@@ -14,6 +14,7 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
+from jobs.models import State
 from workers.runtime.models import Pool
 
 logger = logging.getLogger("leitstand.dispatch")
@@ -54,7 +55,7 @@ def due_jobs(pool: str, *, cap: int) -> int:
     """Due planned jobs of a pool, counted up to ``cap`` (an exact count is never needed here)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = 'planned' AND pool = %s "
+            f"SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = '{State.PLANNED}' AND pool = %s "
             "AND due_at <= leitstand_now() LIMIT %s) AS due",
             [pool, cap],
         )

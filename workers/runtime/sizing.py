@@ -18,7 +18,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import connection
 
-from jobs.models import database_now
+from jobs.models import Attempt, database_now
+from jobs.paths import RAN_TO_AN_END
 from jobs.services import JobInputError
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pool_consumers
 
@@ -86,8 +87,8 @@ def batch_size_recommendation(*, pool: str, target_minutes: float, window_minute
             SELECT count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
             FROM jobs_attempt
             WHERE id > (SELECT coalesce(max(id), 0) FROM jobs_attempt) - %s AND pool = %s AND finished_at > %s
-              AND started_at IS NOT NULL AND outcome IN ('completed', 'skipped', 'recheck_planned', 'unclear', 'failed', 'dead')""",
-            [RECENT_ATTEMPTS, pool, since],
+              AND started_at IS NOT NULL AND outcome = ANY(%s)""",
+            [RECENT_ATTEMPTS, pool, since, [*RAN_TO_AN_END, Attempt.Outcome.FAILED, Attempt.Outcome.DEAD]],
         )
         attempts, busy_seconds = cursor.fetchone()
     busy_minutes = float(busy_seconds) / 60

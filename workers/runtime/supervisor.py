@@ -65,7 +65,7 @@ from django_q.status import Stat
 from django_q.worker import worker
 
 from jobs import leases
-from jobs.models import LEASED_STATES, LeitstandNow
+from jobs.models import LEASED_STATES, LeitstandNow, State
 from jobs.retry import FALLBACK_POLICY
 from workers.runtime import lifecycle
 from workers.runtime.models import Pool, WorkerProcess
@@ -531,7 +531,7 @@ class PoolSentinel(Sentinel):
         try:
             with _bounded(), connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = 'planned' AND pool = %(pool)s "
+                    f"SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = '{State.PLANNED}' AND pool = %(pool)s "
                     "               AND due_at <= leitstand_now()), "
                     "       EXISTS (SELECT 1 FROM workers_pool WHERE name = %(pool)s AND is_paused)",
                     {"pool": self.pool_name},

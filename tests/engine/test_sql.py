@@ -1,0 +1,44 @@
+"""The engine's SQL layer (jobs/queries.sql): every statement is named, documented, used, fenced
+where its name says so, and names no job state or attempt outcome of its own."""
+
+import re
+from pathlib import Path
+
+from jobs.models import Attempt, State
+from jobs.sql import SOURCE, Queries, queries
+
+ENGINE = Path(__file__).resolve().parents[2] / "jobs"
+
+
+def test_every_statement_is_documented_and_used_by_the_engine():
+    code = "\n".join(path.read_text() for path in ENGINE.glob("*.py"))
+    for name in queries.names():
+        assert queries.doc(name), f"{name} has no documentation"
+        assert f"queries.{name}" in code or f'"{name}"' in code, f"{name} is used nowhere in jobs/"
+
+
+def test_no_statement_names_a_state_or_an_outcome():
+    forbidden = set(State.values) | set(Attempt.Outcome.values)
+    for name in queries.names():
+        named = set(re.findall(r"'([a-z_]+)'", getattr(queries, name))) & forbidden
+        assert not named, f"{name} names {sorted(named)}: pass them as parameters from State or Attempt.Outcome"
+
+
+def test_a_statement_fenced_by_the_lease_says_so_in_its_name():
+    for name in queries.names():
+        sql = getattr(queries, name)
+        # A single write compares the writer's lease version; the batch completion joins each one's.
+        fenced = bool(re.search(r"\bid = %\(job_id\)s AND lease_version = %\(lease_version\)s", sql))
+        fenced = fenced or "i.lease_version = j.lease_version" in sql
+        assert fenced == name.endswith("_if_lease_held"), name
+
+
+def test_the_file_is_read_whole_and_a_duplicate_name_is_refused():
+    text = SOURCE.read_text()
+    assert len(queries.names()) == len(re.findall(r"^-- name: ", text, re.M))
+    try:
+        Queries(text + "\n-- name: job_lock_if_lease_held\nSELECT 1\n")
+    except ValueError as refused:
+        assert "defined twice" in str(refused)
+    else:
+        raise AssertionError("a duplicate statement name was accepted")
