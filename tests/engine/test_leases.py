@@ -523,3 +523,19 @@ def test_a_dead_workers_batch_mates_that_waited_their_turn_are_released_not_blam
     waited_attempt = Attempt.objects.get(job=waited)
     assert waited_attempt.outcome == Attempt.Outcome.RELEASED
     assert waited_attempt.error_message == "its worker died while it waited its turn: worker died"
+
+
+def test_when_no_handler_ran_a_job_with_earlier_deaths_is_released_not_blamed(make_job, db_clock):
+    job = make_job(max_attempts=10)
+    first = leases.WorkerIdentity("host-a", 201, "crawl")
+    leases.claim(pool="crawl", worker=first, lease_seconds=LEASE, start=True)
+    leases.rescue_from_dead_worker(lease_owner=first.lease_owner, reason="died", policy=POLICY, poison_deaths=3)
+    second = leases.WorkerIdentity("host-a", 202, "crawl")
+    (claimed,) = leases.claim(pool="crawl", worker=second, lease_seconds=LEASE, start=True)
+    assert claimed.id == job.id
+    (rescued,) = leases.rescue_from_dead_worker(
+        lease_owner=second.lease_owner, reason="died between jobs", policy=POLICY, poison_deaths=3, running=None
+    )
+    job.refresh_from_db()
+    assert (rescued.to_state, job.state, job.attempts) == (State.PLANNED, State.PLANNED, 1)
+    assert Attempt.objects.get(job=job, lease_version=claimed.lease_version).outcome == Attempt.Outcome.RELEASED
