@@ -3,12 +3,17 @@ expired token → 401, a missing scope → 403, over the token's rate → 429.""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from django.conf import settings
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
 from api.errors import RateLimited
 from api.tokens import rate_count, token_check
+from jobs.services import JobInputError
+from workers.runtime.registry import UnknownJobType, registry
 
 
 class TokenAuth(HttpBearer):
@@ -24,3 +29,27 @@ class TokenAuth(HttpBearer):
 def require(request, scope: str) -> None:
     if scope not in request.auth.scopes:
         raise HttpError(403, f"this token lacks the scope {scope}")
+
+
+def submittable_require(request, job_type: str, *, field: str) -> None:
+    """Only the types a client may submit, with the scope each needs: any other (an internal type,
+    an unknown one) is refused with 422 naming ``field``; a missing scope with 403."""
+    try:
+        scope = registry.get(job_type).client_scope
+    except UnknownJobType:
+        scope = None
+    if scope is None:
+        names = ", ".join(t.name for t in registry.submittable())
+        raise JobInputError(field, f"{job_type!r} is not a type clients submit; they submit: {names}")
+    require(request, scope)
+
+
+def key_namespace(request) -> str:
+    """The namespace of this client's idempotency keys: no other client's, and not the system's."""
+    return f"client:{request.auth.name}"
+
+
+def request_fingerprint(submission: dict) -> str:
+    """The fingerprint of a whole submission (everything but the key): a repeat under the same key
+    must be the same request, or it is refused (as the IETF Idempotency-Key draft and Stripe do)."""
+    return hashlib.sha256(json.dumps(submission, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -10,7 +10,7 @@ from typing import Any
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
-from api.auth import require
+from api.auth import key_namespace, request_fingerprint, require, submittable_require
 from api.fields import Text, utc
 from jobs.batches import batch_out, batch_progress
 from jobs.models import Batch
@@ -71,9 +71,10 @@ def batches_create(request, body: BatchIn):
     200 with the batch; with other contents, 422. A job whose idempotency key names a job of another
     batch is refused (422), and nothing is created."""
     require(request, "jobs:write")
-    if any(job.type == "synthetic" for job in body.jobs):
-        require(request, "jobs:synthetic")
+    for index, job in enumerate(body.jobs):
+        submittable_require(request, job.type, field=f"jobs[{index}].type")
     submitted = batch_submit(
+        key_namespace=key_namespace(request),
         key=body.key,
         name=body.name,
         jobs=[
@@ -83,6 +84,9 @@ def batches_create(request, body: BatchIn):
                 "idempotency_key": job.idempotency_key,
                 "priority": job.priority,
                 "source": job.source,
+                "request_hash": request_fingerprint(
+                    {"type": job.type, "payload": job.payload, "priority": job.priority, "source": job.source}
+                ),
             }
             for job in body.jobs
         ],

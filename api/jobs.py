@@ -15,7 +15,7 @@ from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from api.auth import require
+from api.auth import key_namespace, request_fingerprint, require, submittable_require
 from api.fields import Text, utc
 from api.rechecks import RecheckPlanOut, plan_out
 from jobs.models import Job, State
@@ -123,13 +123,25 @@ def finding_out(finding) -> dict:
 
 @router.post("/jobs", response={200: JobOut, 201: JobOut})
 def jobs_create(request, body: JobIn):
-    """Submit a job. The same idempotency key with the same payload answers 200 with the first job; with
-    another payload, 422. The job is committed before the answer."""
+    """Submit a job of a type clients submit. The same idempotency key with the same request answers 200
+    with the first job; with any difference (payload, priority, source, due time, correlation ID), 422.
+    Keys live in this client's own namespace. The job is committed before the answer."""
     require(request, "jobs:write")
-    if body.type == "synthetic":
-        require(request, "jobs:synthetic")
+    submittable_require(request, body.type, field="type")
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
+    due_at = utc(body.due_at, "due_at")
     submission = job_submit(
+        key_namespace=key_namespace(request),
+        request_hash=request_fingerprint(
+            {
+                "type": body.type,
+                "payload": body.payload,
+                "priority": body.priority,
+                "correlation_id": body.correlation_id,  # as sent: a generated one differs per request
+                "source": body.source,
+                "due_at": due_at.isoformat() if due_at else None,
+            }
+        ),
         job_type=body.type,
         payload=body.payload,
         idempotency_key=body.idempotency_key,
@@ -137,7 +149,7 @@ def jobs_create(request, body: JobIn):
         priority=body.priority,
         correlation_id=correlation,
         source=body.source,
-        due_at=utc(body.due_at, "due_at"),
+        due_at=due_at,
     )
     logger.info(
         "job %s (%s) %s by token %s",

@@ -20,7 +20,17 @@ class ApiRequestMiddleware:
     def __call__(self, request):
         if not request.path.startswith("/api/"):
             return self.get_response(request)
-        correlation = request.headers.get("X-Correlation-ID", "").strip()[:255] or str(uuid.uuid4())
+        sent = request.headers.get("X-Correlation-ID", "").strip()
+        if len(sent) > 255 or not sent.isprintable():  # it travels into logs and webhook headers
+            message = "must be at most 255 printable characters (no line breaks or control characters)"
+            return problem(
+                422,
+                "Invalid request",
+                f"the X-Correlation-ID header {message}",
+                kind="/problems/invalid-request",
+                invalid_fields=[{"field": "X-Correlation-ID", "message": message}],
+            )
+        correlation = sent or str(uuid.uuid4())
         request.META["HTTP_X_CORRELATION_ID"] = correlation
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)

@@ -19,6 +19,8 @@ from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("LEITSTAND_DEBUG", False)
+# Error pages and mails mask every secret setting and environment variable (config/errors.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.errors.SecretsFilter"
 
 SECRET_KEY = env_str("LEITSTAND_SECRET_KEY")
 if not SECRET_KEY:

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.db.models import Sum
 
 from jobs.models import Batch, BatchCounter, Job, State, database_now
-from jobs.services import JobInputError
+from jobs.services import JobInputError, text_check
 from jobs.sql import queries
 from jobs.webhooks import event_record
 
@@ -73,6 +73,7 @@ def batch_create(
     correlation_id: str = "",
     target_finish_at: datetime | None = None,
     request: dict | None = None,
+    key_namespace: str = "",
 ) -> tuple[Batch, bool]:
     """The batch for ``key``: created, or the existing one (False) when the same request came before;
     another request under the same key is refused (``JobInputError`` on ``key``)."""
@@ -80,10 +81,12 @@ def batch_create(
         raise JobInputError("key", "must be a non-empty string of at most 255 characters")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise JobInputError("name", "must be a non-empty string of at most 200 characters")
+    text_check("correlation_id", correlation_id)
     digest = request_hash(request) if request is not None else ""
     with transaction.atomic():
         batch, created = Batch.objects.get_or_create(
             key=key,
+            key_namespace=key_namespace,
             defaults={
                 "name": name.strip(),
                 "created_by": created_by[:255],

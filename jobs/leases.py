@@ -192,7 +192,8 @@ def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
 
 def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
     """Insert a job in its initial state with its creation transition, unless its
-    (type, idempotency key) exists. True if inserted. Input is validated by ``jobs.services``."""
+    (type, key namespace, idempotency key) exists. True if inserted. Input is validated by
+    ``jobs.services``."""
 
     initial = Job._meta.get_field("state").default
     parent_id = columns.pop("parent_id", None)
@@ -200,6 +201,8 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
         queries.job_insert_unless_key_exists,
         {
             "batch_id": None,
+            "key_namespace": "",
+            "request_hash": "",
             **columns,
             "parent_id": _as_uuid(parent_id) if parent_id else None,
             "payload": Jsonb(payload),
@@ -300,6 +303,11 @@ def _fenced_write(
 
 
 def _refusal(job_id, lease_version: int, operation: str, current_version: int, current_state: str) -> Exception:
+    if current_version == lease_version and current_state in LEASED_STATES:
+        # The statement read the job as of its start; when its guard failed because another
+        # transaction (the reaper) changed the job while this write waited for the row lock, that
+        # snapshot still shows the writer's lease. Look again before blaming the writer.
+        current_version, current_state = Job.objects.filter(pk=job_id).values_list("lease_version", "state").get()
     if current_version == lease_version and current_state in LEASED_STATES:
         # The writer still holds the lease but asked for a transition its state does not allow.
         return TransitionNotAllowed(f"{operation} is not allowed for job {job_id} while it is {current_state}")

@@ -70,7 +70,23 @@ class Job(ConcurrentTransitionMixin, models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     type = models.CharField(max_length=64, help_text="Job type, e.g. crawl, analysis, recheck.")
     pool = models.CharField(max_length=64, help_text="The worker pool that runs it (claims are per pool).")
-    idempotency_key = models.CharField(max_length=255, help_text="Unique per job type: the same key is the same job.")
+    idempotency_key = models.CharField(
+        max_length=255, help_text="Unique per job type and namespace: the same key is the same job."
+    )
+    key_namespace = models.CharField(
+        max_length=120,
+        blank=True,
+        db_default="",
+        default="",
+        help_text="Whose keys: '' for the system's own producers, 'client:<name>' for an API client's.",
+    )
+    request_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        db_default="",
+        default="",
+        help_text="The fingerprint of the whole submission (API), to refuse a repeat that differs.",
+    )
     correlation_id = models.CharField(max_length=255, help_text="Joins every job of one business case.")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
     batch = models.ForeignKey(
@@ -124,7 +140,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
             ("review_job", "Can decide review cases"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["type", "idempotency_key"], name="job_idempotency_key_unique"),
+            models.UniqueConstraint(
+                fields=["type", "key_namespace", "idempotency_key"], name="job_idempotency_key_unique_per_namespace"
+            ),
             models.CheckConstraint(condition=Q(priority__gte=0, priority__lte=9), name="job_priority_0_to_9"),
             models.CheckConstraint(condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"),
         ]
@@ -452,6 +470,12 @@ class WebhookEvent(models.Model):
     transition_id = models.BigIntegerField(null=True, blank=True)
     occurred_at = models.DateTimeField(db_default=LeitstandNow())
     data = models.JSONField(default=dict, blank=True)
+    error = models.TextField(
+        blank=True,
+        db_default="",
+        default="",
+        help_text="Why turning it into a delivery failed; such an event stays here, skipped, for an operator.",
+    )
 
     def __str__(self) -> str:
         return f"event {self.pk}: {self.kind} {self.job_id}"
@@ -464,7 +488,10 @@ class Batch(models.Model):
     member's transition (``jobs/batches.py``); the control process finalizes it once, when every
     member has ended (or was handed to a person or a recheck plan)."""
 
-    key = models.CharField(max_length=255, unique=True, help_text="Idempotency: one batch per key.")
+    key = models.CharField(max_length=255, help_text="Idempotency: one batch per key and namespace.")
+    key_namespace = models.CharField(
+        max_length=120, blank=True, db_default="", default="", help_text="Whose key: as ``Job.key_namespace``."
+    )
     name = models.CharField(max_length=200)
     created_by = models.CharField(max_length=255)
     correlation_id = models.CharField(max_length=255)
@@ -476,6 +503,7 @@ class Batch(models.Model):
 
     class Meta:
         verbose_name_plural = "batches"
+        constraints = [models.UniqueConstraint(fields=["key_namespace", "key"], name="batch_key_unique_per_namespace")]
         indexes = [models.Index(fields=["id"], name="batch_running_idx", condition=Q(finished_at__isnull=True))]
 
     def __str__(self) -> str:

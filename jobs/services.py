@@ -33,12 +33,14 @@ class JobInputError(ValueError):
 
 
 class IdempotencyConflict(Exception):
-    """The idempotency key is taken by a job of the same type with a different payload."""
+    """The idempotency key is taken, in the same namespace, by a job of the same type that was
+    submitted with a different request."""
 
     def __init__(self, job: Job) -> None:
+        what = "request (payload, priority, source, due time or correlation ID)" if job.request_hash else "payload"
         super().__init__(
             f"idempotency key {job.idempotency_key!r} already names job {job.id} of type {job.type} "
-            "with a different payload"
+            f"submitted with a different {what}"
         )
         self.job = job
 
@@ -83,9 +85,17 @@ def _validate(
     if isinstance(schema_version, bool) or not isinstance(schema_version, int) or not 1 <= schema_version <= 32767:
         raise JobInputError("schema_version", "must be a positive integer")
     for name, value in (("correlation_id", correlation_id), ("source", source)):
-        if not isinstance(value, str) or len(value) > 255 or "\x00" in value:
-            raise JobInputError(name, "must be a string of at most 255 characters without NUL")
+        text_check(name, value)
     return encoded
+
+
+def text_check(field: str, value, *, limit: int = 255) -> None:
+    """A name that travels into logs and HTTP headers (correlation ID, source): printable characters
+    only — a CR/LF would forge log lines and break every webhook's headers for the job."""
+    if not isinstance(value, str) or len(value) > limit:
+        raise JobInputError(field, f"must be a string of at most {limit} characters")
+    if not value.isprintable():
+        raise JobInputError(field, "must contain printable characters only (no line breaks or control characters)")
 
 
 def job_create(
@@ -103,8 +113,15 @@ def job_create(
     schema_version: int = 1,
     due_at: datetime | None = None,
     batch_id: int | None = None,
+    key_namespace: str = "",
+    request_hash: str = "",
 ) -> Submission:
-    """Create a job once per (type, idempotency key); a repeat with the same payload returns that job.
+    """Create a job once per (type, key namespace, idempotency key); a repeat returns that job.
+
+    ``key_namespace`` is whose keys these are: '' for the system's own producers (no API client can
+    write there), ``client:<name>`` for an API client's. A repeat must be the same request: with a
+    ``request_hash`` (the API's fingerprint of the whole submission) the hashes must be equal,
+    otherwise the payloads; a difference raises ``IdempotencyConflict``.
 
     Call it inside the transaction of the business change that causes the job, so both commit or
     neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job); a
@@ -137,7 +154,9 @@ def job_create(
             id=job_id,
             type=type,
             pool=pool,
+            key_namespace=key_namespace,
             idempotency_key=idempotency_key,
+            request_hash=request_hash,
             correlation_id=correlation_id or str(job_id),
             parent_id=parent_id,
             batch_id=batch_id,
@@ -151,8 +170,11 @@ def job_create(
         )
         if created:
             return Submission(Job.objects.get(pk=job_id), created=True)
-        existing = Job.objects.get(type=type, idempotency_key=idempotency_key)
-        if existing.payload != json.loads(json.dumps(payload)):
+        existing = Job.objects.get(type=type, key_namespace=key_namespace, idempotency_key=idempotency_key)
+        if request_hash and existing.request_hash:
+            if existing.request_hash != request_hash:
+                raise IdempotencyConflict(existing)
+        elif existing.payload != json.loads(json.dumps(payload)):
             raise IdempotencyConflict(existing)
         return Submission(existing, created=False)
 

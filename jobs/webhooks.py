@@ -11,6 +11,8 @@ in the end, the dead-letter queue. The receiver deduplicates on the event ID ``e
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -26,6 +28,7 @@ DELIVERY_TYPE = "api_webhook"
 # The system's own deliveries never cause webhooks: a delivered webhook would announce itself.
 SILENT_TYPES = frozenset({DELIVERY_TYPE, "alert_notify"})
 ACTOR = "webhooks"
+logger = logging.getLogger("leitstand.webhooks")
 
 
 def event_record(*, kind: str, data: dict, job_id=None, batch_id: int | None = None) -> None:
@@ -46,10 +49,10 @@ def webhook_sweep(*, limit: int = 1000) -> int:
             cursor.execute(queries.webhook_events_drop_all)
         return 0
     with transaction.atomic():
-        events = list(WebhookEvent.objects.select_for_update(skip_locked=True).order_by("id")[:limit])
+        events = list(WebhookEvent.objects.select_for_update(skip_locked=True).filter(error="").order_by("id")[:limit])
         if not events:
             return 0
-        deliveries = 0
+        deliveries, handled = 0, []
         jobs = Job.objects.in_bulk({event.job_id for event in events if event.job_id})
         causes = dict(
             Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id]).values_list(
@@ -57,29 +60,40 @@ def webhook_sweep(*, limit: int = 1000) -> int:
             )
         )
         for event in events:
-            if event.batch_id is not None:  # a batch's event: no job to filter by
-                if event.kind not in hook["events"]:
-                    continue
-                message = batch_message(event)
-                correlation_id = event.data.get("batch", {}).get("correlation_id", "")
+            try:
+                with transaction.atomic():  # one bad event is recorded and skipped; the rest are delivered
+                    deliveries += _delivery_create(hook, event, jobs.get(event.job_id), causes)
+            except Exception as failed:
+                logger.exception("webhook event %s could not become a delivery; it stays in the outbox", event.pk)
+                WebhookEvent.objects.filter(pk=event.pk).update(error=f"{failed.__class__.__name__}: {failed}"[:2000])
             else:
-                job = jobs.get(event.job_id)
-                if job is None or not _subscribed(hook, event.kind, job.type):
-                    continue
-                message = event_message(event, job, causes.get(event.transition_id, ""))
-                correlation_id = job.correlation_id
-            job_create(
-                type=DELIVERY_TYPE,
-                pool="notify",
-                idempotency_key=f"webhook-event-{event.pk}",
-                payload={"event": message},
-                actor=ACTOR,
-                correlation_id=correlation_id,
-                priority=1,
-            )
-            deliveries += 1
-        WebhookEvent.objects.filter(pk__in=[event.pk for event in events]).delete()
+                handled.append(event.pk)
+        WebhookEvent.objects.filter(pk__in=handled).delete()
     return deliveries
+
+
+def _delivery_create(hook: dict, event: WebhookEvent, job: Job | None, causes: dict) -> int:
+    """The delivery job of one event (1), or nothing when it is not subscribed (0)."""
+    if event.batch_id is not None:  # a batch's event: no job to filter by
+        if event.kind not in hook["events"]:
+            return 0
+        message = batch_message(event)
+        correlation_id = event.data.get("batch", {}).get("correlation_id", "")
+    else:
+        if job is None or not _subscribed(hook, event.kind, job.type):
+            return 0
+        message = event_message(event, job, causes.get(event.transition_id, ""))
+        correlation_id = job.correlation_id
+    job_create(
+        type=DELIVERY_TYPE,
+        pool="notify",
+        idempotency_key=f"webhook-event-{event.pk}",
+        payload={"event": message},
+        actor=ACTOR,
+        correlation_id=correlation_id,
+        priority=1,
+    )
+    return 1
 
 
 def _subscribed(hook: dict, kind: str, job_type: str) -> bool:

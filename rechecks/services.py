@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,6 +33,7 @@ from rechecks.policy import EndReason, Progress, RecheckPolicy, Target
 from workers.runtime.services import job_submit
 
 PLANNER = "recheck-planner"
+logger = logging.getLogger("leitstand.rechecks")
 _rng = random.SystemRandom()
 
 
@@ -100,20 +102,34 @@ def _dispatch_due(limit: int) -> int:
             .filter(state=RecheckPlan.State.ACTIVE, next_check_at__lte=LeitstandNow())
             .order_by("next_check_at")[:limit]
         )
+        dispatched = 0
         for plan in due:
-            sequence = plan.sequence + 1
-            submission = job_submit(
-                job_type="recheck",
-                payload={"plan_id": plan.id, "sequence": sequence},
-                idempotency_key=f"plan-{plan.id}:{sequence}",
-                actor=PLANNER,
-                correlation_id=plan.correlation_id,
-                parent_id=plan.job_id,
-                source=plan.job.source,
-            )
-            plan.sequence, plan.current_job, plan.next_check_at = sequence, submission.job, None
-            plan.save(update_fields=["sequence", "current_job", "next_check_at"])
-    return len(due)
+            try:
+                with transaction.atomic():  # one plan that cannot start its check does not stop the others
+                    _check_start(plan)
+                dispatched += 1
+            except Exception as failed:
+                logger.exception("recheck plan %s could not start its next check; trying again later", plan.pk)
+                plan.refresh_from_db()
+                plan.next_check_at = database_now() + timedelta(seconds=plan.early_seconds)
+                plan.next_check_reason = f"could not start check {plan.sequence + 1}: {failed}"[:500]
+                plan.save(update_fields=["next_check_at", "next_check_reason"])
+    return dispatched
+
+
+def _check_start(plan: RecheckPlan) -> None:
+    sequence = plan.sequence + 1
+    submission = job_submit(
+        job_type="recheck",
+        payload={"plan_id": plan.id, "sequence": sequence},
+        idempotency_key=f"plan-{plan.id}:{sequence}",
+        actor=PLANNER,
+        correlation_id=plan.correlation_id,
+        parent_id=plan.job_id,
+        source=plan.job.source,
+    )
+    plan.sequence, plan.current_job, plan.next_check_at = sequence, submission.job, None
+    plan.save(update_fields=["sequence", "current_job", "next_check_at"])
 
 
 def _retry_lost_checks(limit: int) -> int:

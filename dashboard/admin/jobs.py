@@ -310,6 +310,7 @@ class JobAdmin(ReadOnlyAdmin):
     )
     list_display_links = ("short_id",)
     list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter, BatchFilter, StepFilter)
+    extra_lookups = ("error_class", "finished_at__gt")  # the dead-letter groups' links
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
     paginator = EstimatedCountPaginator

@@ -12,7 +12,7 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
-from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
+from dashboard.admin.base import OfferedLookupsOnly, ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
 from dashboard.display import data_uri
 from jobs.models import OPERATE_PERMISSION
@@ -77,7 +77,7 @@ def start_crawl(modeladmin, request, queryset):
 
 
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     form = SourceForm
     show_full_result_count = False
     list_display = ("name", "base_url", "priority", "max_depth", "is_active", "candidates", "matches")
@@ -142,7 +142,7 @@ def _thumbnail(data: bytes, width: int = 96):
 
 
 @admin.register(ProtectedAsset)
-class ProtectedAssetAdmin(admin.ModelAdmin):
+class ProtectedAssetAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     form = AssetForm
     show_full_result_count = False
     list_display = ("preview", "name", "owner_ref", "dhash", "size", "created_at")

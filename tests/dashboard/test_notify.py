@@ -72,3 +72,23 @@ def test_a_failing_receiver_is_retried_then_dead_lettered(receiver, make_job, db
     assert webhook.state == State.DEAD and webhook.attempts == settings.LEITSTAND_NOTIFY["max_attempts"]
     assert webhook.error_class == "workers.runtime.webhook.WebhookRefused" and "answered 500" in webhook.error_message
     assert len(hook.deliveries) == settings.LEITSTAND_NOTIFY["max_attempts"], "one delivery per attempt"
+
+
+def test_a_receivers_url_is_shown_to_people_as_scheme_and_host_only(
+    receiver, make_job, db_clock, pool_runtime, settings
+):
+    from jobs.models import StepEvent
+
+    hook = receiver(500)
+    route = settings.LEITSTAND_ALERT_ROUTES["operations"]
+    secret_url = f"{hook.url.rstrip('/')}/services/T0K3N?key=s3cr3t"
+    settings.LEITSTAND_ALERT_ROUTES = {"operations": {**route, "webhook": secret_url}}
+    fire(make_job, db_clock)
+    webhook = Job.objects.get(type="alert_notify", payload__channel="webhook")
+    pool_runtime("notify").wake()
+    webhook.refresh_from_db()
+    assert hook.deliveries, "delivered to the whole URL"
+    seen = [webhook.error_message, webhook.completion_reason]
+    seen += [json.dumps(step.data) for step in StepEvent.objects.filter(job=webhook)]
+    assert "answered 500" in webhook.error_message and "127.0.0.1" in webhook.error_message
+    assert not [text for text in seen if "T0K3N" in text or "s3cr3t" in text], seen

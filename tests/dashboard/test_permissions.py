@@ -101,3 +101,23 @@ def test_only_operators_add_sources_and_assets(as_role, role, expected):
     client = as_role(role)
     for model in ("source", "protectedasset"):
         assert client.get(reverse(f"admin:workers_{model}_add")).status_code == expected, model
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/jobs/job/?payload__icontains=x",
+        "/admin/jobs/job/?error_message__iregex=.*",
+        "/admin/jobs/attempt/?error_message__iregex=.*",
+        "/admin/jobs/stepevent/?data__icontains=x",
+        "/admin/workers/source/?base_url__regex=x",
+    ],
+)
+def test_a_list_filters_only_by_what_it_offers(client, django_user_model, url):
+    viewer = django_user_model.objects.create_user("vic", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()[VIEWERS])
+    client.force_login(viewer)
+    assert client.get(url).status_code == 400
+    offered = "/admin/jobs/job/?state__exact=dead&error_class=X&finished_at__gt=2026-01-01T00:00:00%2B00:00&step=fetch"
+    assert client.get(offered).status_code == 200
+    assert client.get("/admin/workers/finding/?candidate__source__id__exact=1").status_code == 200

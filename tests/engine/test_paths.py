@@ -126,9 +126,9 @@ def test_the_migration_gives_attempts_skipped_before_it_their_outcome(make_job, 
     from jobs import leases
     from jobs.models import Transition
 
-    executor = MigrationExecutor(connection)
-    executor.migrate([("jobs", "0017_worker_deaths")])  # the schema is the same; only the outcome's meaning moves
     skipped, done = make_job(), make_job()
+    executor = MigrationExecutor(connection)
+    executor.migrate([("jobs", "0017_worker_deaths")])  # the outcome's meaning moves; the jobs stay
     for _ in (skipped, done):
         (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
         leases.complete_many(

@@ -91,6 +91,17 @@ class HostileServer:
             def route_loop(self):
                 self.send(302, extra=[("Location", "/loop")])
 
+            def route_drip_headers(self):
+                # The status line, then one header byte at a time, each just inside any read timeout.
+                try:
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                    for _ in range(1000):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.3)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
             def route_drip(self):
                 self.send_response(200)
                 self.send_header("Content-Length", "1000")

@@ -130,6 +130,13 @@ def test_a_dripping_server_is_cut_off_at_the_total_deadline(server):
     assert time.monotonic() - started < 2 + 1
 
 
+def test_a_server_dripping_its_headers_is_cut_off_at_the_total_deadline(server):
+    started = time.monotonic()
+    with pytest.raises(FetchTimeout, match="deadline of 2 s"):
+        allowing(server, total_seconds=2, read_timeout=5).fetch(server.url("/drip-headers"))
+    assert time.monotonic() - started < 2 + 1
+
+
 def test_a_huge_body_is_refused_with_bounded_memory(server):
     tracemalloc.start()
     try:

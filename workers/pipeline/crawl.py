@@ -19,7 +19,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 from jobs.errors import PermanentError
 from jobs.services import IdempotencyConflict
 from workers.pipeline.fetching import fetch_politely
-from workers.pipeline.models import Candidate, Source
+from workers.pipeline.models import Candidate, Source, url_in_scope
 from workers.runtime.context import Done, JobContext, Skipped
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -70,7 +70,7 @@ def handle(context: JobContext):
         found = extract(page.body, base_url=page.final_url, charset=_charset(page.headers.get("content-type", "")))
         scope = source.effective_scope
         image_urls = found.images[: source.max_images_per_page]
-        links = [link for link in found.links if link.startswith(scope)][: source.max_links_per_page]
+        links = [link for link in found.links if url_in_scope(link, scope)][: source.max_links_per_page]
         info.update(images=len(image_urls), links_in_scope=len(links), links_found=len(found.links))
     with context.step("candidates") as info:
         candidates = candidates_record(source, page.final_url, image_urls)

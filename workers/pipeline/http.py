@@ -8,8 +8,8 @@ Guarantees (see docs/crawler.md):
   mean and are judged by that); the connection then goes to the validated address (no second
   lookup, so DNS rebinding cannot redirect it), with the original Host header and TLS server name;
 - redirects are followed by hand, each hop checked again, at most ``max_redirects``;
-- a total wall-clock deadline on top of httpx's inactivity timeouts (a server dripping a byte at a
-  time never trips a read timeout), a limit on the *decoded* body (gzip bombs), on headers, and an
+- a total wall-clock deadline on top of httpx's inactivity timeouts, over connect, TLS, the status
+  line, the headers and the body (a server dripping a byte at a time never trips a read timeout), a limit on the *decoded* body (gzip bombs), on headers, and an
   optional content-type allow-list checked against the body's magic bytes.
 
 ``LEITSTAND_HTTP_ALLOWED_TARGETS`` may allow-list exact ``host:port`` pairs (the demo web, tests);
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
+import httpcore
 import httpx
 from django.conf import settings
 
@@ -93,6 +94,66 @@ def address_problem(address: str) -> str | None:
     if not ip.is_global or ip.is_multicast:
         return f"{ip} is not a public address"
     return None
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection that gives every read, write and TLS handshake at most what is left of the fetch's
+    total deadline: a server that drips its status line or headers a byte at a time, just inside each
+    read timeout, is cut off at the deadline like one that drips its body."""
+
+    def __init__(self, inner: httpcore.NetworkStream, deadline: float) -> None:
+        self._inner, self._deadline = inner, deadline
+
+    def _left(self, timeout: float | None) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise httpcore.ReadTimeout("the fetch's total deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, self._left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._left(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, self._left(timeout)), self._deadline)
+
+    def get_extra_info(self, info: str):
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, deadline: float) -> None:
+        self._inner, self._deadline = httpcore.SyncBackend(), deadline
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise httpcore.ConnectTimeout("the fetch's total deadline passed")
+        timeout = left if timeout is None else min(timeout, left)
+        stream = self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _DeadlineStream(stream, self._deadline)
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore.ConnectError("the safe client connects over TCP only")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class DeadlineTransport(httpx.HTTPTransport):
+    """httpx's transport on connections bounded by one wall-clock deadline (connect, TLS, the status
+    line, headers and body together); httpx itself only bounds each single read."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__(trust_env=False)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=self._pool._ssl_context, network_backend=_DeadlineBackend(deadline), max_connections=1
+        )
 
 
 @dataclass(frozen=True)
@@ -221,7 +282,8 @@ class SafeClient:
             "Accept-Encoding": "gzip, deflate",
         }
         try:
-            with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+            transport = DeadlineTransport(deadline)
+            with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
                 request = client.build_request("GET", pinned, headers=headers, extensions={"sni_hostname": target.host})
                 response = client.send(request, stream=True)
                 try:
@@ -231,6 +293,10 @@ class SafeClient:
                 finally:
                     response.close()
         except httpx.TimeoutException as exc:
+            if time.monotonic() >= deadline:
+                raise FetchTimeout(
+                    f"deadline of {self.policy.total_seconds:g} s passed fetching {target.url}"
+                ) from None
             raise FetchTimeout(f"{type(exc).__name__} fetching {target.url}") from None
         except httpx.RemoteProtocolError as exc:
             raise ResponseRefused(f"malformed response from {target.url}: {exc}") from None

@@ -78,6 +78,23 @@ class Source(models.Model):
         return f"{parts.scheme}://{parts.netloc}/"
 
 
+def url_in_scope(url: str, scope: str) -> bool:
+    """Whether a link belongs to a source's scope: the scope's origin, and its path by whole segments
+    (scope ``https://site.example/shop`` takes ``/shop`` and ``/shop/a``, not ``/shopping`` or
+    ``https://site.example.evil.com/``)."""
+    try:
+        link, within = urlsplit(url), urlsplit(scope)
+        origin = (link.scheme.lower(), link.hostname, link.port)
+        scope_origin = (within.scheme.lower(), within.hostname, within.port)
+    except ValueError:  # a malformed port or host
+        return False
+    if origin != scope_origin or link.username or link.password:
+        return False
+    prefix = within.path or "/"
+    path = link.path or "/"
+    return path == prefix.rstrip("/") or path.startswith(prefix if prefix.endswith("/") else prefix + "/")
+
+
 class ProtectedAsset(models.Model):
     """A protected original whose copies the pipeline looks for."""
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from jobs.batches import batch_create
 from jobs.services import JobInputError, Submission
 from workers.pipeline import images
-from workers.pipeline.models import Finding, ProtectedAsset, Source
+from workers.pipeline.models import Finding, ProtectedAsset, Source, url_in_scope
 from workers.runtime.services import job_submit
 
 MAX_ASSET_BYTES = 20 * 2**20
@@ -52,7 +52,7 @@ def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> Non
         raise JobInputError("base_url", "must be an absolute http or https URL")
     if parts.username or parts.password:
         raise JobInputError("base_url", "must not contain user information")
-    if scope and not base_url.startswith(scope):
+    if scope and not url_in_scope(base_url, scope):
         raise JobInputError("scope", "must be a prefix of the base URL, or empty for the base URL's origin")
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
         raise JobInputError("priority", "must be an integer from 0 (most urgent) to 9 (bulk)")

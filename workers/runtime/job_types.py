@@ -44,6 +44,7 @@ def job_types_register() -> None:
             handler=synthetic.handle,
             pool="crawl",
             may_choose_pool=True,
+            client_scope="jobs:synthetic",
             timeout_seconds=synthetic_settings["timeout_seconds"],
             lease_seconds=synthetic_settings["lease_seconds"],
             heartbeat_seconds=synthetic_settings["heartbeat_seconds"],

@@ -43,6 +43,9 @@ class JobType:
     external_call_timeout_seconds: float = 0.0
     # A synthetic job may name its pool in the payload; every other type runs in its own pool.
     may_choose_pool: bool = False
+    # The scope an API client needs to submit jobs of this type; None: an internal type, created only
+    # by the services that own it (webhook deliveries, alert notifications, rechecks, shadow runs).
+    client_scope: str | None = None
     description: str = field(default="", compare=False)
     # Checks a payload at submission (raises PermanentError naming the field): a job the handler
     # would refuse is refused before it exists (the API answers 422).
@@ -100,6 +103,10 @@ class Registry:
     def for_pool(self, pool: str) -> list[JobType]:
         """Types whose jobs this pool may run: its own, and those that may choose any pool."""
         return [t for t in self.all() if t.pool == pool or t.may_choose_pool]
+
+    def submittable(self) -> list[JobType]:
+        """The types API clients may submit."""
+        return [t for t in self.all() if t.client_scope is not None]
 
     def unregister(self, name: str) -> None:
         """For tests that declare throw-away types."""

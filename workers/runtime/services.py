@@ -32,6 +32,8 @@ def job_submit(
     parent_id=None,
     parent_lease_version: int | None = None,
     batch_id: int | None = None,
+    key_namespace: str = "",
+    request_hash: str = "",
 ) -> Submission:
     """Create a job of a registered type in its pool and wake the pool when the transaction commits.
 
@@ -71,6 +73,8 @@ def job_submit(
                 max_attempts=declared.retry.max_attempts,
                 schema_version=declared.schema_version,
                 batch_id=batch_id,
+                key_namespace=key_namespace,
+                request_hash=request_hash,
             )
         if submission is not None and submission.created:
             dispatch.wakeup_after_commit(pool)
@@ -95,9 +99,11 @@ def batch_submit(
     correlation_id: str = "",
     target_finish_at: datetime | None = None,
     request: dict | None = None,
+    key_namespace: str = "",
 ) -> BatchSubmission:
     """Submit many jobs as one batch, in one transaction (all or nothing). Each job is a dict of
-    ``job_submit``'s arguments (``job_type``, ``payload``, ``idempotency_key``, ``priority``, ``source``).
+    ``job_submit``'s arguments (``job_type``, ``payload``, ``idempotency_key``, ``priority``, ``source``,
+    ``request_hash``); the batch's key and its jobs' keys live in ``key_namespace``.
     The same key with the same ``request`` returns the existing batch; a job whose idempotency key
     names a job of another batch is refused (``JobInputError`` on ``jobs[i].idempotency_key``)."""
     with transaction.atomic():
@@ -108,6 +114,7 @@ def batch_submit(
             correlation_id=correlation_id,
             target_finish_at=target_finish_at,
             request=request,
+            key_namespace=key_namespace,
         )
         if not created:
             members = Job.objects.filter(batch=batch, parent__isnull=True).order_by("created_at", "id")
@@ -115,7 +122,13 @@ def batch_submit(
         job_ids = []
         for index, job in enumerate(jobs):
             try:
-                submission = job_submit(**job, actor=actor, correlation_id=batch.correlation_id, batch_id=batch.pk)
+                submission = job_submit(
+                    **job,
+                    actor=actor,
+                    correlation_id=batch.correlation_id,
+                    batch_id=batch.pk,
+                    key_namespace=key_namespace,
+                )
             except JobInputError as refused:
                 raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
             if submission.job.batch_id != batch.pk:

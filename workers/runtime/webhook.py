@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import time
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -43,17 +44,33 @@ def post_signed(
         "X-Leitstand-Delivery": str(context.job_id),
         **(headers or {}),
     }
-    with context.step("webhook", url=url) as info:
+    shown = url_redacted(url)  # step data and reasons are read by viewers and read tokens
+    with context.step("webhook", url=shown) as info:
         try:
             response = httpx.post(
                 url, content=body, headers=all_headers, timeout=settings.LEITSTAND_NOTIFY["http_timeout_seconds"]
             )
         except httpx.HTTPError as exc:
-            raise WebhookRefused(f"{type(exc).__name__} delivering to {url}: {exc}") from None
+            raise WebhookRefused(
+                f"{type(exc).__name__} delivering to {shown}: {str(exc).replace(url, shown)}"
+            ) from None
         info["status"] = response.status_code
         if not 200 <= response.status_code < 300:
-            raise WebhookRefused(f"{url} answered {response.status_code}")
-    return Done(reason=f"webhook delivered to {url} ({response.status_code})")
+            raise WebhookRefused(f"{shown} answered {response.status_code}")
+    return Done(reason=f"webhook delivered to {shown} ({response.status_code})")
+
+
+def url_redacted(url: str) -> str:
+    """A receiver's URL as people may see it: scheme and host (with port) only. Its path, query and
+    user information may carry credentials (a token in the path, a key in the query)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(a malformed URL)"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}{port}/…"
 
 
 def handle_api_webhook(context: JobContext):

@@ -29,8 +29,8 @@ $results['first_submit_created'] = $job['created'];
 $results['job_id'] = $job['id'];
 check($job['correlation_id'] === 'php-case-1', 'the correlation ID is stored on the job');
 
-// 2. The same key and payload again: the same job, not a second one.
-$again = $client->submitJob('synthetic', ['steps' => ['fetch', 'store']], 'php-order-1');
+// 2. The same request again (same key, payload and options): the same job, not a second one.
+$again = $client->submitJob('synthetic', ['steps' => ['fetch', 'store']], 'php-order-1', ['correlation_id' => 'php-case-1']);
 check($again['id'] === $job['id'] && $again['created'] === false, 'a repeated submission returns the same job');
 
 // 3. Read it back.
