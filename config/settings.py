@@ -288,6 +288,9 @@ LEITSTAND_FETCH = {
     "max_body_bytes": env_int("LEITSTAND_FETCH_MAX_BODY_BYTES", 10 * 2**20, minimum=1024),
     "max_redirects": env_int("LEITSTAND_FETCH_MAX_REDIRECTS", 5, minimum=0),
 }
+# Images above this many pixels are refused from their header, before decoding (a 340 KB PNG can
+# declare 9,400 × 9,400 RGBA pixels: 350 MB decoded).
+LEITSTAND_IMAGE_MAX_PIXELS = env_int("LEITSTAND_IMAGE_MAX_PIXELS", 25_000_000, minimum=10_000)
 # Per-host politeness shared by every worker: spacing between requests, Retry-After cap, breaker.
 LEITSTAND_POLITENESS = {
     "min_delay_seconds": env_float("LEITSTAND_HOST_MIN_DELAY_SECONDS", 1.0, minimum=0.0),

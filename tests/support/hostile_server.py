@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,8 +13,10 @@ GZIP_BOMB = gzip.compress(b"\x00" * (50 * 2**20), compresslevel=9)  # 50 MiB inf
 
 
 class HostileServer:
-    def __init__(self) -> None:
+    def __init__(self, address: str = "127.0.0.1") -> None:
+        self.address = address
         self.requests: list[str] = []
+        self.hosts: list[str] = []  # the Host header of every request
         # What /robots.txt answers: (status, body, seconds to wait before answering).
         self.robots: tuple[int, bytes, float] = (404, b"", 0.0)
         # /slow: how many requests were in flight at once, at most, and when each began.
@@ -31,6 +34,7 @@ class HostileServer:
 
             def do_GET(self):
                 server.requests.append(self.path)
+                server.hosts.append(self.headers.get("Host", ""))
                 route = self.path.split("?")[0]
                 name = route.strip("/").split("/")[0].replace("-", "_").replace(".", "_")
                 getattr(self, "route_" + name, self.route_missing)()
@@ -142,17 +146,23 @@ class HostileServer:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server_class = (
+            type("Server", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
+            if ":" in address
+            else ThreadingHTTPServer
+        )
+        self.httpd = server_class((address, 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.port}{path}"
 
     def __enter__(self) -> HostileServer:
         self.thread.start()

@@ -53,13 +53,23 @@ def allowing(server, **policy):
         "2002:a9fe:a9fe::1",
         "2001:0:4136:e378:8000:63bf:3fff:fdd2",
         "224.0.0.1",
+        "::7f00:1",  # IPv4-compatible 127.0.0.1
+        "::ffff:0:7f00:1",  # SIIT 127.0.0.1
+        "fec0::1",  # site-local (deprecated)
+        "192.0.0.8",  # IETF protocol assignments
+        "198.18.0.1",
+        "240.0.0.1",
+        "2001:db8::1",
+        "100::1",
     ],
 )
 def test_non_public_addresses_are_refused(address):
     assert address_problem(address) is not None
 
 
-@pytest.mark.parametrize("address", ["93.184.216.34", "2606:4700::1111", "64:ff9b::5db8:d822"])
+@pytest.mark.parametrize(
+    "address", ["93.184.216.34", "2606:4700::1111", "64:ff9b::5db8:d822", "::ffff:93.184.216.34", "8.8.8.8"]
+)
 def test_public_addresses_pass(address):
     assert address_problem(address) is None
 
@@ -199,3 +209,21 @@ def test_the_fetch_command_says_what_happened(server, settings):
     RobotsFile.objects.all().delete()
     with pytest.raises(CommandError, match="refused: robots.txt: disallowed"):
         call_command("fetch", server.url("/ok"), stdout=io.StringIO())
+
+
+def test_an_internationalised_host_goes_out_in_idna(server):
+    looked_up = []
+
+    def resolver(host, port):
+        looked_up.append(host)
+        return ["127.0.0.1"]
+
+    client = SafeClient(
+        FetchPolicy(allowed_ports=frozenset({server.port})),
+        resolver=resolver,
+        allowed_targets=frozenset({f"bücher.example:{server.port}"}),
+    )
+    result = client.fetch(f"http://bücher.example:{server.port}/ok")
+    assert result.status == 200
+    assert looked_up == ["xn--bcher-kva.example"]
+    assert server.hosts == [f"xn--bcher-kva.example:{server.port}"]

@@ -233,3 +233,32 @@ def test_a_second_crawl_run_records_its_own_findings_and_keeps_the_first_run_s(w
     findings = [Finding.objects.get(job=job) for job in analyses]
     assert findings[0].pk != findings[1].pk, "each analysis job keeps the finding it made (its review case's evidence)"
     assert all(f.candidate_id == collage.id and f.verdict == "unclear" for f in findings)
+
+
+def test_a_cancelled_crawl_attempt_writes_no_candidates_and_spawns_nothing(web):
+    from jobs import leases
+    from jobs.models import StaleWrite
+    from jobs.services import job_cancel
+    from workers.pipeline.crawl import handle
+    from workers.runtime.context import JobContext
+    from workers.runtime.pool import _spawn
+
+    job = crawl_job(web, "/werke/1.html", depth=1)
+    worker = leases.WorkerIdentity("zombie-host", 4242, "crawl")
+    (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=60, start=True)
+    job_cancel(job_id=job.id, actor="operator", reason="stop this run")  # the attempt is stale from here
+    context = JobContext(
+        job_id=claimed.id,
+        job_type="crawl",
+        correlation_id=claimed.correlation_id,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        lease_version=claimed.lease_version,
+        payload=claimed.payload,
+        priority=claimed.priority,
+        _spawn=_spawn,
+    )
+    with pytest.raises(leases.StaleAttempt):
+        handle(context)
+    assert not Candidate.objects.exists() and not Job.objects.filter(parent=job).exists()
+    assert StaleWrite.objects.filter(job_id=job.id, operation="effect").exists()

@@ -74,3 +74,12 @@ def test_a_fetched_robots_txt_is_cached_for_at_most_a_day(server, db_clock):
     server.robots = (200, b"User-agent: *\nDisallow: /x\n", 0)
     assert not robots_check(server.url("/x"), client=client_for(server)).is_allowed
     assert server.requests == ["/robots.txt", "/robots.txt"]
+
+
+def test_an_ipv6_origin_keeps_its_brackets_and_its_robots_txt_is_read():
+    with HostileServer("::1") as server:
+        server.robots = (200, b"User-agent: *\nDisallow: /private\n", 0)
+        decision = robots_check(server.url("/private/x"), client=client_for(server))
+        assert not decision.is_allowed and decision.reason.startswith("disallowed by robots.txt")
+        assert server.requests == ["/robots.txt"]
+        assert RobotsFile.objects.get().origin == f"http://[::1]:{server.port}"

@@ -73,15 +73,21 @@ def handle(context: JobContext):
         links = [link for link in found.links if url_in_scope(link, scope)][: source.max_links_per_page]
         info.update(images=len(image_urls), links_in_scope=len(links), links_found=len(found.links))
     with context.step("candidates") as info:
-        candidates = candidates_record(source, page.final_url, image_urls)
-        info.update(candidates=len(candidates))
+        # Through the effect ledger: written only while this attempt holds the lease (a cancelled or
+        # zombie attempt is refused and recorded), and once per job across its attempts.
+        candidate_ids = context.effect(
+            f"candidates:{context.job_id}",
+            lambda: [candidate.id for candidate in candidates_record(source, page.final_url, image_urls)],
+            kind="candidates",
+        )
+        info.update(candidates=len(candidate_ids))
     follow = links if spec.depth < source.max_depth else []
     with context.step("spawn") as info:
-        for candidate in candidates:
+        for candidate_id in candidate_ids:
             context.spawn(
                 "analysis",
-                {"candidate_id": candidate.id},
-                key=f"{spec.run}:{candidate.id}",
+                {"candidate_id": candidate_id},
+                key=f"{spec.run}:{candidate_id}",
                 priority=source.priority,
                 source=source.name,
             )
@@ -97,9 +103,9 @@ def handle(context: JobContext):
                 )
             except IdempotencyConflict:  # reached by another path (at another depth) in this run
                 already += 1
-        info.update(analyses=len(candidates), crawls=len(follow) - already, already_in_run=already)
+        info.update(analyses=len(candidate_ids), crawls=len(follow) - already, already_in_run=already)
     return Done(
-        reason=f"page crawled: {len(candidates)} images handed to analysis, {len(follow)} links followed",
+        reason=f"page crawled: {len(candidate_ids)} images handed to analysis, {len(follow)} links followed",
         result_ref=f"page:{page.final_url}"[:500],
         result_checksum=hashlib.sha256(page.body).hexdigest(),
     )

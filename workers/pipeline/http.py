@@ -2,15 +2,17 @@
 
 Guarantees (see docs/crawler.md):
 - http and https only, allowed ports only, no user information in URLs;
-- the host is resolved once, and the request refused if *any* address is not globally routable
-  (loopback, private, link-local and cloud metadata, shared 100.64.0.0/10, IPv4-mapped IPv6, NAT64,
-  6to4, Teredo; numeric spellings such as 2130706433, 0x7f.1 or 0177.0.0.1 resolve to what they
-  mean and are judged by that); the connection then goes to the validated address (no second
+- the host is resolved once, and the request refused if *any* address lies in an IANA
+  special-purpose range (``SPECIAL_PURPOSE``: loopback, private, link-local and cloud metadata,
+  shared 100.64.0.0/10, 192.0.0.0/24, site-local fec0::/10, Teredo, documentation, …); IPv6 forms
+  that carry an IPv4 address (mapped, SIIT, IPv4-compatible, NAT64, 6to4) are judged by that address,
+  and numeric spellings such as 2130706433, 0x7f.1 or 0177.0.0.1 resolve to what they mean; the connection then goes to the validated address (no second
   lookup, so DNS rebinding cannot redirect it), with the original Host header and TLS server name;
 - redirects are followed by hand, each hop checked again, at most ``max_redirects``;
 - a total wall-clock deadline on top of httpx's inactivity timeouts, over connect, TLS, the status
-  line, the headers and the body (a server dripping a byte at a time never trips a read timeout), a limit on the *decoded* body (gzip bombs), on headers, and an
-  optional content-type allow-list checked against the body's magic bytes.
+  line, the headers and the body (a server dripping a byte at a time never trips a read timeout);
+  a limit on the *decoded* body (gzip bombs) and on headers, and an optional content-type
+  allow-list checked against the body's magic bytes.
 
 ``LEITSTAND_HTTP_ALLOWED_TARGETS`` may allow-list exact ``host:port`` pairs (the demo web, tests);
 never address ranges. It is empty in production.
@@ -28,13 +30,61 @@ from urllib.parse import urljoin, urlsplit
 
 import httpcore
 import httpx
+import idna
 from django.conf import settings
 
 from jobs.errors import PermanentError, TransientError
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
-NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+# The IANA special-purpose address registries (IPv4: RFC 6890 and its updates; IPv6 likewise), kept
+# here rather than taken from ``ipaddress.is_global``, whose answers differ between Python 3.11, 3.12
+# and 3.13. No crawled URL may reach an address in any of them, whatever its spelling.
+SPECIAL_PURPOSE = tuple(
+    (ipaddress.ip_network(network), name)
+    for network, name in (
+        ("0.0.0.0/8", "this network"),
+        ("10.0.0.0/8", "private use"),
+        ("100.64.0.0/10", "shared address space"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link local"),
+        ("172.16.0.0/12", "private use"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.31.196.0/24", "AS112"),
+        ("192.52.193.0/24", "AMT"),
+        ("192.88.99.0/24", "6to4 relay anycast"),
+        ("192.168.0.0/16", "private use"),
+        ("192.175.48.0/24", "direct delegation AS112"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("100::/64", "discard-only"),
+        ("2001::/23", "IETF protocol assignments"),
+        ("2001:db8::/32", "documentation"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing"),
+        ("fc00::/7", "unique local"),
+        ("fe80::/10", "link local"),
+        ("fec0::/10", "site local (deprecated)"),
+        ("ff00::/8", "multicast"),
+    )
+)
+# IPv6 ranges that carry an IPv4 address: the address is judged by the IPv4 address inside.
+EMBEDDED_IPV4 = tuple(
+    (ipaddress.ip_network(network), extract)
+    for network, extract in (
+        ("::ffff:0:0/96", lambda ip: int(ip) & 0xFFFFFFFF),  # IPv4-mapped
+        ("::ffff:0:0:0/96", lambda ip: int(ip) & 0xFFFFFFFF),  # SIIT (IPv4-translated)
+        ("::/96", lambda ip: int(ip) & 0xFFFFFFFF),  # IPv4-compatible (deprecated)
+        ("64:ff9b::/96", lambda ip: int(ip) & 0xFFFFFFFF),  # NAT64
+        ("64:ff9b:1::/48", lambda ip: int(ip) & 0xFFFFFFFF),  # local-use NAT64
+        ("2002::/16", lambda ip: (int(ip) >> 80) & 0xFFFFFFFF),  # 6to4
+    )
+)
 REDIRECTS = {301, 302, 303, 307, 308}
 
 # Magic bytes of the content types the pipeline accepts as images.
@@ -81,18 +131,37 @@ def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(info[4][0] for info in infos))
 
 
+def ascii_name(host: str) -> str:
+    """A host as DNS and TLS know it: an internationalised name in IDNA 2008 (``xn--…``), an IP
+    literal unchanged."""
+    if ":" in host or host.replace(".", "").isdigit():
+        return host
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError as exc:
+        raise FetchRefused(f"host {host!r} is not a valid internationalised name: {exc}") from None
+
+
+def host_header(target) -> str:
+    """The Host header: the ASCII name (an IPv6 literal in brackets), with the port unless default."""
+    name = ascii_name(target.host)
+    name = f"[{name}]" if ":" in name else name
+    default = {"http": 80, "https": 443}[target.scheme]
+    return name + ("" if target.port == default else f":{target.port}")
+
+
 def address_problem(address: str) -> str | None:
-    """Why this address must not be contacted, or None if it is globally routable."""
+    """Why this address must not be contacted, or None if it is in no special-purpose range."""
     ip = ipaddress.ip_address(address.split("%")[0])
     if ip.version == 6:
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if embedded is None and (ip in NAT64 or ip in NAT64_LOCAL):
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None:
-            inner = address_problem(str(embedded))
-            return f"{ip} embeds {embedded}, which {inner}" if inner else None
-    if not ip.is_global or ip.is_multicast:
-        return f"{ip} is not a public address"
+        for network, extract in EMBEDDED_IPV4:
+            if ip in network:
+                embedded = ipaddress.IPv4Address(extract(ip))
+                inner = address_problem(str(embedded))
+                return f"{ip} embeds {embedded}, which {inner}" if inner else None
+    for network, name in SPECIAL_PURPOSE:
+        if ip in network:
+            return f"{ip} is not a public address ({name}, {network})"
     return None
 
 
@@ -253,7 +322,7 @@ class SafeClient:
         is_allow_listed = f"{host}:{port}" in self.allowed_targets
         if port not in self.policy.allowed_ports and not is_allow_listed:
             raise FetchRefused(f"port {port} is not allowed (allowed: {sorted(self.policy.allowed_ports)})")
-        addresses = self.resolver(host, port)
+        addresses = self.resolver(ascii_name(host), port)
         if not addresses:
             raise FetchFailed(f"{host} resolves to no address")
         if not is_allow_listed:
@@ -277,14 +346,16 @@ class SafeClient:
             pool=1.0,
         )
         headers = {
-            "Host": parts.netloc.rsplit("@", 1)[-1],
+            "Host": host_header(target),
             "User-Agent": self.policy.user_agent,
             "Accept-Encoding": "gzip, deflate",
         }
         try:
             transport = DeadlineTransport(deadline)
             with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
-                request = client.build_request("GET", pinned, headers=headers, extensions={"sni_hostname": target.host})
+                request = client.build_request(
+                    "GET", pinned, headers=headers, extensions={"sni_hostname": ascii_name(target.host)}
+                )
                 response = client.send(request, stream=True)
                 try:
                     self._check_headers(response)

@@ -17,6 +17,7 @@ import io
 import warnings
 from dataclasses import dataclass
 
+from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
 from jobs.errors import PermanentError
@@ -39,10 +40,15 @@ class DecodedImage:
 
 
 THUMBNAIL_SIZE = (320, 320)
+# A JPEG is decoded at the smallest of its 1/2, 1/4, 1/8 scales that keeps this size: the hash and the
+# thumbnail need no more, and a large photo costs an eighth to a sixty-fourth of the memory.
+JPEG_DRAFT_SIZE = (1024, 1024)
 
 
-def decode(data: bytes) -> DecodedImage:
-    """Open, verify and fully decode ``data``; compute its dHash."""
+def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
+    """Open, verify and decode ``data``; compute its dHash. An image over ``max_pixels``
+    (``LEITSTAND_IMAGE_MAX_PIXELS``) is refused from its header, before a pixel is decoded."""
+    max_pixels = max_pixels or settings.LEITSTAND_IMAGE_MAX_PIXELS
     try:
         with warnings.catch_warnings():
             # Pillow warns between MAX_IMAGE_PIXELS and twice that; treat the warning as the error.
@@ -50,11 +56,19 @@ def decode(data: bytes) -> DecodedImage:
             with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as probe:
                 probe.verify()  # structure and checksums, without decoding the pixels
             with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as image:
+                width, height = image.size  # from the header
+                if width * height > max_pixels:
+                    raise ImageRefused(
+                        f"{width}×{height} is {width * height / 1e6:.1f} megapixels; "
+                        f"the limit is {max_pixels / 1e6:g} (LEITSTAND_IMAGE_MAX_PIXELS)"
+                    )
+                if image.format == "JPEG":
+                    image.draft("RGB", JPEG_DRAFT_SIZE)
                 image.load()  # decodes every pixel: truncated data fails here
                 return DecodedImage(
                     format=image.format,
-                    width=image.width,
-                    height=image.height,
+                    width=width,
+                    height=height,
                     dhash=dhash(image),
                     thumbnail=_thumbnail(image),
                 )

@@ -38,7 +38,10 @@ def robots_check(url: str, *, client: SafeClient | None = None) -> RobotsDecisio
     """May ``url`` be fetched? Uses the cached robots.txt of its origin, fetching it when stale."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    origin = f"{parts.scheme}://{parts.hostname}:{port}"
+    host = (
+        f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    )  # an IPv6 literal keeps its brackets
+    origin = f"{parts.scheme}://{host}:{port}"
     robots = RobotsFile.objects.filter(origin=origin, expires_at__gt=LeitstandNow()).first() or _refresh(
         origin, client or SafeClient()
     )

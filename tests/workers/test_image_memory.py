@@ -1,0 +1,41 @@
+"""An image's declared size is checked before it is decoded: a 340 KB PNG of 9,400 × 9,400 RGBA pixels
+would take an analysis worker from ~80 MB to ~760 MB (issue 17, finding 6)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.big_png import png_declaring
+from workers.pipeline.images import ImageRefused, decode
+
+ROOT = Path(__file__).resolve().parents[2]
+PEAK_BOUND_MB = 200  # Python, Django and Pillow loaded: ~80 MB
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("images") / "bomb.png"
+    path.write_bytes(png_declaring(9400, 9400))
+    return path
+
+
+def test_an_image_over_the_pixel_limit_is_refused_from_its_header(bomb, settings):
+    assert bomb.stat().st_size < 400_000
+    with pytest.raises(ImageRefused, match="88.4 megapixels; the limit is 25"):
+        decode(bomb.read_bytes())
+
+
+def test_a_worker_decoding_it_stays_under_the_memory_bound(bomb):
+    script = (
+        "import os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.test_settings');"
+        "django.setup();"
+        "from workers.pipeline.images import ImageRefused, decode\n"
+        f"try:\n    decode(open({str(bomb)!r}, 'rb').read())\nexcept ImageRefused:\n    pass\n"
+        # VmHWM, this process's own peak: ru_maxrss would carry the forking test process's over execve
+        "print(next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM')) // 1024)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) < PEAK_BOUND_MB
