@@ -57,7 +57,7 @@ def start_crawl(modeladmin, request, queryset):
     submissions = []
 
     def apply():
-        submissions.extend(crawl_start(actor=f"user:{request.user.get_username()}", sources=sources))
+        submissions.extend(crawl_start(actor=f"user:{request.user.get_username()}", sources=sources, user=request.user))
         return f"{len(submissions)} crawl job(s)"
 
     try:

@@ -32,7 +32,7 @@ def _run_pool_action(modeladmin, request, queryset, service, verb, action):
     for name in names:
 
         def apply(name=name):
-            service(pool=name, actor=actor, reason=reason)
+            service(pool=name, actor=actor, reason=reason, user=request.user)
             return verb.lower()
 
         audited(

@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import urlsplit
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
 from jobs.batches import batch_create
+from jobs.models import OPERATE_PERMISSION
 from jobs.services import JobInputError, Submission
 from workers.pipeline import images
 from workers.pipeline.models import Finding, ProtectedAsset, Source, url_in_scope
@@ -67,8 +69,13 @@ def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
     return source
 
 
-def crawl_start(*, actor: str, sources: list[Source] | None = None, run: str | None = None) -> list[Submission]:
-    """Start a crawl run: one crawl job per active source, at its base URL (idempotent per run)."""
+def crawl_start(
+    *, actor: str, sources: list[Source] | None = None, run: str | None = None, user=None
+) -> list[Submission]:
+    """Start a crawl run: one crawl job per active source, at its base URL (idempotent per run).
+    ``user``: the person acting (their operator permission is checked); None for trusted callers."""
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
+        raise PermissionDenied(f"{user} lacks the permission to start crawl runs")
     run = run or timezone.now().strftime("run-%Y%m%d-%H%M%S")
     chosen = sources if sources is not None else list(Source.objects.filter(is_active=True).order_by("name"))
     submissions = []

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from jobs import leases
 from jobs import services as job_services
 from jobs.batches import batch_create
 from jobs.errors import PermanentError
-from jobs.models import Batch, Job, LeitstandNow
+from jobs.models import OPERATE_PERMISSION, Batch, Job, LeitstandNow
 from jobs.services import JobInputError, Submission
 from workers.runtime import dispatch
 from workers.runtime.models import Pool
@@ -139,18 +140,21 @@ def batch_submit(
     return BatchSubmission(batch, True, job_ids)
 
 
-def pool_pause(*, pool: str, actor: str, reason: str) -> Pool:
-    """Stop waking the pool: running jobs finish, nothing new is claimed until it is resumed."""
-    return _pool_set(pool=pool, is_paused=True, actor=actor, reason=reason)
+def pool_pause(*, pool: str, actor: str, reason: str, user=None) -> Pool:
+    """Stop waking the pool: running jobs finish, nothing new is claimed until it is resumed.
+    ``user``: the person acting (their operator permission is checked); None for trusted callers."""
+    return _pool_set(pool=pool, is_paused=True, actor=actor, reason=reason, user=user)
 
 
-def pool_resume(*, pool: str, actor: str, reason: str = "resumed") -> Pool:
-    resumed = _pool_set(pool=pool, is_paused=False, actor=actor, reason=reason)
+def pool_resume(*, pool: str, actor: str, reason: str = "resumed", user=None) -> Pool:
+    resumed = _pool_set(pool=pool, is_paused=False, actor=actor, reason=reason, user=user)
     dispatch.wakeup_after_commit(pool)
     return resumed
 
 
-def _pool_set(*, pool: str, is_paused: bool, actor: str, reason: str) -> Pool:
+def _pool_set(*, pool: str, is_paused: bool, actor: str, reason: str, user) -> Pool:
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
+        raise PermissionDenied(f"{user} lacks the permission to pause or resume pools")
     if pool not in settings.LEITSTAND_POOLS:
         raise JobInputError("pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
     if not reason or not reason.strip():
