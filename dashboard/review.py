@@ -50,6 +50,11 @@ def is_escalated(job: Job) -> bool:
     return ReviewEscalation.objects.filter(job=job).exists()
 
 
+def escalated_by(job: Job) -> str:
+    """Who escalated the case ('' when it is not escalated)."""
+    return ReviewEscalation.objects.filter(job=job).values_list("escalated_by", flat=True).first() or ""
+
+
 def case(job: Job) -> dict:
     """The evidence of a case: the finding (scores, hashes, URLs), both images, the job's history."""
     finding = job.findings.select_related("candidate__source", "asset").order_by("-created_at").first()

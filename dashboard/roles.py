@@ -5,6 +5,7 @@
 | --- | --- | --- |
 | ``viewer`` | every console page, read-only | nothing |
 | ``reviewer`` | everything | decide, escalate and skip review cases; end a recheck plan with a manual decision |
+| ``senior reviewer`` | everything | as a reviewer, and decide escalated cases (never one they escalated) |
 | ``operator`` | everything | retry, cancel, confirm, release, send to review, bulk actions, pause/resume pools; maintain sources and assets; end or abort recheck plans |
 
 The matrix is enforced by the services each action calls (the person's permission) and by the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 OPERATORS = "operator"
 REVIEWERS = "reviewer"
+SENIOR_REVIEWERS = "senior reviewer"
 VIEWERS = "viewer"
 
 _VIEW = (
@@ -38,6 +40,8 @@ _VIEW = (
 ROLE_PERMISSIONS = {
     VIEWERS: _VIEW,
     REVIEWERS: [*_VIEW, "jobs.review_job", "rechecks.decide_plan"],
+    # Also decides the escalated queue (never a case they escalated themselves).
+    SENIOR_REVIEWERS: [*_VIEW, "jobs.review_job", "jobs.review_escalated_job", "rechecks.decide_plan"],
     OPERATORS: [
         *_VIEW,
         "jobs.operate_job",

@@ -26,7 +26,15 @@ from dashboard.operations.rules import RULES as BUSINESS_RULES
 from dashboard.paths import type_paths
 from dashboard.selectors import home_context, stuck_leases
 from jobs.leases import JobNotFound, StaleAttempt
-from jobs.models import OPERATE_PERMISSION, REVIEW_PERMISSION, Batch, Job, State, database_now
+from jobs.models import (
+    ESCALATED_REVIEW_PERMISSION,
+    OPERATE_PERMISSION,
+    REVIEW_PERMISSION,
+    Batch,
+    Job,
+    State,
+    database_now,
+)
 from jobs.services import JobInputError, ReviewHeld, job_release
 from workers.runtime.registry import registry
 
@@ -75,8 +83,17 @@ class ConsoleSite(admin.AdminSite):
         )
 
     def review_next(self, request):
+        """Take the next free case (POST only: reading a page never takes a case) and show it."""
         _require(request, "jobs.review_job")
         escalated = request.GET.get("queue") == "escalated"
+        queue = reverse("admin:review_queue") + ("?queue=escalated" if escalated else "")
+        if request.method != "POST":
+            return HttpResponseRedirect(queue)
+        return self._next_case(request, escalated=escalated)
+
+    def _next_case(self, request, *, escalated: bool):
+        if escalated:
+            _require(request, ESCALATED_REVIEW_PERMISSION)
         job = review.take(reviewer=_actor(request), escalated=escalated)
         if job is None:
             messages.info(request, "No open case is free: the queue is empty, or every case is held by a reviewer.")
@@ -90,6 +107,22 @@ class ConsoleSite(admin.AdminSite):
         job = get_object_or_404(Job, pk=job_id)
         escalated = request.GET.get("queue") == "escalated"
         actor = _actor(request)
+        if request.method == "POST" and "take" in request.POST:
+            _require(request, "jobs.review_job")
+            if review.is_escalated(job):
+                _require(request, ESCALATED_REVIEW_PERMISSION)
+            escalated_by = review.escalated_by(job)
+            if (
+                job.state == State.READY_FOR_REVIEW
+                and review.take(reviewer=actor, job_id=job.id, escalated=bool(escalated_by)) is None
+            ):
+                messages.error(
+                    request,
+                    "You escalated this case: another senior reviewer decides it."
+                    if escalated_by == actor
+                    else "Another reviewer holds this case; it returns to the queue when their hold expires.",
+                )
+            return HttpResponseRedirect(request.get_full_path())
         if request.method == "POST":
             _require(request, "jobs.review_job")
             verdict, reason = request.POST.get("verdict", ""), request.POST.get("reason", "").strip()
@@ -110,10 +143,8 @@ class ConsoleSite(admin.AdminSite):
             messages.success(request, message)
             if request.POST.get("next") == "stop":
                 return HttpResponseRedirect(reverse("admin:review_queue"))
-            return HttpResponseRedirect(reverse("admin:review_next") + ("?queue=escalated" if escalated else ""))
-        held = None
-        if request.user.has_perm("jobs.review_job") and job.state == State.READY_FOR_REVIEW:
-            held = review.take(reviewer=actor, job_id=job.id, escalated=review.is_escalated(job))
+            return self._next_case(request, escalated=escalated)
+        holder = review.holder(job)
         case = review.case(job)
         return TemplateResponse(
             request,
@@ -123,8 +154,10 @@ class ConsoleSite(admin.AdminSite):
                 "title": f"Review case {str(job.id)[:8]}",
                 "job": job,
                 "case": case,
-                "held_by_me": held is not None,
-                "holder": review.holder(job),
+                "held_by_me": holder is not None and holder.reviewer == actor,
+                "holder": holder,
+                "can_decide_escalated": request.user.has_perm(ESCALATED_REVIEW_PERMISSION),
+                "is_escalated": review.is_escalated(job),
                 "escalated": escalated,
                 "candidate_src": data_uri(case["candidate_thumbnail"]),
                 "asset_src": data_uri(case["asset_image"]),

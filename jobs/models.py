@@ -60,6 +60,7 @@ CANCELLABLE_STATES = tuple(s for s in State if s not in TERMINAL_STATES) + (Stat
 
 OPERATE_PERMISSION = "jobs.operate_job"
 REVIEW_PERMISSION = "jobs.review_job"
+ESCALATED_REVIEW_PERMISSION = "jobs.review_escalated_job"
 
 # Transitions that only the engine performs, as guarded SQL in jobs.leases (they need a lease,
 # database time and an attempt row written in the same statement).
@@ -138,6 +139,7 @@ class Job(ConcurrentTransitionMixin, models.Model):
         permissions = [
             ("operate_job", "Can act on jobs as an operator (cancel, retry, confirm)"),
             ("review_job", "Can decide review cases"),
+            ("review_escalated_job", "Can decide escalated review cases (senior reviewer)"),
         ]
         constraints = [
             models.UniqueConstraint(

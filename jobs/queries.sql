@@ -680,7 +680,8 @@ SELECT id, from_state, to_state, lease_version FROM changed
 
 -- name: review_case_take_unless_held
 -- Hold the oldest open case (%(state)s) of the normal or the escalated queue (or the case
--- %(job_id)s) that nobody else holds, or that %(me)s already holds, for %(seconds)s seconds, in one
+-- %(job_id)s) that nobody else holds, or that %(me)s already holds, and that %(me)s did not
+-- escalate, for %(seconds)s seconds, in one
 -- statement: SKIP LOCKED keeps two reviewers from ever taking the same case at the same moment.
 -- Returns the case's job id, or no row when none is free.
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
@@ -691,6 +692,8 @@ candidate AS (
     WHERE j.state = %(state)s AND (l.job_id IS NULL OR l.expires_at <= clock.now OR l.reviewer = %(me)s)
       AND (%(job_id)s::uuid IS NULL OR j.id = %(job_id)s::uuid)
       AND %(escalated)s = EXISTS (SELECT 1 FROM jobs_reviewescalation AS e WHERE e.job_id = j.id)
+      -- nobody takes a case they escalated themselves: another senior reviewer decides it
+      AND NOT EXISTS (SELECT 1 FROM jobs_reviewescalation AS e WHERE e.job_id = j.id AND e.escalated_by = %(me)s)
     ORDER BY (l.reviewer IS NOT DISTINCT FROM %(me)s) DESC, j.state_changed_at, j.id
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED

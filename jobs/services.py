@@ -16,7 +16,16 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
 from jobs import leases
-from jobs.models import LEASED_STATES, OPERATE_PERMISSION, Job, LeitstandNow, ReviewEscalation, ReviewLease, State
+from jobs.models import (
+    ESCALATED_REVIEW_PERMISSION,
+    LEASED_STATES,
+    OPERATE_PERMISSION,
+    Job,
+    LeitstandNow,
+    ReviewEscalation,
+    ReviewLease,
+    State,
+)
 from jobs.sql import queries
 
 _TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
@@ -242,11 +251,22 @@ def review_decide(*, job_id, actor: str, reason: str, user=None, is_match: bool 
         held = ReviewLease.objects.select_for_update().filter(job_id=job_id, expires_at__gt=LeitstandNow()).first()
         if held and held.reviewer != actor:
             raise ReviewHeld(held)
+        escalation = ReviewEscalation.objects.filter(job_id=job_id).first()
+        if escalation is not None:
+            _require_senior_reviewer(user, escalation, actor)
         name = "decide_match" if is_match else "decide"
         job = leases.transition_apply(job_id, name, actor=actor, cause=f"decided: {reason}", user=user, reason=reason)
         ReviewLease.objects.filter(job_id=job_id).delete()
         ReviewEscalation.objects.filter(job_id=job_id).delete()
     return job
+
+
+def _require_senior_reviewer(user, escalation: ReviewEscalation, actor: str) -> None:
+    """An escalated case is decided by a senior reviewer, and never by the one who escalated it."""
+    if escalation.escalated_by == actor:
+        raise PermissionDenied(f"{actor} escalated this case: another senior reviewer decides it")
+    if user is not None and not user.has_perm(ESCALATED_REVIEW_PERMISSION):
+        raise PermissionDenied(f"{user} lacks the permission to decide escalated cases (senior reviewer)")
 
 
 def review_escalate(*, job_id, actor: str, reason: str, user=None) -> ReviewEscalation:

@@ -134,7 +134,7 @@ def test_two_reviewers_never_hold_the_same_case(db):
 def test_a_reviewer_decides_cases_with_a_reason(client, login):
     reviewer = login(REVIEWERS)
     no_match, match, escalate = review_case("n"), review_case("m"), review_case("e")
-    assert client.get(reverse("admin:review_next")).url == reverse("admin:review_case", args=[no_match.id])
+    assert client.post(reverse("admin:review_next")).url == reverse("admin:review_case", args=[no_match.id])
     page = client.get(reverse("admin:review_case", args=[no_match.id])).content.decode()
     assert 'id="candidate-image"' in page and 'id="asset-image"' in page and "13 of 64 bits differ" in page
     assert ReviewLease.objects.get(job=no_match).reviewer == "user:reviewer"
@@ -149,14 +149,14 @@ def test_a_reviewer_decides_cases_with_a_reason(client, login):
         "by": "user:reviewer",
         "reason": "different picture",
     }
-    client.get(reverse("admin:review_case", args=[match.id]))
+    client.post(reverse("admin:review_case", args=[match.id]), {"take": "1"})
     client.post(reverse("admin:review_case", args=[match.id]), {"verdict": "match", "reason": "same motif"})
     assert Job.objects.get(pk=match.pk).state == State.RECHECK_DUE
     assert RecheckPlan.objects.get(job=match).state == "active", "a reviewer's match is rechecked too"
-    client.get(reverse("admin:review_case", args=[escalate.id]))
+    client.post(reverse("admin:review_case", args=[escalate.id]), {"take": "1"})
     client.post(reverse("admin:review_case", args=[escalate.id]), {"verdict": "escalate", "reason": "unsure: crop"})
     assert ReviewEscalation.objects.get(job=escalate).reason == "unsure: crop"
-    assert client.get(reverse("admin:review_next")).url == reverse("admin:review_queue"), "only escalated cases left"
+    assert client.post(reverse("admin:review_next")).url == reverse("admin:review_queue"), "only escalated cases left"
     assert b"No open case is free" in client.get(reverse("admin:review_queue")).content
     escalated = client.get(reverse("admin:review_queue") + "?queue=escalated").content.decode()
     assert str(escalate.id)[:8] in escalated
@@ -174,10 +174,50 @@ def test_a_case_held_by_another_reviewer_cannot_be_decided(client, login):
     review_take(reviewer="user:someone", seconds=300)
     login(REVIEWERS)
     page = client.get(reverse("admin:review_case", args=[case.id])).content.decode()
-    assert "Another reviewer holds this case" in page
+    assert "user:someone holds this case" in page
     client.post(reverse("admin:review_case", args=[case.id]), {"verdict": "no_match", "reason": "x"})
     assert Job.objects.get(pk=case.pk).state == State.READY_FOR_REVIEW
     assert "held by user:someone" in AuditEntry.objects.get().result
+
+
+def test_reading_a_case_takes_nothing_only_a_post_does(client, login):
+    case = review_case("g")
+    login(REVIEWERS)
+    page = client.get(reverse("admin:review_case", args=[case.id])).content.decode()
+    assert 'id="take-case"' in page and 'id="review-form"' not in page
+    assert client.get(reverse("admin:review_next")).url == reverse("admin:review_queue")
+    assert not ReviewLease.objects.exists(), "a GET changed nothing"
+    client.post(reverse("admin:review_case", args=[case.id]), {"take": "1"})
+    assert ReviewLease.objects.get(job=case).reviewer == "user:reviewer"
+    assert 'id="review-form"' in client.get(reverse("admin:review_case", args=[case.id])).content.decode()
+
+
+def test_an_escalated_case_is_decided_by_a_senior_reviewer_who_did_not_escalate_it(client, django_user_model):
+    from dashboard.roles import SENIOR_REVIEWERS, roles_ensure
+    from jobs.services import review_escalate
+
+    groups = roles_ensure()
+    people = {}
+    for name, role in (("rita", REVIEWERS), ("sam", SENIOR_REVIEWERS), ("sue", SENIOR_REVIEWERS)):
+        people[name] = django_user_model.objects.create_user(name, password="x" * 12, is_staff=True)
+        people[name].groups.add(groups[role])
+    case = review_case("esc")
+    review_escalate(job_id=case.id, actor="user:sam", reason="unsure: a crop", user=people["sam"])
+    url = reverse("admin:review_case", args=[case.id])
+    for name in ("rita", "sam"):  # a plain reviewer, and the senior who escalated it
+        client.force_login(people[name])
+        client.post(url, {"take": "1"})
+        client.post(url, {"verdict": "no_match", "reason": "decided anyway"})
+        assert Job.objects.get(pk=case.pk).state == State.READY_FOR_REVIEW, name
+    client.force_login(people["rita"])
+    assert client.post(reverse("admin:review_next") + "?queue=escalated").status_code == 403
+    client.force_login(people["sue"])
+    client.post(url, {"take": "1"})
+    client.post(url, {"verdict": "no_match", "reason": "another picture"})
+    assert Job.objects.get(pk=case.pk).state == State.DONE
+    refusals = list(AuditEntry.objects.filter(result__startswith="refused").values_list("actor", "result"))
+    assert [actor for actor, _ in refusals] == ["user:rita", "user:sam"]
+    assert "escalated this case" in refusals[1][1]
 
 
 def test_stuck_leases_are_listed_and_released_with_a_reason(client, login, make_job, worker, db_clock):
