@@ -1,5 +1,6 @@
 """Authentication of API clients: ``Authorization: Bearer <token>``; a missing, unknown, revoked or
-expired token → 401, a missing scope → 403, over the token's rate → 429."""
+expired token → 401, a missing scope → 403, over the token's rate → 429. Three budgets per minute:
+requests per token, jobs submitted per token, and invalid tokens presented per address."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
 from api.errors import RateLimited
-from api.tokens import rate_count, token_check
+from api.tokens import address_count, jobs_count, rate_count, token_check
 from jobs.services import JobInputError
 from workers.runtime.registry import UnknownJobType, registry
 
@@ -19,11 +20,26 @@ from workers.runtime.registry import UnknownJobType, registry
 class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
         checked = token_check(token)
-        if checked is not None:
-            count, left = rate_count(checked)
-            if count > settings.LEITSTAND_API_RATE_PER_MINUTE:
-                raise RateLimited(left)
+        if checked is None:  # guessing tokens is limited per address
+            count, left = address_count(request.META.get("REMOTE_ADDR", ""))
+            limit = settings.LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE
+            if count > limit:
+                raise RateLimited(left, limit=f"this address may present {limit} invalid tokens a minute")
+            return None
+        count, left = rate_count(checked)
+        limit = settings.LEITSTAND_API_RATE_PER_MINUTE
+        request.rate_limit = (limit, max(limit - count, 0), left)  # answered as RateLimit-* headers
+        if count > limit:
+            raise RateLimited(left, limit=f"this token may make {limit} requests a minute")
         return checked
+
+
+def jobs_budget_spend(request, jobs: int) -> None:
+    """Count ``jobs`` against the token's jobs per minute: one batch request may create 1,000."""
+    count, left = jobs_count(request.auth, jobs)
+    limit = settings.LEITSTAND_API_JOBS_PER_MINUTE
+    if count > limit:
+        raise RateLimited(left, limit=f"this token may submit {limit} jobs a minute ({count} this minute)")
 
 
 def require(request, scope: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
-from api.auth import key_namespace, request_fingerprint, require, submittable_require
+from api.auth import jobs_budget_spend, key_namespace, request_fingerprint, require, submittable_require
 from api.fields import Text, utc
 from jobs.batches import batch_out, batch_progress
 from jobs.models import Batch
@@ -73,6 +73,7 @@ def batches_create(request, body: BatchIn):
     require(request, "jobs:write")
     for index, job in enumerate(body.jobs):
         submittable_require(request, job.type, field=f"jobs[{index}].type")
+    jobs_budget_spend(request, len(body.jobs))
     submitted = batch_submit(
         key_namespace=key_namespace(request),
         key=body.key,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.http import Http404, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -16,8 +15,8 @@ PROBLEM = "application/problem+json"
 
 
 class RateLimited(Exception):
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(f"retry after {retry_after:.0f} s")
+    def __init__(self, retry_after: float, *, limit: str) -> None:
+        super().__init__(f"{limit}; retry after {retry_after:.0f} s")
         self.retry_after = retry_after
 
 
@@ -76,7 +75,7 @@ def handlers_install(api: NinjaAPI) -> None:
         response = problem(
             429,
             "Too Many Requests",
-            f"this token may make {settings.LEITSTAND_API_RATE_PER_MINUTE} requests a minute; {exc}",
+            str(exc),
             kind="/problems/rate-limited",
         )
         response["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))

@@ -15,7 +15,7 @@ from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from api.auth import key_namespace, request_fingerprint, require, submittable_require
+from api.auth import jobs_budget_spend, key_namespace, request_fingerprint, require, submittable_require
 from api.fields import Text, utc
 from api.rechecks import RecheckPlanOut, plan_out
 from jobs.models import Job, State
@@ -128,6 +128,7 @@ def jobs_create(request, body: JobIn):
     Keys live in this client's own namespace. The job is committed before the answer."""
     require(request, "jobs:write")
     submittable_require(request, body.type, field="type")
+    jobs_budget_spend(request, 1)
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
     due_at = utc(body.due_at, "due_at")
     submission = job_submit(

@@ -48,4 +48,9 @@ class ApiRequestMiddleware:
             with correlation_context(correlation):
                 response = self.get_response(request)
         response["X-Correlation-ID"] = correlation
+        if hasattr(request, "rate_limit"):  # the token's request budget (IETF RateLimit header fields)
+            limit, remaining, reset = request.rate_limit
+            response["RateLimit-Limit"] = str(limit)
+            response["RateLimit-Remaining"] = str(remaining)
+            response["RateLimit-Reset"] = str(max(int(reset + 0.999), 1))
         return response

@@ -31,7 +31,19 @@ class ApiRateWindow(models.Model):
     token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
     window_start = models.DateTimeField()
     requests = models.PositiveIntegerField(default=0)
+    jobs = models.PositiveIntegerField(default=0, db_default=0, help_text="Jobs submitted in this minute.")
 
     class Meta:
         db_table = "jobs_apiratewindow"
         constraints = [models.UniqueConstraint(fields=["token", "window_start"], name="rate_window_once")]
+
+
+class ApiAddressWindow(models.Model):
+    """Requests in one minute from one address that presented no valid token (guessing is limited)."""
+
+    address = models.CharField(max_length=45)
+    window_start = models.DateTimeField()
+    requests = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["address", "window_start"], name="address_window_once")]

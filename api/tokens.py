@@ -58,27 +58,52 @@ def token_revoke(*, name: str) -> ApiToken:
     return ApiToken.objects.get(name=name)
 
 
-_RATE_SQL = """
--- One statement per request: count it in the token's current minute and answer the count and the
--- seconds left in the window. Old windows are removed now and then by the same statement's caller.
-INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests)
-VALUES (%(token)s, date_trunc('minute', leitstand_now()), 1)
-ON CONFLICT (token_id, window_start) DO UPDATE SET requests = w.requests + 1
-RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())
-"""
+_COUNT_SQL = {
+    # One statement per request: add to the current minute's window and answer the new total and
+    # the seconds left in the window. The first count of a minute tidies up older windows.
+    "requests": """
+        INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
+        VALUES (%(key)s, date_trunc('minute', leitstand_now()), %(n)s, 0)
+        ON CONFLICT (token_id, window_start) DO UPDATE SET requests = w.requests + EXCLUDED.requests
+        RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
+    "jobs": """
+        INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
+        VALUES (%(key)s, date_trunc('minute', leitstand_now()), 0, %(n)s)
+        ON CONFLICT (token_id, window_start) DO UPDATE SET jobs = w.jobs + EXCLUDED.jobs
+        RETURNING jobs, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
+    "address": """
+        INSERT INTO api_apiaddresswindow AS w (address, window_start, requests)
+        VALUES (%(key)s, date_trunc('minute', leitstand_now()), %(n)s)
+        ON CONFLICT (address, window_start) DO UPDATE SET requests = w.requests + EXCLUDED.requests
+        RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
+}
+_TIDY_SQL = {
+    "requests": "DELETE FROM jobs_apiratewindow WHERE token_id = %(key)s AND window_start < date_trunc('minute', leitstand_now())",
+    "address": "DELETE FROM api_apiaddresswindow WHERE address = %(key)s AND window_start < date_trunc('minute', leitstand_now())",
+}
+
+
+def _count(what: str, key, n: int) -> tuple[int, float]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_SQL[what], {"key": key, "n": n})
+        count, left = cursor.fetchone()
+        if count == n and what in _TIDY_SQL:  # the first count of a minute
+            cursor.execute(_TIDY_SQL[what], {"key": key})
+    return count, max(float(left), 0.0)
 
 
 def rate_count(token: ApiToken) -> tuple[int, float]:
     """This request's number in the token's current minute, and the seconds until the window ends."""
-    from django.db import connection
+    return _count("requests", token.pk, 1)
 
-    with connection.cursor() as cursor:
-        cursor.execute(_RATE_SQL, {"token": token.pk})
-        count, left = cursor.fetchone()
-        if count == 1:  # the first request of a minute tidies up this token's old windows
-            cursor.execute(
-                "DELETE FROM jobs_apiratewindow WHERE token_id = %s AND "
-                "window_start < date_trunc('minute', leitstand_now())",
-                [token.pk],
-            )
-    return count, max(float(left), 0.0)
+
+def jobs_count(token: ApiToken, jobs: int) -> tuple[int, float]:
+    """The jobs this token submitted in the current minute, these included, and the seconds left."""
+    return _count("jobs", token.pk, jobs)
+
+
+def address_count(address: str) -> tuple[int, float]:
+    """Requests from ``address`` without a valid token in the current minute, this one included."""
+    return _count("address", address[:45], 1)

@@ -420,6 +420,10 @@ LEITSTAND_SHADOW_SAMPLES = env_json("LEITSTAND_SHADOW_SAMPLES", {})
 # REST API v1 (docs/api.md).
 LEITSTAND_API_MAX_BODY_BYTES = env_int("LEITSTAND_API_MAX_BODY_BYTES", 2**20, minimum=1024)
 LEITSTAND_API_RATE_PER_MINUTE = env_int("LEITSTAND_API_RATE_PER_MINUTE", 1200, minimum=1)
+# Jobs a token may create per minute (a batch of 1,000 is one request but 1,000 jobs), and requests
+# per minute from one address presenting tokens that are unknown, revoked or expired.
+LEITSTAND_API_JOBS_PER_MINUTE = env_int("LEITSTAND_API_JOBS_PER_MINUTE", 10_000, minimum=1)
+LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE = env_int("LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE", 60, minimum=1)
 # Webhooks to the PHP core (docs/api.md): signed POSTs on job.done, job.dead, job.ready_for_review
 # and recheck_plan.ended, delivered as jobs in the notify pool. Off while the URL is empty.
 LEITSTAND_WEBHOOK = {

@@ -132,3 +132,34 @@ def test_a_correlation_id_is_printable_and_bounded(client, bearer, correlation):
     answer = client.post("/api/v1/batches", json.dumps(body), content_type="application/json", **writer)
     assert answer.status_code == 422
     assert not Job.objects.exists() and not Batch.objects.exists()
+
+
+def test_a_token_has_a_budget_of_jobs_not_only_of_requests(client, bearer, settings):
+    settings.LEITSTAND_API_JOBS_PER_MINUTE = 5
+    writer = bearer()
+    jobs = [{"type": "synthetic", "payload": {}, "idempotency_key": f"k{n}"} for n in range(6)]
+    answer = submit_batch(client, writer, jobs)
+    assert answer.status_code == 429 and "5 jobs a minute" in answer.json()["detail"]
+    assert 1 <= int(answer["Retry-After"]) <= 60
+    assert not Job.objects.exists() and not Batch.objects.exists()
+    assert submit(client, bearer(), {"idempotency_key": "other-token"}).status_code == 201, "budgets are per token"
+
+
+def test_guessing_tokens_is_limited_per_address(client, bearer, settings):
+    settings.LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE = 3
+    guesses = [
+        client.get("/api/v1/jobs", HTTP_AUTHORIZATION=f"Bearer lst_{n:012x}_guess", REMOTE_ADDR="203.0.113.9")
+        for n in range(5)
+    ]
+    assert [g.status_code for g in guesses] == [401, 401, 401, 429, 429]
+    other = client.get("/api/v1/jobs", HTTP_AUTHORIZATION="Bearer lst_000000000000_guess", REMOTE_ADDR="203.0.113.10")
+    assert other.status_code == 401, "another address has its own budget"
+    assert client.get("/api/v1/jobs", REMOTE_ADDR="203.0.113.9", **bearer()).status_code == 200
+
+
+def test_answers_carry_the_rate_limit_headers(client, bearer, settings):
+    settings.LEITSTAND_API_RATE_PER_MINUTE = 10
+    reader = bearer()
+    first, second = client.get("/api/v1/jobs", **reader), client.get("/api/v1/jobs", **reader)
+    assert (first["RateLimit-Limit"], first["RateLimit-Remaining"], second["RateLimit-Remaining"]) == ("10", "9", "8")
+    assert 1 <= int(second["RateLimit-Reset"]) <= 60

@@ -172,3 +172,38 @@ def test_the_other_page_actions_write_their_audit_entries(client, superuser, mak
     assert audited["bulk.retry_now.start"]
     assert audited["alert.acknowledged"] == "acknowledged"
     assert not audited["review.no_match"].startswith("refused"), audited["review.no_match"]
+
+
+@pytest.mark.parametrize("role", ["viewer", "reviewer"])
+@pytest.mark.parametrize("name", sorted(PAGE_CASES))
+def test_every_job_page_action_refuses_a_viewer_and_a_reviewer_on_the_one_path(
+    client, make_job, django_user_model, role, name
+):
+    from dashboard.roles import roles_ensure
+
+    person = django_user_model.objects.create_user("someone", password="x" * 12, is_staff=True)
+    person.groups.add(roles_ensure()[role])
+    client.force_login(person)
+    job = job_in_state(make_job(), PAGE_CASES[name])
+    client.post(reverse("admin:jobs_job_act", args=[job.pk]), {"action": name, "reason": "try"})
+    (entry,) = AuditEntry.objects.filter(action=f"job.{name}")
+    assert entry.result.startswith("refused: ") and "jobs.operate_job" in entry.result
+    assert Job.objects.get(pk=job.pk).state == PAGE_CASES[name]
+
+
+@pytest.mark.parametrize("role", ["viewer", "reviewer"])
+@pytest.mark.parametrize("case", [c for c in sorted(CASES) if c[1] != "decide_plans"], ids=lambda c: f"{c[0]}:{c[1]}")
+def test_every_operators_list_action_refuses_a_viewer_and_a_reviewer(client, make_job, django_user_model, role, case):
+    from dashboard.roles import roles_ensure
+
+    person = django_user_model.objects.create_user("someone", password="x" * 12, is_staff=True)
+    person.groups.add(roles_ensure()[role])
+    client.force_login(person)
+    model, action = case
+    make_target, fields, audited_as = CASES[case]
+    target = make_target(make_job)
+    before = type(target).objects.filter(pk=target.pk).values().get()
+    changelist = reverse(f"admin:{model.replace('.', '_')}_changelist")
+    client.post(changelist, {"action": action, "_selected_action": [target.pk], **fields})
+    assert type(target).objects.filter(pk=target.pk).values().get() == before
+    assert not AuditEntry.objects.filter(action=audited_as).exclude(result__startswith="refused").exists()
