@@ -11,6 +11,7 @@ from django.conf import settings
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
+from api.client_ip import client_ip
 from api.errors import RateLimited
 from api.tokens import address_count, jobs_count, rate_count, token_check
 from jobs.services import JobInputError
@@ -21,7 +22,7 @@ class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
         checked = token_check(token)
         if checked is None:  # guessing tokens is limited per address
-            count, left = address_count(request.META.get("REMOTE_ADDR", ""))
+            count, left = address_count(client_ip(request))
             limit = settings.LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE
             if count > limit:
                 raise RateLimited(left, limit=f"this address may present {limit} invalid tokens a minute")

@@ -78,8 +78,10 @@ AXES_FAILURE_LIMIT = env_int("LEITSTAND_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_float("LEITSTAND_LOGIN_LOCKOUT_MINUTES", 15, minimum=0.1) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-# Behind a reverse proxy, name the header that carries the client's address (e.g. X-Forwarded-For).
-AXES_IPWARE_META_PRECEDENCE_ORDER = env_list("LEITSTAND_CLIENT_IP_HEADERS", ["REMOTE_ADDR"])
+# Behind reverse proxies, how many append to X-Forwarded-For (0: none, REMOTE_ADDR is the client);
+# the client's address is then the one the outermost proxy appended (api/client_ip.py).
+LEITSTAND_TRUSTED_PROXIES = env_int("LEITSTAND_TRUSTED_PROXIES", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "api.client_ip.client_ip"  # also the API's address budget
 
 # Content Security Policy on every page (django-csp 4): the console loads nothing from elsewhere,
 # runs no inline script or style, and shows images only from itself or as data: (thumbnails).

@@ -86,9 +86,8 @@ class ConsoleSite(admin.AdminSite):
         """Take the next free case (POST only: reading a page never takes a case) and show it."""
         _require(request, "jobs.review_job")
         escalated = request.GET.get("queue") == "escalated"
-        queue = reverse("admin:review_queue") + ("?queue=escalated" if escalated else "")
         if request.method != "POST":
-            return HttpResponseRedirect(queue)
+            return HttpResponseRedirect(reverse("admin:review_queue") + ("?queue=escalated" if escalated else ""))
         return self._next_case(request, escalated=escalated)
 
     def _next_case(self, request, *, escalated: bool):
@@ -109,9 +108,9 @@ class ConsoleSite(admin.AdminSite):
         actor = _actor(request)
         if request.method == "POST" and "take" in request.POST:
             _require(request, "jobs.review_job")
-            if review.is_escalated(job):
-                _require(request, ESCALATED_REVIEW_PERMISSION)
             escalated_by = review.escalated_by(job)
+            if escalated_by:
+                _require(request, ESCALATED_REVIEW_PERMISSION)
             if (
                 job.state == State.READY_FOR_REVIEW
                 and review.take(reviewer=actor, job_id=job.id, escalated=bool(escalated_by)) is None

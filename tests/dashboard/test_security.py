@@ -28,3 +28,28 @@ def test_console_pages_carry_a_strict_content_security_policy(admin_client):
     policy = admin_client.get(reverse("admin:index")).headers["Content-Security-Policy"]
     assert "default-src 'self'" in policy and "script-src 'self'" in policy and "style-src 'self'" in policy
     assert "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
+
+
+def test_behind_a_proxy_the_lockout_follows_the_client_not_the_proxy_nor_a_forged_header(
+    client, django_user_model, settings
+):
+    settings.LEITSTAND_TRUSTED_PROXIES = 1  # one reverse proxy at 10.9.9.9 appends the client's address
+    django_user_model.objects.create_user("alice", password="correct-horse-9", is_staff=True)
+
+    def through_proxy(password, client_address, forged=""):
+        chain = f"{forged}, {client_address}" if forged else client_address
+        return client.post(
+            reverse("admin:login"),
+            {"username": "alice", "password": password, "next": "/admin/"},
+            REMOTE_ADDR="10.9.9.9",
+            HTTP_X_FORWARDED_FOR=chain,
+        )
+
+    for n in range(settings.AXES_FAILURE_LIMIT):  # an attacker changes the header it writes each time
+        through_proxy("wrong", "198.51.100.7", forged=f"192.0.2.{n}")
+    assert through_proxy("correct-horse-9", "198.51.100.7", forged="192.0.2.200").status_code == 429, (
+        "a forged X-Forwarded-For entry does not move the attacker out of its lockout"
+    )
+    assert through_proxy("correct-horse-9", "203.0.113.5").status_code == 302, (
+        "the operator, from another address behind the same proxy, is not locked out"
+    )
