@@ -60,7 +60,7 @@ def token_revoke(*, name: str) -> ApiToken:
 
 _COUNT_SQL = {
     # One statement per request: add to the current minute's window and answer the new total and
-    # the seconds left in the window. The first count of a minute tidies up older windows.
+    # the seconds left in the window. A key's first count of a minute tidies up older windows.
     "requests": """
         INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
         VALUES (%(key)s, date_trunc('minute', leitstand_now()), %(n)s, 0)
@@ -77,9 +77,11 @@ _COUNT_SQL = {
         ON CONFLICT (address, window_start) DO UPDATE SET requests = w.requests + EXCLUDED.requests
         RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
 }
+# Every window of an earlier minute, whoever it counted: the tables hold about one minute of rows
+# (an address that never returns leaves nothing behind).
 _TIDY_SQL = {
-    "requests": "DELETE FROM jobs_apiratewindow WHERE token_id = %(key)s AND window_start < date_trunc('minute', leitstand_now())",
-    "address": "DELETE FROM api_apiaddresswindow WHERE address = %(key)s AND window_start < date_trunc('minute', leitstand_now())",
+    "requests": "DELETE FROM jobs_apiratewindow WHERE window_start < date_trunc('minute', leitstand_now())",
+    "address": "DELETE FROM api_apiaddresswindow WHERE window_start < date_trunc('minute', leitstand_now())",
 }
 
 
@@ -90,7 +92,7 @@ def _count(what: str, key, n: int) -> tuple[int, float]:
         cursor.execute(_COUNT_SQL[what], {"key": key, "n": n})
         count, left = cursor.fetchone()
         if count == n and what in _TIDY_SQL:  # the first count of a minute
-            cursor.execute(_TIDY_SQL[what], {"key": key})
+            cursor.execute(_TIDY_SQL[what])
     return count, max(float(left), 0.0)
 
 

@@ -163,3 +163,16 @@ def test_answers_carry_the_rate_limit_headers(client, bearer, settings):
     first, second = client.get("/api/v1/jobs", **reader), client.get("/api/v1/jobs", **reader)
     assert (first["RateLimit-Limit"], first["RateLimit-Remaining"], second["RateLimit-Remaining"]) == ("10", "9", "8")
     assert 1 <= int(second["RateLimit-Reset"]) <= 60
+
+
+def test_the_rate_windows_hold_about_a_minute_of_rows(client, bearer, db_clock):
+    from api.models import ApiAddressWindow, ApiRateWindow
+
+    for n in range(3):
+        client.get("/api/v1/jobs", HTTP_AUTHORIZATION=f"Bearer lst_{n:012x}_x", REMOTE_ADDR=f"203.0.113.{n}")
+    client.get("/api/v1/jobs", **bearer())
+    assert (ApiAddressWindow.objects.count(), ApiRateWindow.objects.count()) == (3, 1)
+    db_clock.advance(120)
+    client.get("/api/v1/jobs", HTTP_AUTHORIZATION="Bearer lst_00000000000f_x", REMOTE_ADDR="203.0.113.99")
+    client.get("/api/v1/jobs", **bearer())
+    assert (ApiAddressWindow.objects.count(), ApiRateWindow.objects.count()) == (1, 1), "older minutes are gone"
