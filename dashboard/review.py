@@ -46,10 +46,6 @@ def holder(job: Job) -> ReviewLease | None:
     return ReviewLease.objects.filter(job=job, expires_at__gt=LeitstandNow()).first()
 
 
-def is_escalated(job: Job) -> bool:
-    return ReviewEscalation.objects.filter(job=job).exists()
-
-
 def escalated_by(job: Job) -> str:
     """Who escalated the case ('' when it is not escalated)."""
     return ReviewEscalation.objects.filter(job=job).values_list("escalated_by", flat=True).first() or ""

@@ -156,7 +156,7 @@ class ConsoleSite(admin.AdminSite):
                 "held_by_me": holder is not None and holder.reviewer == actor,
                 "holder": holder,
                 "can_decide_escalated": request.user.has_perm(ESCALATED_REVIEW_PERMISSION),
-                "is_escalated": review.is_escalated(job),
+                "is_escalated": bool(review.escalated_by(job)),
                 "escalated": escalated,
                 "candidate_src": data_uri(case["candidate_thumbnail"]),
                 "asset_src": data_uri(case["asset_image"]),

@@ -9,10 +9,10 @@ from dashboard.models import Alert, BulkOperation
 from dashboard.operations import alerts, bulk
 from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from jobs import services
-from jobs.models import Job, State, database_now
+from jobs.models import Job, State
 from rechecks.services import plan_abort, plan_decide
 from tests.conftest import job_in_state
-from tests.dashboard.test_audited_actions import a_plan
+from tests.dashboard.test_audited_actions import a_plan, an_alert
 from workers.pipeline.services import crawl_start, source_upsert
 from workers.runtime.models import Pool
 from workers.runtime.services import pool_pause, pool_resume
@@ -30,22 +30,6 @@ def person(django_user_model):
         return django_user_model.objects.get(pk=user.pk)  # fresh permission cache
 
     return make
-
-
-def an_alert():
-    now = database_now()
-    return Alert.objects.create(
-        rule="pool_stalled",
-        scope="pool:crawl",
-        state=Alert.State.FIRING,
-        first_seen=now,
-        last_seen=now,
-        fired_at=now,
-        value=1,
-        threshold=0,
-        diagnosis="stalled",
-        route="default",
-    )
 
 
 # name → (what it acts on, the call with a user, how to read the state it must leave alone)

@@ -39,6 +39,22 @@ def a_plan():
     return plan_request(job=job, finding=finding, content_hash="h")
 
 
+def an_alert():
+    now = database_now()
+    return Alert.objects.create(
+        rule="pool_stalled",
+        scope="pool:crawl",
+        state=Alert.State.FIRING,
+        first_seen=now,
+        last_seen=now,
+        fired_at=now,
+        value=1,
+        threshold=0,
+        diagnosis="the crawl pool made no progress",
+        route="default",
+    )
+
+
 # (model, action) → (a record it acts on, the extra form fields, the audit entry's action)
 CASES = {
     ("jobs.job", "cancel_jobs"): (lambda make_job: make_job(), {}, "job.cancel"),
@@ -150,19 +166,7 @@ def test_the_other_page_actions_write_their_audit_entries(client, superuser, mak
         reverse("admin:bulk") + "?state__exact=dead",
         {"action_name": "retry_now", "reason": "the fix is deployed"},
     )
-    now = database_now()
-    alert = Alert.objects.create(
-        rule="pool_stalled",
-        scope="pool:crawl",
-        state=Alert.State.FIRING,
-        first_seen=now,
-        last_seen=now,
-        fired_at=now,
-        value=1,
-        threshold=0,
-        diagnosis="the crawl pool made no progress",
-        route="default",
-    )
+    alert = an_alert()
     client.post(reverse("admin:dashboard_alert_act", args=[alert.pk]), {"action": "acknowledge", "comment": "on it"})
     case = job_in_state(make_job(), State.READY_FOR_REVIEW)
     client.get(reverse("admin:review_case", args=[case.pk]))  # takes the case
