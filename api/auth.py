@@ -61,9 +61,12 @@ def submittable_require(request, job_type: str, *, field: str) -> None:
     require(request, scope)
 
 
-def key_namespace(request) -> str:
-    """The namespace of this client's idempotency keys: no other client's, and not the system's."""
-    return f"client:{request.auth.name}"
+def owned(request, queryset, *, path: str = "client"):
+    """What this token may see and act on: its client's own (``path`` leads to the owning client),
+    or everything with the ``jobs:all`` scope. Anything else answers 404, as if it did not exist."""
+    if "jobs:all" in request.auth.scopes:
+        return queryset
+    return queryset.filter(**{path: request.auth.client_id})
 
 
 def request_fingerprint(submission: dict) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
-from api.auth import jobs_budget_spend, key_namespace, request_fingerprint, require, submittable_require
+from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
 from api.fields import Text, utc
 from jobs.batches import batch_out, batch_progress
 from jobs.models import Batch
@@ -75,7 +75,7 @@ def batches_create(request, body: BatchIn):
         submittable_require(request, job.type, field=f"jobs[{index}].type")
     jobs_budget_spend(request, len(body.jobs))
     submitted = batch_submit(
-        key_namespace=key_namespace(request),
+        client=request.auth.client,
         key=body.key,
         name=body.name,
         jobs=[
@@ -111,7 +111,7 @@ def batches_create(request, body: BatchIn):
 def batches_get(request, batch_id: int):
     """A batch's live counters, rate and ETA; its statistics once finished."""
     require(request, "jobs:read")
-    batch = Batch.objects.filter(pk=batch_id).first()
+    batch = owned(request, Batch.objects).filter(pk=batch_id).first()
     if batch is None:
         raise Http404(f"no batch {batch_id}")
     return batch_record(batch)

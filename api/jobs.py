@@ -15,7 +15,7 @@ from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from api.auth import jobs_budget_spend, key_namespace, request_fingerprint, require, submittable_require
+from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
 from api.fields import Text, utc
 from api.rechecks import RecheckPlanOut, plan_out
 from jobs.models import Job, State
@@ -132,7 +132,7 @@ def jobs_create(request, body: JobIn):
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
     due_at = utc(body.due_at, "due_at")
     submission = job_submit(
-        key_namespace=key_namespace(request),
+        client=request.auth.client,
         request_hash=request_fingerprint(
             {
                 "type": body.type,
@@ -165,7 +165,7 @@ def jobs_create(request, body: JobIn):
 @router.get("/jobs/{job_id}", response=JobOut)
 def jobs_get(request, job_id: uuid.UUID):
     require(request, "jobs:read")
-    job = Job.objects.filter(pk=job_id).first()
+    job = owned(request, Job.objects).filter(pk=job_id).first()
     if job is None:
         raise Http404(f"no job {job_id}")
     return job_out(job, with_transitions=True)
@@ -198,10 +198,10 @@ def jobs_list(
     cursor: Text | None = None,
     limit: int = Query(50, ge=1, le=500),
 ):
-    """Jobs in the order of their last state change (oldest first), keyset-paginated: a page never
-    skips or repeats a job while others change."""
+    """This client's jobs (every job with ``jobs:all``) in the order of their last state change (oldest
+    first), keyset-paginated: a page never skips or repeats a job while others change."""
     require(request, "jobs:read")
-    jobs = Job.objects.all()
+    jobs = owned(request, Job.objects.all())
     if correlation_id:
         jobs = jobs.filter(correlation_id=correlation_id)
     if type:
@@ -230,7 +230,7 @@ def jobs_list(
 def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
     """Cancel a job that has not ended: 200 with the job; 409 when it already ended."""
     require(request, "jobs:write")
-    job = Job.objects.filter(pk=job_id).first()
+    job = owned(request, Job.objects).filter(pk=job_id).first()
     if job is None:
         raise Http404(f"no job {job_id}")
     try:

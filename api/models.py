@@ -2,14 +2,15 @@
 
 from django.db import models
 
-from jobs.models import LeitstandNow
+from jobs.models import Client, LeitstandNow
 
 
 class ApiToken(models.Model):
-    """A bearer token of the REST API. Only a SHA-256 of the secret is stored, found by its prefix;
+    """A bearer token of the REST API; it acts for its client (``jobs.Client``). Only a SHA-256 of the secret is stored, found by its prefix;
     the token itself is shown once, when it is created (``manage.py create_api_token``)."""
 
     name = models.CharField(max_length=100, unique=True)
+    client = models.ForeignKey(Client, on_delete=models.PROTECT, related_name="tokens", help_text="Whose token.")
     prefix = models.CharField(max_length=12, unique=True)
     secret_hash = models.CharField(max_length=64)
     scopes = models.JSONField(default=list)

@@ -9,7 +9,7 @@ from django.http import Http404
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 
-from api.auth import require
+from api.auth import owned, require
 from api.fields import Text
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
@@ -61,7 +61,7 @@ def plan_out(plan: RecheckPlan) -> dict:
 @router.get("/rechecks/{plan_id}", response=RecheckPlanOut)
 def rechecks_get(request, plan_id: int):
     require(request, "jobs:read")
-    plan = RecheckPlan.objects.filter(pk=plan_id).first()
+    plan = owned(request, RecheckPlan.objects, path="job__client").filter(pk=plan_id).first()
     if plan is None:
         raise Http404(f"no recheck plan {plan_id}")
     return plan_out(plan)
@@ -71,7 +71,7 @@ def rechecks_get(request, plan_id: int):
 def rechecks_decide(request, plan_id: int, body: DecisionIn):
     """End a recheck plan with a manual decision (the case is confirmed); 409 once the plan ended."""
     require(request, "reviews:write")
-    if not RecheckPlan.objects.filter(pk=plan_id).exists():
+    if not owned(request, RecheckPlan.objects, path="job__client").filter(pk=plan_id).exists():
         raise Http404(f"no recheck plan {plan_id}")
     try:
         plan = plan_decide(plan_id=plan_id, actor=f"api:{request.auth.name}", reason=body.reason)

@@ -1,4 +1,6 @@
-"""API tokens: created with a secret shown once, stored as prefix + SHA-256, checked in constant time."""
+"""API tokens: created with a secret shown once, stored as prefix + SHA-256, checked in constant time.
+Each token acts for its client (``jobs.Client``); a client may hold several (the PHP core's read and
+write tokens). Creating, rotating and revoking are audited by the console page that calls them."""
 
 from __future__ import annotations
 
@@ -7,11 +9,16 @@ import hmac
 import secrets
 from datetime import timedelta
 
+from django.db import transaction
+
 from api.models import ApiToken
+from jobs.clients import client_ensure, clients_require
 from jobs.models import LeitstandNow, database_now
 from jobs.services import JobInputError
 
-SCOPES = ("jobs:read", "jobs:write", "jobs:synthetic", "reviews:write")
+# ``jobs:all``: see and act on every job, batch and plan, also those of other clients and of no client
+# (crawls started from the console or a command); without it a token sees its own client's only.
+SCOPES = ("jobs:read", "jobs:write", "jobs:all", "jobs:synthetic", "reviews:write")
 TOKEN_PREFIX = "lst"
 
 
@@ -19,21 +26,53 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def token_create(*, name: str, scopes: list[str], expires_days: float | None = None) -> tuple[ApiToken, str]:
-    """Create a token; returns it and the clear text (``lst_<prefix>_<secret>``), which is never stored."""
-    if not name or len(name) > 100:
-        raise JobInputError("name", "must be 1-100 characters")
+def token_create(
+    *,
+    name: str,
+    scopes: list[str],
+    client: str = "",
+    expires_days: float | None = None,
+    actor: str = "command",
+    user=None,
+) -> tuple[ApiToken, str]:
+    """Create a token of ``client`` (created if new; the token's own name when empty); returns it and
+    the clear text (``lst_<prefix>_<secret>``), which is never stored."""
+    clients_require(user)
+    if not isinstance(name, str) or not name or len(name) > 100 or not name.isprintable():
+        raise JobInputError("name", "must be 1-100 printable characters")
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown or not scopes:
         raise JobInputError("scopes", f"unknown or missing scopes {unknown}; choose from {', '.join(SCOPES)}")
-    if ApiToken.objects.filter(name=name).exists():
-        raise JobInputError("name", f"a token named {name!r} exists; revoke it or choose another name")
-    prefix, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
-    expires = database_now() + timedelta(days=expires_days) if expires_days else None
-    token = ApiToken.objects.create(
-        name=name, prefix=prefix, secret_hash=_hash(secret), scopes=sorted(set(scopes)), expires_at=expires
-    )
+    if expires_days is not None and not 0 < expires_days <= 3660:
+        raise JobInputError("expires_days", "must be more than 0 and at most 3660 days")
+    with transaction.atomic():
+        if ApiToken.objects.filter(name=name).exists():
+            raise JobInputError("name", f"a token named {name!r} exists; revoke it or choose another name")
+        owner, _ = client_ensure(name=client or name, actor=actor, user=user)
+        prefix, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+        expires = database_now() + timedelta(days=expires_days) if expires_days else None
+        token = ApiToken.objects.create(
+            name=name,
+            client=owner,
+            prefix=prefix,
+            secret_hash=_hash(secret),
+            scopes=sorted(set(scopes)),
+            expires_at=expires,
+        )
     return token, f"{TOKEN_PREFIX}_{prefix}_{secret}"
+
+
+def token_rotate(*, name: str, user=None) -> tuple[ApiToken, str]:
+    """A new secret for a live token (same name, client, scopes and expiry); the old one stops working
+    at once. Returns the token and its new clear text, shown once."""
+    clients_require(user)
+    prefix, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+    updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(
+        prefix=prefix, secret_hash=_hash(secret)
+    )
+    if not updated:
+        raise JobInputError("name", f"no live token named {name!r}")
+    return ApiToken.objects.get(name=name), f"{TOKEN_PREFIX}_{prefix}_{secret}"
 
 
 def token_check(presented: str) -> ApiToken | None:
@@ -41,7 +80,7 @@ def token_check(presented: str) -> ApiToken | None:
     parts = presented.split("_", 2)
     if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
         return None
-    token = ApiToken.objects.filter(prefix=parts[1], revoked_at__isnull=True).first()
+    token = ApiToken.objects.select_related("client").filter(prefix=parts[1], revoked_at__isnull=True).first()
     if token is None or not hmac.compare_digest(token.secret_hash, _hash(parts[2])):
         return None
     now = database_now()
@@ -51,7 +90,8 @@ def token_check(presented: str) -> ApiToken | None:
     return token
 
 
-def token_revoke(*, name: str) -> ApiToken:
+def token_revoke(*, name: str, user=None) -> ApiToken:
+    clients_require(user)
     updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=LeitstandNow())
     if not updated:
         raise JobInputError("name", f"no live token named {name!r}")

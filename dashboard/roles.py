@@ -6,7 +6,7 @@
 | ``viewer`` | every console page, read-only | nothing |
 | ``reviewer`` | everything | decide, escalate and skip review cases; end a recheck plan with a manual decision |
 | ``senior reviewer`` | everything | as a reviewer, and decide escalated cases (never one they escalated) |
-| ``operator`` | everything | retry, cancel, confirm, release, send to review, bulk actions, pause/resume pools; maintain sources and assets; end or abort recheck plans |
+| ``operator`` | everything | retry, cancel, confirm, release, send to review, bulk actions, pause/resume pools; maintain sources and assets; end or abort recheck plans; create API clients and tokens, rotate and revoke them |
 
 The matrix is enforced by the services each action calls (the person's permission) and by the
 console views; ``tests/dashboard/test_permissions.py`` checks every console URL and action × role.
@@ -20,7 +20,10 @@ SENIOR_REVIEWERS = "senior reviewer"
 VIEWERS = "viewer"
 
 _VIEW = (
-    [f"jobs.view_{model}" for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent", "batch")]
+    [
+        f"jobs.view_{model}"
+        for model in ("job", "attempt", "transition", "stalewrite", "effect", "stepevent", "batch", "client")
+    ]
     + [
         f"workers.view_{model}"
         for model in (
@@ -45,6 +48,7 @@ ROLE_PERMISSIONS = {
     OPERATORS: [
         *_VIEW,
         "jobs.operate_job",
+        "jobs.manage_client",
         "workers.add_source",
         "workers.change_source",
         "workers.add_protectedasset",

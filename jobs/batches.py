@@ -74,6 +74,7 @@ def batch_create(
     target_finish_at: datetime | None = None,
     request: dict | None = None,
     key_namespace: str = "",
+    client_id: int | None = None,
 ) -> tuple[Batch, bool]:
     """The batch for ``key``: created, or the existing one (False) when the same request came before;
     another request under the same key is refused (``JobInputError`` on ``key``)."""
@@ -93,6 +94,7 @@ def batch_create(
                 "correlation_id": correlation_id or f"batch:{key}"[:255],
                 "target_finish_at": target_finish_at,
                 "request_hash": digest,
+                "client_id": client_id,
             },
         )
     if not created and digest and batch.request_hash != digest:

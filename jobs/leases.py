@@ -203,6 +203,7 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
             "batch_id": None,
             "key_namespace": "",
             "request_hash": "",
+            "client_id": None,
             **columns,
             "parent_id": _as_uuid(parent_id) if parent_id else None,
             "payload": Jsonb(payload),

@@ -61,10 +61,38 @@ CANCELLABLE_STATES = tuple(s for s in State if s not in TERMINAL_STATES) + (Stat
 OPERATE_PERMISSION = "jobs.operate_job"
 REVIEW_PERMISSION = "jobs.review_job"
 ESCALATED_REVIEW_PERMISSION = "jobs.review_escalated_job"
+MANAGE_CLIENTS_PERMISSION = "jobs.manage_client"
 
 # Transitions that only the engine performs, as guarded SQL in jobs.leases (they need a lease,
 # database time and an attempt row written in the same statement).
 ENGINE = {"engine": True}
+
+
+class Client(models.Model):
+    """An API client (the PHP core, a partner's system). It owns what it submits: jobs, batches, and
+    what follows from them (children, findings, recheck plans inherit their job's client), and it
+    receives their events at its own webhook, or at the global one (``LEITSTAND_WEBHOOK_URL``) when it
+    has none. Its bearer tokens are the API's (``api.ApiToken``); jobs started from the console or a
+    command belong to no client. Created and changed by ``jobs.clients``."""
+
+    name = models.CharField(max_length=100, unique=True)
+    webhook_url = models.CharField(
+        max_length=500, blank=True, default="", help_text="Its own receiver of events; empty: the global webhook."
+    )
+    webhook_secret = models.CharField(max_length=200, blank=True, default="", help_text="Signs its webhooks.")
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+    created_by = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        permissions = [("manage_client", "Can create API clients and tokens, rotate and revoke tokens")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def key_namespace(self) -> str:
+        """Where its idempotency keys live: no other client's, and not the system's ('')."""
+        return f"client:{self.name}"
 
 
 class Job(ConcurrentTransitionMixin, models.Model):
@@ -89,6 +117,15 @@ class Job(ConcurrentTransitionMixin, models.Model):
         help_text="The fingerprint of the whole submission (API), to refuse a repeat that differs.",
     )
     correlation_id = models.CharField(max_length=255, help_text="Joins every job of one business case.")
+    client = models.ForeignKey(
+        Client,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        help_text="Who owns it: the API client that submitted it or its parent; empty for the system's own.",
+    )
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
     batch = models.ForeignKey(
         "Batch",
@@ -190,6 +227,12 @@ class Job(ConcurrentTransitionMixin, models.Model):
             # order of the last change. Transitions are not HOT updates anyway (``state`` is indexed),
             # so this is one more index entry per transition; heartbeats touch neither column.
             models.Index(fields=["state_changed_at", "id"], name="job_changed_idx"),
+            # The same list for a client that sees only its own jobs.
+            models.Index(
+                fields=["client", "state_changed_at", "id"],
+                name="job_client_changed_idx",
+                condition=Q(client__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -493,6 +536,9 @@ class Batch(models.Model):
     key = models.CharField(max_length=255, help_text="Idempotency: one batch per key and namespace.")
     key_namespace = models.CharField(
         max_length=120, blank=True, db_default="", default="", help_text="Whose key: as ``Job.key_namespace``."
+    )
+    client = models.ForeignKey(
+        Client, null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="Who owns it."
     )
     name = models.CharField(max_length=200)
     created_by = models.CharField(max_length=255)

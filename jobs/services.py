@@ -124,6 +124,7 @@ def job_create(
     batch_id: int | None = None,
     key_namespace: str = "",
     request_hash: str = "",
+    client_id: int | None = None,
 ) -> Submission:
     """Create a job once per (type, key namespace, idempotency key); a repeat returns that job.
 
@@ -134,7 +135,8 @@ def job_create(
 
     Call it inside the transaction of the business change that causes the job, so both commit or
     neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job); a
-    sub-job joins its parent's batch. Without a pool the job goes to the pool named like its type.
+    sub-job joins its parent's batch and belongs to its parent's client (``client_id`` is the owner of
+    a job without parent: the API client that submits it). Without a pool the job goes to the pool named like its type.
     """
     _validate(
         type=type,
@@ -154,11 +156,12 @@ def job_create(
     job_id = uuid.uuid4()
     with transaction.atomic():
         if parent_id is not None:
-            parent = Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id").first()
+            parent = Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id", "client_id").first()
             if parent is None:
                 raise JobInputError("parent_id", f"job {parent_id} does not exist")
             correlation_id = correlation_id or parent["correlation_id"]
             batch_id = batch_id if batch_id is not None else parent["batch_id"]
+            client_id = parent["client_id"]
         created = leases.insert_planned(
             id=job_id,
             type=type,
@@ -166,6 +169,7 @@ def job_create(
             key_namespace=key_namespace,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            client_id=client_id,
             correlation_id=correlation_id or str(job_id),
             parent_id=parent_id,
             batch_id=batch_id,

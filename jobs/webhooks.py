@@ -7,6 +7,10 @@ its change committed: a trigger on ``jobs_transition`` writes ``job.done``, ``jo
 ``api_webhook`` job (idempotency key ``webhook-event-<id>``) in the ``notify`` pool and deletes it
 from the outbox in the same transaction; the job delivers a signed POST with retries, backoff and,
 in the end, the dead-letter queue. The receiver deduplicates on the event ID ``evt_<id>``.
+
+An event goes to the webhook of the client that owns its job or batch (``Client.webhook_url``), or to
+the global one (``LEITSTAND_WEBHOOK``) when that client has none or the job belongs to no client; an
+event with neither is dropped. Which events and job types are delivered is the global setting's.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 from django.conf import settings
 from django.db import connection, transaction
 
-from jobs.models import Job, State, Transition, WebhookEvent
+from jobs.models import Batch, Client, Job, State, Transition, WebhookEvent
 from jobs.services import job_create
 from jobs.sql import queries
 
@@ -41,10 +45,12 @@ def event_record(*, kind: str, data: dict, job_id=None, batch_id: int | None = N
 
 def webhook_sweep(*, limit: int = 1000) -> int:
     """Turn up to ``limit`` outbox events into delivery jobs (or drop them when the event or job type
-    is not subscribed); returns the number of deliveries. Without a webhook URL every event written
-    so far is dropped in one statement, so the outbox never grows however fast jobs end."""
+    is not subscribed, or nobody receives them); returns the number of deliveries. Without any webhook
+    (no global URL, no client's own) every event written so far is dropped in one statement, so the
+    outbox never grows however fast jobs end."""
     hook = settings.LEITSTAND_WEBHOOK
-    if not hook["url"]:
+    receivers = dict(Client.objects.exclude(webhook_url="").values_list("pk", "name"))
+    if not hook["url"] and not receivers:
         with connection.cursor() as cursor:
             cursor.execute(queries.webhook_events_drop_all)
         return 0
@@ -54,6 +60,9 @@ def webhook_sweep(*, limit: int = 1000) -> int:
             return 0
         deliveries, handled = 0, []
         jobs = Job.objects.in_bulk({event.job_id for event in events if event.job_id})
+        owners = dict(
+            Batch.objects.filter(pk__in={e.batch_id for e in events if e.batch_id}).values_list("pk", "client_id")
+        )
         causes = dict(
             Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id]).values_list(
                 "pk", "cause"
@@ -62,7 +71,7 @@ def webhook_sweep(*, limit: int = 1000) -> int:
         for event in events:
             try:
                 with transaction.atomic():  # one bad event is recorded and skipped; the rest are delivered
-                    deliveries += _delivery_create(hook, event, jobs.get(event.job_id), causes)
+                    deliveries += _delivery_create(hook, receivers, event, jobs.get(event.job_id), owners, causes)
             except Exception as failed:
                 logger.exception("webhook event %s could not become a delivery; it stays in the outbox", event.pk)
                 WebhookEvent.objects.filter(pk=event.pk).update(error=f"{failed.__class__.__name__}: {failed}"[:2000])
@@ -72,23 +81,33 @@ def webhook_sweep(*, limit: int = 1000) -> int:
     return deliveries
 
 
-def _delivery_create(hook: dict, event: WebhookEvent, job: Job | None, causes: dict) -> int:
-    """The delivery job of one event (1), or nothing when it is not subscribed (0)."""
+def _delivery_create(
+    hook: dict, receivers: dict, event: WebhookEvent, job: Job | None, owners: dict, causes: dict
+) -> int:
+    """The delivery job of one event (1), or nothing when it is not subscribed or nobody receives it (0).
+    ``receivers``: the clients with their own webhook (id → name); ``owners``: batch → client id."""
     if event.batch_id is not None:  # a batch's event: no job to filter by
         if event.kind not in hook["events"]:
             return 0
         message = batch_message(event)
         correlation_id = event.data.get("batch", {}).get("correlation_id", "")
+        owner = owners.get(event.batch_id)
     else:
         if job is None or not _subscribed(hook, event.kind, job.type):
             return 0
         message = event_message(event, job, causes.get(event.transition_id, ""))
         correlation_id = job.correlation_id
+        owner = job.client_id
+    payload = {"event": message}
+    if owner in receivers:
+        payload["client"] = receivers[owner]  # its own webhook, signed with its own secret
+    elif not hook["url"]:
+        return 0
     job_create(
         type=DELIVERY_TYPE,
         pool="notify",
         idempotency_key=f"webhook-event-{event.pk}",
-        payload={"event": message},
+        payload=payload,
         actor=ACTOR,
         correlation_id=correlation_id,
         priority=1,

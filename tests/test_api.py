@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def bearer():
     def make(*scopes, name=None):
-        _, clear = token_create(name=name or uuid.uuid4().hex[:8], scopes=list(scopes))
+        _, clear = token_create(name=name or uuid.uuid4().hex[:8], client="php-core", scopes=list(scopes))
         return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
 
     return make
@@ -157,7 +157,7 @@ def test_listing_pages_by_cursor_without_gaps(client, bearer):
 
 def test_listing_pages_through_jobs_that_changed_at_the_same_moment(client, bearer, make_job):
     """The keyset is (state_changed_at, id): ties on the moment are ordered by ID, none skipped."""
-    reader = bearer("jobs:read")
+    reader = bearer("jobs:read", "jobs:all")
     jobs = [make_job(correlation_id="ties") for _ in range(9)]
     moment = timezone.now()
     Job.objects.filter(pk__in=[j.pk for j in jobs[:2]]).update(state_changed_at=moment - timedelta(seconds=1))
@@ -203,7 +203,7 @@ def test_a_match_shows_its_finding_and_recheck_plan_and_a_decision_ends_the_plan
 
     case = review_case("api")
     plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")
-    reader = bearer("jobs:read")
+    reader = bearer("jobs:read", "jobs:all")
     record = client.get(f"/api/v1/jobs/{case.id}", **reader).json()
     assert record["findings"][0]["verdict"] == "unclear" and record["findings"][0]["asset_owner_ref"] == "RH-1001"
     assert record["recheck_plan"]["id"] == plan.id and record["recheck_plan"]["state"] == "active"
@@ -211,7 +211,7 @@ def test_a_match_shows_its_finding_and_recheck_plan_and_a_decision_ends_the_plan
     url = f"/api/v1/rechecks/{plan.id}/decision"
     body = json.dumps({"reason": "taken down, confirmed by the host"})
     assert client.post(url, body, content_type="application/json", **reader).status_code == 403
-    reviewer = bearer("jobs:read", "reviews:write")
+    reviewer = bearer("jobs:read", "jobs:all", "reviews:write")
     ended = client.post(url, body, content_type="application/json", **reviewer)
     assert ended.status_code == 200 and ended.json()["end_reason"] == "manual_decision"
     assert ended.json()["ended_by"].startswith("api:"), "the token's name is the actor"

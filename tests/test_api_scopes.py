@@ -13,7 +13,7 @@ from tests.dashboard.test_audited_actions import a_plan
 
 pytestmark = pytest.mark.django_db
 
-SCOPES = ["jobs:read", "jobs:write", "jobs:synthetic", "reviews:write"]
+SCOPES = ["jobs:read", "jobs:write", "jobs:all", "jobs:synthetic", "reviews:write"]  # the world is the system's
 
 
 @pytest.fixture

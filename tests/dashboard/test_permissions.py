@@ -2,10 +2,11 @@
 
 | | anonymous | viewer | reviewer | operator |
 | --- | --- | --- | --- | --- |
-| pages (home, lists, job page, review queue and case, stuck leases, audit log, paths, flow, business rules, batches, a job's export) | login | 200 | 200 | 200 |
+| pages (home, lists, job page, review queue and case, stuck leases, audit log, paths, flow, business rules, batches, a job's export, API clients) | login | 200 | 200 | 200 |
 | take a review case / decide it | login | 403 | allowed | 403 |
 | job actions, release stuck leases, pause pools, bulk actions | login | refused | refused | allowed |
 | add sources and assets | login | 403 | 403 | 200 |
+| create, rotate and revoke API tokens (tests/test_api_clients.py) | login | refused | refused | allowed |
 | end a recheck plan: manual decision / abort | login | — / — | allowed / — | allowed / allowed |
 """
 
@@ -52,6 +53,8 @@ def pages(job, case):
         reverse("admin:business_rules"),
         reverse("admin:jobs_batch_changelist"),
         reverse("admin:jobs_job_export", args=[job.id]),
+        reverse("admin:jobs_client_changelist"),
+        reverse("admin:jobs_client_token_new"),
     ]
 
 

@@ -13,7 +13,7 @@ from jobs import leases
 from jobs import services as job_services
 from jobs.batches import batch_create
 from jobs.errors import PermanentError
-from jobs.models import OPERATE_PERMISSION, Batch, Job, LeitstandNow
+from jobs.models import OPERATE_PERMISSION, Batch, Client, Job, LeitstandNow
 from jobs.services import JobInputError, Submission
 from workers.runtime import dispatch
 from workers.runtime.models import Pool
@@ -33,10 +33,11 @@ def job_submit(
     parent_id=None,
     parent_lease_version: int | None = None,
     batch_id: int | None = None,
-    key_namespace: str = "",
+    client: Client | None = None,
     request_hash: str = "",
 ) -> Submission:
     """Create a job of a registered type in its pool and wake the pool when the transaction commits.
+    ``client``: the API client submitting it, which owns it and whose namespace its key lives in.
 
     A handler's child (``parent_lease_version`` given) is created only while that attempt still
     holds the parent's lease, locked for the insert: a stale attempt's spawn is refused
@@ -74,7 +75,8 @@ def job_submit(
                 max_attempts=declared.retry.max_attempts,
                 schema_version=declared.schema_version,
                 batch_id=batch_id,
-                key_namespace=key_namespace,
+                key_namespace=client.key_namespace if client else "",
+                client_id=client.pk if client else None,
                 request_hash=request_hash,
             )
         if submission is not None and submission.created:
@@ -100,11 +102,11 @@ def batch_submit(
     correlation_id: str = "",
     target_finish_at: datetime | None = None,
     request: dict | None = None,
-    key_namespace: str = "",
+    client: Client | None = None,
 ) -> BatchSubmission:
     """Submit many jobs as one batch, in one transaction (all or nothing). Each job is a dict of
     ``job_submit``'s arguments (``job_type``, ``payload``, ``idempotency_key``, ``priority``, ``source``,
-    ``request_hash``); the batch's key and its jobs' keys live in ``key_namespace``.
+    ``request_hash``); ``client`` owns the batch and its jobs, whose keys live in its namespace.
     The same key with the same ``request`` returns the existing batch; a job whose idempotency key
     names a job of another batch is refused (``JobInputError`` on ``jobs[i].idempotency_key``)."""
     with transaction.atomic():
@@ -115,7 +117,8 @@ def batch_submit(
             correlation_id=correlation_id,
             target_finish_at=target_finish_at,
             request=request,
-            key_namespace=key_namespace,
+            key_namespace=client.key_namespace if client else "",
+            client_id=client.pk if client else None,
         )
         if not created:
             members = Job.objects.filter(batch=batch, parent__isnull=True).order_by("created_at", "id")
@@ -128,7 +131,7 @@ def batch_submit(
                     actor=actor,
                     correlation_id=batch.correlation_id,
                     batch_id=batch.pk,
-                    key_namespace=key_namespace,
+                    client=client,
                 )
             except JobInputError as refused:
                 raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None

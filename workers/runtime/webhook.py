@@ -18,6 +18,7 @@ import httpx
 from django.conf import settings
 
 from jobs.errors import PermanentError, TransientError
+from jobs.models import Client
 from workers.runtime.context import Done, JobContext
 
 SIGNATURE_HEADER = "X-Leitstand-Signature"
@@ -77,13 +78,11 @@ def handle_api_webhook(context: JobContext):
     event = context.payload.get("event")
     if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not isinstance(event.get("type"), str):
         raise PermanentError('the payload is {"event": {"id": "evt_…", "type": "…", …}}')
-    hook = settings.LEITSTAND_WEBHOOK
-    if not hook["url"] or not hook["secret"]:
-        raise PermanentError("LEITSTAND_WEBHOOK_URL and LEITSTAND_WEBHOOK_SECRET are no longer both set")
+    url, secret = _receiver(context.payload.get("client"))
     return post_signed(
         context,
-        url=hook["url"],
-        secret=hook["secret"],
+        url=url,
+        secret=secret,
         message=event,
         agent="Leitstand-Webhooks/1",
         headers={
@@ -92,3 +91,16 @@ def handle_api_webhook(context: JobContext):
             "X-Correlation-ID": context.correlation_id,
         },
     )
+
+
+def _receiver(client_name) -> tuple[str, str]:
+    """Where an event goes, and the secret that signs it: its client's own webhook, or the global one."""
+    if client_name is not None:
+        client = Client.objects.filter(name=client_name).first() if isinstance(client_name, str) else None
+        if client is None or not client.webhook_url or not client.webhook_secret:
+            raise PermanentError(f"client {client_name!r} no longer has a webhook of its own")
+        return client.webhook_url, client.webhook_secret
+    hook = settings.LEITSTAND_WEBHOOK
+    if not hook["url"] or not hook["secret"]:
+        raise PermanentError("LEITSTAND_WEBHOOK_URL and LEITSTAND_WEBHOOK_SECRET are no longer both set")
+    return hook["url"], hook["secret"]

@@ -1,0 +1,56 @@
+"""API clients: the owners of what they submit, and where their events go.
+
+A client is created with its first token (``manage.py create_api_token --client NAME``, or the
+console's *Clients* page); its own webhook (URL and a generated signing secret, shown once) replaces
+the global one for the events of its jobs and batches. Tokens are the API's (``api.tokens``).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from urllib.parse import urlsplit
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from jobs.models import MANAGE_CLIENTS_PERMISSION, Client
+from jobs.services import JobInputError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,99}$")
+
+
+def clients_require(user) -> None:
+    """Creating clients and tokens, rotating and revoking them: a console user needs the permission."""
+    if user is not None and not user.has_perm(MANAGE_CLIENTS_PERMISSION):
+        raise PermissionDenied(f"{user} lacks the permission to manage API clients and tokens")
+
+
+def client_ensure(*, name: str, actor: str, user=None) -> tuple[Client, bool]:
+    """The client of this name, created if it does not exist yet; True when created."""
+    clients_require(user)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise JobInputError(
+            "client",
+            "must be 1-100 characters: letters, digits, space, '.', '_', '@', '-', starting with one of the first two",
+        )
+    return Client.objects.get_or_create(name=name, defaults={"created_by": actor[:255]})
+
+
+def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tuple[Client, str]:
+    """Give the client its own webhook at ``url`` with a new signing secret (returned once, stored to
+    sign); an empty ``url`` sends its events to the global webhook again."""
+    clients_require(user)
+    url = (url or "").strip()
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 500:
+            raise JobInputError("webhook_url", "must be an http(s) URL with a host, at most 500 characters")
+    secret = secrets.token_urlsafe(32) if url else ""
+    with transaction.atomic():
+        client = Client.objects.select_for_update().filter(pk=client_id).first()
+        if client is None:
+            raise JobInputError("client", f"no client {client_id}")
+        client.webhook_url, client.webhook_secret = url, secret
+        client.save(update_fields=["webhook_url", "webhook_secret"])
+    return client, secret
