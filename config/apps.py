@@ -9,4 +9,16 @@ class ConfigApp(AppConfig):
     verbose_name = "Leitstand configuration"
 
     def ready(self):
+        from django.db.models.signals import post_migrate
+
         from config import checks  # noqa: F401  (registers the timing-invariant checks)
+
+        post_migrate.connect(_grants_after_migrating, dispatch_uid="leitstand-db-grants")
+
+
+def _grants_after_migrating(sender, using="default", **kwargs):
+    """Once per migrate run (post_migrate is sent per app; every table exists by then)."""
+    if sender.label == "jobs":
+        from config.db_roles import grants_apply
+
+        grants_apply(using=using, **kwargs)

@@ -1,12 +1,14 @@
 """System checks of the timing invariants between leases, heartbeats, timeouts and django-q2, of
-the analysis score bands and of the recheck policy.
+the analysis score bands and of the recheck policy; with ``--database default``, of the role the
+application connects as.
 
 ``manage.py check`` (and every command's start-up) reports each violated invariant with the job
 type and the numbers, so a bad configuration never reaches a running pool.
 """
 
+import dj_database_url
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Tags, Warning, register
 
 from jobs.webhooks import EVENT_KINDS
 from rechecks.policy import RecheckPolicy, Target
@@ -125,3 +127,26 @@ def timing_invariants(app_configs=None, **kwargs):
                 "a running wake-up would be delivered again",
             )
     return errors
+
+
+@register(Tags.database)
+def database_roles(app_configs=None, databases=None, **kwargs):
+    """``manage.py check --database default``: the application should not connect as the owner of
+    the tables (it could rewrite the append-only logs, the schema and the clock)."""
+    if not databases or "default" not in databases:
+        return []
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, tableowner = current_user FROM pg_tables WHERE tablename = 'jobs_job'")
+        row = cursor.fetchone()
+    owner_url = settings.LEITSTAND_DATABASE_OWNER_URL
+    if row is None or not row[1] or (owner_url and dj_database_url.parse(owner_url)["USER"] == row[0]):
+        return []  # not migrated yet, not the owner, or the owner migrating
+    return [
+        Warning(
+            f"the application connects to the database as {row[0]}, the owner of its tables",
+            hint="connect as the application role and migrate as the owner (docs/operations.md, 'Database roles')",
+            id="leitstand.W001",
+        )
+    ]

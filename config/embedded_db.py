@@ -9,6 +9,10 @@ A server started here keeps running after the starting process exits (``cleanup_
 every command, pool and console process of one checkout shares it; ``manage.py db stop`` stops it.
 A throwaway server (tests) is stopped and deleted when the process that started it exits.
 
+It has the three roles of production (``config/db_roles.py``): the database and its tables belong
+to ``leitstand_owner`` (migrations run as it), the application connects as ``leitstand_app``, which
+owns nothing, and ``leitstand_maintenance`` runs the purge functions. The superuser only creates them.
+
 This module must not import Django: settings use it before Django is configured.
 """
 
@@ -19,6 +23,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from config.db_roles import APPLICATION, MAINTENANCE, OWNER
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_PGDATA = BASE_DIR / "var" / "postgres"
@@ -43,15 +49,16 @@ class ServerStatus:
     pid: int | None
     socket_dir: Path | None
 
-    def database_url(self, database: str = DATABASE_NAME) -> str:
-        """A ``DATABASE_URL`` for this server; the socket directory travels percent-encoded as the host.
+    def database_url(self, database: str = DATABASE_NAME, *, user: str = APPLICATION) -> str:
+        """A ``DATABASE_URL`` for this server as ``user`` (the application's role unless told); the
+        socket directory travels percent-encoded as the host. Logins over the socket need no password.
 
         While the server is not running the socket directory is not known yet; the data directory
         (where pgserver puts the socket whenever the path is short enough) stands in, so settings
         can be loaded before ``manage.py db start`` runs.
         """
         host = quote(str(self.socket_dir or self.pgdata), safe="")
-        return f"postgresql://{SUPERUSER}@{host}/{database}"
+        return f"postgresql://{user}@{host}/{database}"
 
 
 def status(pgdata: Path | None = None) -> ServerStatus:
@@ -124,12 +131,53 @@ def restart(pgdata: Path | None = None, *, mode: str = "immediate") -> None:
 
 
 def _ensure_database(current: ServerStatus) -> None:
+    """The roles, and the database owned by the owner role; a database created before the roles
+    existed (owned by the superuser) is handed to the owner, with every table, sequence and function."""
     import psycopg
 
-    with psycopg.connect(current.database_url("postgres"), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
-        if not exists:
+    with psycopg.connect(current.database_url("postgres", user=SUPERUSER), autocommit=True) as conn:
+        for role, options in ((OWNER, "LOGIN CREATEDB"), (APPLICATION, "LOGIN"), (MAINTENANCE, "LOGIN")):
             try:
-                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+                conn.execute(f"CREATE ROLE {role} {options}")
+            except psycopg.errors.DuplicateObject:
+                pass  # it exists (created before, or by another process just now)
+        # The owner may act as the others (``SET ROLE``): the test suite runs the code under test as
+        # the application and tries the maintenance role's functions. Production needs no such grant.
+        conn.execute(f"GRANT {APPLICATION}, {MAINTENANCE} TO {OWNER}")
+        owner = conn.execute(
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
+        if owner is None:
+            try:
+                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}" OWNER {OWNER}')
             except psycopg.errors.DuplicateDatabase:
                 pass  # another process created it between our check and our CREATE
+        elif owner[0] != OWNER:
+            conn.execute(f'ALTER DATABASE "{DATABASE_NAME}" OWNER TO {OWNER}')
+            with psycopg.connect(current.database_url(DATABASE_NAME, user=SUPERUSER), autocommit=True) as database:
+                database.execute(_HAND_OVER)
+
+
+# Everything in the public schema that is not the owner's yet (a database from before the roles).
+_HAND_OVER = f"""
+DO $$
+DECLARE item record;
+BEGIN
+    EXECUTE 'ALTER SCHEMA public OWNER TO {OWNER}';
+    FOR item IN
+        SELECT c.oid::regclass AS name FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+          AND pg_get_userbyid(c.relowner) <> '{OWNER}'
+          AND NOT (c.relkind = 'S' AND EXISTS (
+              SELECT 1 FROM pg_depend AS d WHERE d.objid = c.oid AND d.deptype IN ('a', 'i')))
+    LOOP
+        EXECUTE format('ALTER TABLE %s OWNER TO {OWNER}', item.name);
+    END LOOP;
+    FOR item IN
+        SELECT p.oid::regprocedure AS name FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> '{OWNER}'
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO {OWNER}', item.name);
+    END LOOP;
+END $$;
+"""

@@ -8,12 +8,13 @@ See docs/operations.md for every variable.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config import embedded_db
+from config import db_roles, embedded_db
 from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -121,7 +122,20 @@ TEMPLATES = [
 # Without DATABASE_URL the project's embedded server (config/embedded_db.py) is used; manage.py
 # starts it on demand.
 IDLE_IN_TRANSACTION_TIMEOUT_MS = env_int("LEITSTAND_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60_000, minimum=1_000)
-DATABASE_URL = env_str("DATABASE_URL") or embedded_db.status().database_url()
+DATABASE_URL = env_str("DATABASE_URL") or embedded_db.status().database_url()  # as the application role
+# The owner role's URL: ``manage.py migrate`` connects with it (config/management/commands/migrate.py).
+# The embedded server's owner by default; with DATABASE_URL, set it to migrate as another role.
+LEITSTAND_DATABASE_OWNER_URL = env_str("LEITSTAND_DATABASE_OWNER_URL") or (
+    "" if env_str("DATABASE_URL") else embedded_db.status().database_url(user=db_roles.OWNER)
+)
+# The roles the owner grants to after migrating (config/db_roles.py, docs/operations.md).
+LEITSTAND_DB_ROLES = {
+    "application": env_str("LEITSTAND_DB_APPLICATION_ROLE", db_roles.APPLICATION),
+    "maintenance": env_str("LEITSTAND_DB_MAINTENANCE_ROLE", db_roles.MAINTENANCE),
+}
+for _role in LEITSTAND_DB_ROLES.values():
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", _role):
+        raise ImproperlyConfigured(f"database role names are lowercase SQL identifiers, got {_role!r}")
 _database = dj_database_url.parse(
     DATABASE_URL,
     # Persistent connections *with* health checks: without the first, django-q2 reconnects on every

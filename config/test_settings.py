@@ -4,6 +4,10 @@ Without DATABASE_URL, the first process that loads these settings (pytest) start
 server of its own in a temporary directory, which is stopped and deleted when that process exits.
 It exports DATABASE_URL, so every process the tests start (pool workers, race workers) reaches the
 same server. With DATABASE_URL set, that server is used instead (e.g. a system PostgreSQL 15).
+
+The test process connects as the owner role (it creates the test database, migrates and flushes);
+the code under test runs as the application role (``tests/support/db.py``: the pytest process sets
+that role around each test, and the processes tests start log in as it).
 """
 
 import os
@@ -17,7 +21,7 @@ if not os.environ.get("DATABASE_URL"):
     from config import embedded_db
 
     _server = embedded_db.start(Path(tempfile.mkdtemp(prefix="leitstand-test-pg-")), throwaway=True)
-    os.environ["DATABASE_URL"] = _server.database_url()
+    os.environ["DATABASE_URL"] = _server.database_url(user=embedded_db.OWNER)
 
 from config.settings import *  # noqa: E402,F403
 

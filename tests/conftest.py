@@ -4,7 +4,7 @@ import pytest
 
 from jobs import leases, services
 from jobs.models import Attempt, Job
-from tests.support.db import DatabaseClock
+from tests.support.db import MOVABLE_CLOCK, ApplicationRole, DatabaseClock, roles_ensure
 from workers.runtime.pool import PoolRuntime
 
 
@@ -62,20 +62,46 @@ def pool_runtime():
         runtime.close()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database as production has it, plus a clock tests can move: created and migrated by
+    the owner (which grants the roles their privileges), then every test runs as the application."""
+    from django.db import connection
+
+    from config.db_roles import grants_apply
+
+    with django_db_blocker.unblock():
+        roles_ensure()
+        with connection.cursor() as cursor:
+            cursor.execute(MOVABLE_CLOCK)
+        grants_apply(force=True)  # also when pytest-django reused a database it did not migrate now
+        ApplicationRole.on()
+    yield
+    with django_db_blocker.unblock():
+        ApplicationRole.off()
+
+
 def retrying_on_deadlock(handle):
-    """``flush``'s handle, tried again when PostgreSQL made its TRUNCATE a deadlock's victim."""
+    """``flush``'s handle, as the owner, tried again when PostgreSQL made its TRUNCATE a deadlock's
+    victim."""
     import time
 
     from django.core.management.base import CommandError
 
     def retrying(self, *args, **options):
-        for attempt in range(5):
-            try:
-                return handle(self, *args, **options)
-            except CommandError as exc:
-                if "deadlock detected" not in str(exc.__cause__) or attempt == 4:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
+        was = ApplicationRole.active
+        ApplicationRole.off()  # TRUNCATE is the owner's
+        try:
+            for attempt in range(5):
+                try:
+                    return handle(self, *args, **options)
+                except CommandError as exc:
+                    if "deadlock detected" not in str(exc.__cause__) or attempt == 4:
+                        raise
+                    time.sleep(0.2 * (attempt + 1))
+        finally:
+            if was:
+                ApplicationRole.on()
 
     return retrying
 

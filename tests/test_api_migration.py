@@ -5,18 +5,16 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from api.models import ApiRateWindow, ApiToken
 from api.tokens import rate_count, token_check, token_create
+from tests.support.db import migrate_to
 
 BEFORE = [("jobs", "0018_attempt_skipped_outcome"), ("api", None)]
 
 
 def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
-    ContentType.objects.clear_cache()
+    migrate_to(targets)
 
 
 @pytest.mark.django_db(transaction=True)

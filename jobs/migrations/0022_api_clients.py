@@ -62,12 +62,4 @@ class Migration(migrations.Migration):
                 to="jobs.client",
             ),
         ),
-        migrations.AddIndex(
-            model_name="job",
-            index=models.Index(
-                condition=models.Q(("client__isnull", False)),
-                fields=["client", "state_changed_at", "id"],
-                name="job_client_changed_idx",
-            ),
-        ),
     ]

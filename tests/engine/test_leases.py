@@ -12,6 +12,7 @@ from jobs.effects import effect_apply_once
 from jobs.errors import ErrorKind
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
 from jobs.retry import RetryPolicy
+from tests.support.db import as_owner
 
 LEASE = 30.0
 POLICY = RetryPolicy(base_seconds=1, cap_seconds=10)
@@ -253,13 +254,18 @@ def test_writes_to_a_missing_job_say_so(db):
 
 
 def test_the_transition_log_refuses_update_and_delete(make_job):
+    """The application role has no such privilege (tests/test_db_roles.py); the trigger refuses even
+    the owner, who has."""
     job = make_job()
     row = Transition.objects.get(job=job)
     for statement in (
         "UPDATE jobs_transition SET cause = 'rewritten' WHERE id = %s",
         "DELETE FROM jobs_transition WHERE id = %s",
     ):
-        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(statement, [row.id])
+        with as_owner(), pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(statement, [row.id])
     assert Transition.objects.get(pk=row.pk).cause == "created"

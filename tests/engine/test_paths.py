@@ -120,15 +120,12 @@ def test_a_skipped_attempt_ends_in_its_own_exit_not_done(make_job, pool_runtime,
 
 
 def test_the_migration_gives_attempts_skipped_before_it_their_outcome(make_job, worker):
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
     from jobs import leases
     from jobs.models import Transition
+    from tests.support.db import migrate_to
 
     skipped, done = make_job(), make_job()
-    executor = MigrationExecutor(connection)
-    executor.migrate([("jobs", "0017_worker_deaths")])  # the outcome's meaning moves; the jobs stay
+    migrate_to([("jobs", "0017_worker_deaths")])  # the outcome's meaning moves; the jobs stay
     for _ in (skipped, done):
         (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=30, start=True)
         leases.complete_many(
@@ -143,7 +140,6 @@ def test_the_migration_gives_attempts_skipped_before_it_their_outcome(make_job, 
         )
     Attempt.objects.filter(job__in=[skipped, done]).update(outcome="completed")  # as the runtime wrote it before
     assert Transition.objects.filter(job=skipped, cause__startswith="skipped:").exists()
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to()
     assert Attempt.objects.get(job=skipped).outcome == "skipped"
     assert Attempt.objects.get(job=done).outcome == "completed"

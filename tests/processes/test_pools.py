@@ -83,19 +83,22 @@ def test_sigstop_past_the_lease_the_late_write_is_refused_and_the_effect_applied
 
 def test_lost_database_connections_lose_no_job_and_repeat_no_effect(pools):
     jobs = [submit({"duration_ms": 20, "effect": True}) for _ in range(200)]
-    stop = threading.Event()
+    stop, cut = threading.Event(), []
 
     def cut_connections():
         # The embedded server's equivalent of a restart, and it works on any PostgreSQL: every
         # other session of the test database is terminated, again and again, while jobs run.
+        # The harness acts as the owner (a member of the application role), like an administrator.
         from django.db import connections
 
         with connections["default"].cursor() as cursor:
+            cursor.execute("RESET ROLE")
             while not stop.wait(0.4):
                 cursor.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 )
+                cut.append(cursor.fetchone()[0])
         connections["default"].close()
 
     cutter = threading.Thread(target=cut_connections)
@@ -105,6 +108,7 @@ def test_lost_database_connections_lose_no_job_and_repeat_no_effect(pools):
     finally:
         stop.set()
         cutter.join()
+    assert sum(cut) >= 5, f"the fault was injected: sessions cut {cut}"
     connection.close()
     wait_for(
         lambda: Job.objects.filter(pk__in=[j.pk for j in jobs], state=State.RESULT_STORED).count() == 200,

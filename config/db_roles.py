@@ -1,0 +1,101 @@
+"""The three database roles, as in production (``docs/operations.md``, "Database roles"):
+
+- the **owner** (``leitstand_owner``) runs the migrations and owns every table and function;
+- the **application** (``leitstand_app``) is what every process connects as: it reads and writes
+  rows and owns nothing, so it cannot ALTER or TRUNCATE a table, disable a trigger, replace a
+  function (the database clock ``leitstand_now()`` among them), or UPDATE and DELETE rows of the
+  append-only logs;
+- the **maintenance** role (``leitstand_maintenance``) may only run the purge functions, which the
+  owner owns (``SECURITY DEFINER``).
+
+After every migration that changed something, the owner grants the application and the
+maintenance role what they need (``grants_apply``, a ``post_migrate`` receiver), so a table a later
+migration adds is granted too. A database whose roles do not exist (one role for everything) is left
+as it is; ``manage.py check --database default`` warns about it.
+
+This module must not import Django at import time: the embedded server's start-up uses its names.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+OWNER, APPLICATION, MAINTENANCE = "leitstand_owner", "leitstand_app", "leitstand_maintenance"
+
+# Tables whose rows are never changed or deleted by the application (triggers refuse it as well).
+APPEND_ONLY = ("jobs_transition", "dashboard_auditentry")
+# Functions only the maintenance role may run (owned by the owner, SECURITY DEFINER).
+MAINTENANCE_FUNCTIONS = ("leitstand_log_purge(regclass, timestamptz)",)
+
+
+def grants_sql(application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS) -> list[str]:
+    append_only = ", ".join(APPEND_ONLY)
+    statements = [
+        f"GRANT USAGE ON SCHEMA public TO {application}, {maintenance}",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {application}",
+        f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {application}",
+        f"REVOKE UPDATE, DELETE, TRUNCATE ON {append_only} FROM {application}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {maintenance}",
+    ]
+    for function in functions:
+        statements += [
+            f"REVOKE ALL ON FUNCTION {function} FROM PUBLIC, {application}",
+            f"GRANT EXECUTE ON FUNCTION {function} TO {maintenance}",
+        ]
+    return statements
+
+
+def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bool:
+    """Grant the application and maintenance roles their privileges, as the owner. Runs after a
+    migration that changed something (``plan``), or when ``force``d (``manage.py db grants``); False
+    when the roles do not exist or this connection does not own the tables."""
+    from django.conf import settings
+    from django.db import connections
+
+    if not force and not kwargs.get("plan"):
+        return False
+    roles = settings.LEITSTAND_DB_ROLES
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) = 2 FROM pg_roles WHERE rolname IN (%s, %s)",
+            [roles["application"], roles["maintenance"]],
+        )
+        roles_exist = cursor.fetchone()[0]
+        cursor.execute("SELECT tableowner = current_user FROM pg_tables WHERE tablename = 'jobs_job'")
+        owned = cursor.fetchone()
+        if not roles_exist or not owned or not owned[0]:
+            return False
+        cursor.execute(
+            "SELECT f FROM unnest(%s::text[]) AS f WHERE to_regprocedure(f) IS NOT NULL", [list(MAINTENANCE_FUNCTIONS)]
+        )
+        functions = [row[0] for row in cursor.fetchall()]  # a database migrated back may lack some
+        for statement in grants_sql(roles["application"], roles["maintenance"], functions):
+            cursor.execute(statement)
+    return True
+
+
+@contextmanager
+def as_owner_connection(using: str = "default"):
+    """The connection ``using`` logs in as the owner (``LEITSTAND_DATABASE_OWNER_URL``) inside the
+    block, and as before after it; without an owner URL it stays as it is."""
+    import dj_database_url
+    from django.conf import settings
+    from django.db import connections
+
+    owner_url = settings.LEITSTAND_DATABASE_OWNER_URL
+    if not owner_url:
+        yield
+        return
+    connection = connections[using]
+    owner = dj_database_url.parse(owner_url)
+    saved = {key: connection.settings_dict.get(key) for key in _CREDENTIALS}
+    connection.close()
+    connection.settings_dict.update({key: owner.get(key) for key in _CREDENTIALS})
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.update(saved)
+
+
+_CREDENTIALS = ("NAME", "USER", "PASSWORD", "HOST", "PORT")
