@@ -25,7 +25,7 @@ OWNER, APPLICATION, MAINTENANCE = "leitstand_owner", "leitstand_app", "leitstand
 # Tables whose rows are never changed or deleted by the application (triggers refuse it as well).
 APPEND_ONLY = ("jobs_transition", "dashboard_auditentry")
 # Functions only the maintenance role may run (owned by the owner, SECURITY DEFINER).
-MAINTENANCE_FUNCTIONS = ("leitstand_log_purge(regclass, timestamptz)",)
+MAINTENANCE_FUNCTIONS = ("leitstand_log_purge(regclass, timestamptz)", "leitstand_jobs_purge(uuid[])")
 
 
 def grants_sql(application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS) -> list[str]:

@@ -128,6 +128,11 @@ DATABASE_URL = env_str("DATABASE_URL") or embedded_db.status().database_url()  #
 LEITSTAND_DATABASE_OWNER_URL = env_str("LEITSTAND_DATABASE_OWNER_URL") or (
     "" if env_str("DATABASE_URL") else embedded_db.status().database_url(user=db_roles.OWNER)
 )
+# The maintenance role's URL: the retention sweep purges archived jobs through it
+# (``leitstand_jobs_purge``, which the application role may not run). Embedded: derived.
+LEITSTAND_DATABASE_MAINTENANCE_URL = env_str("LEITSTAND_DATABASE_MAINTENANCE_URL") or (
+    "" if env_str("DATABASE_URL") else embedded_db.status().database_url(user=db_roles.MAINTENANCE)
+)
 # The roles the owner grants to after migrating (config/db_roles.py, docs/operations.md).
 LEITSTAND_DB_ROLES = {
     "application": env_str("LEITSTAND_DB_APPLICATION_ROLE", db_roles.APPLICATION),
@@ -357,6 +362,34 @@ LEITSTAND_CONSOLE = {
     "review_lease_seconds": env_float("LEITSTAND_REVIEW_LEASE_SECONDS", 300, minimum=10),
 }
 
+# History retention (docs/operations.md, "Retention and the archive"): days a job is kept after it
+# ended, per state, overridable per type ({"synthetic": {"done": 1}}); a job tree leaves only when
+# every member may, after its documents were written to the archive and verified.
+LEITSTAND_RETENTION = {
+    "enabled": env_bool("LEITSTAND_RETENTION_ENABLED", True),
+    "days": {
+        "done": env_float("LEITSTAND_RETENTION_DONE_DAYS", 14, minimum=0),
+        "cancelled": env_float("LEITSTAND_RETENTION_CANCELLED_DAYS", 14, minimum=0),
+        "dead": env_float("LEITSTAND_RETENTION_DEAD_DAYS", 90, minimum=0),
+    },
+    "types": env_json("LEITSTAND_RETENTION_TYPES", {}),
+    # Business records keep their job longer: a job with a finding, and a job whose recheck plan ended.
+    "finding_days": env_float("LEITSTAND_RETENTION_FINDING_DAYS", 400, minimum=0),
+    "plan_days": env_float("LEITSTAND_RETENTION_PLAN_DAYS", 90, minimum=0),
+    # The other records, in days (sessions leave when they expire).
+    "batch_days": env_float("LEITSTAND_RETENTION_BATCH_DAYS", 90, minimum=0),
+    "alert_days": env_float("LEITSTAND_RETENTION_ALERT_DAYS", 90, minimum=0),
+    "login_log_days": env_float("LEITSTAND_RETENTION_LOGIN_LOG_DAYS", 30, minimum=0),
+    "task_days": env_float("LEITSTAND_RETENTION_TASK_DAYS", 7, minimum=0),
+    # Work per control round: job trees looked at, jobs per archive file, and a time budget.
+    "trees_per_round": env_int("LEITSTAND_RETENTION_TREES_PER_ROUND", 500, minimum=1),
+    "jobs_per_file": env_int("LEITSTAND_RETENTION_JOBS_PER_FILE", 1000, minimum=1),
+    "seconds_per_round": env_float("LEITSTAND_RETENTION_SECONDS_PER_ROUND", 2.0, minimum=0.1),
+    "every_seconds": env_float("LEITSTAND_RETENTION_EVERY_SECONDS", 60, minimum=0),
+}
+# Where archived jobs go (a shared filesystem when several hosts run control processes).
+LEITSTAND_ARCHIVE_DIR = Path(env_str("LEITSTAND_ARCHIVE_DIR", str(BASE_DIR / "var" / "archive")))
+
 # Alert rules (see docs/operations.md and docs/runbooks/): thresholds, how long a condition must hold
 # before it fires (for_seconds) and stay clear before it resolves (clear_seconds). Any value may be
 # overridden per scope: {"overrides": {"pool:crawl": {"min_due": 10}}}.
@@ -378,6 +411,8 @@ LEITSTAND_ALERTS = {
     "rechecks_overdue": {**_ALERT_TIMING, "seconds": 3600},
     "source_quiet": {**_ALERT_TIMING, "hours": 48},
     "disk_low": {**_ALERT_TIMING, "bytes": 5 * 2**30},
+    # Purging stops at once; the database keeps growing until the archive is written again.
+    "archive_failing": {**_ALERT_TIMING, "for_seconds": 0},
     "business_rule_violated": {**_ALERT_TIMING, "for_seconds": 0, "count": 1},
     "batch_will_miss_target": {**_ALERT_TIMING, "for_seconds": 120},
 }

@@ -4,7 +4,7 @@ import pytest
 
 from jobs import leases, services
 from jobs.models import Attempt, Job
-from tests.support.db import MOVABLE_CLOCK, ApplicationRole, DatabaseClock, roles_ensure
+from tests.support.db import MOVABLE_CLOCK, ApplicationRole, DatabaseClock, maintenance_database_url, roles_ensure
 from workers.runtime.pool import PoolRuntime
 
 
@@ -66,6 +66,7 @@ def pool_runtime():
 def django_db_setup(django_db_setup, django_db_blocker):
     """The test database as production has it, plus a clock tests can move: created and migrated by
     the owner (which grants the roles their privileges), then every test runs as the application."""
+    from django.conf import settings
     from django.db import connection
 
     from config.db_roles import grants_apply
@@ -75,6 +76,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
         with connection.cursor() as cursor:
             cursor.execute(MOVABLE_CLOCK)
         grants_apply(force=True)  # also when pytest-django reused a database it did not migrate now
+        settings.LEITSTAND_DATABASE_MAINTENANCE_URL = maintenance_database_url()
         ApplicationRole.on()
     yield
     with django_db_blocker.unblock():

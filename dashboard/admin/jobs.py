@@ -16,6 +16,7 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
@@ -26,8 +27,10 @@ from dashboard.audit import audited
 from dashboard.diagram import state_diagram
 from dashboard.display import ago
 from dashboard.explain import job_explain
-from dashboard.export import job_export_json
+from dashboard.models import ArchivedJob
+from dashboard.operations.archive import ArchiveUnreadable, archived_document
 from dashboard.operations.deadletters import STEP, ended_in_step
+from dashboard.operations.export import export_json, job_export_json
 from dashboard.paths import attempt_timeline
 from jobs import leases, services
 from jobs.leases import JobNotFound
@@ -329,10 +332,8 @@ class JobAdmin(ReadOnlyAdmin):
         if not term:
             return queryset, False
         query = Q(correlation_id=term) | Q(idempotency_key=term)
-        try:
-            query |= Q(id=uuid.UUID(term))
-        except ValueError:
-            pass
+        if job_id := _as_uuid(term):
+            query |= Q(id=job_id)
         return queryset.filter(query), False
 
     def get_urls(self):
@@ -354,10 +355,19 @@ class JobAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request, extra_context=None):
         self._now = database_now()
-        return super().changelist_view(request, extra_context)
+        context = dict(extra_context or {})
+        term = request.GET.get("q", "").strip()
+        job_id = _as_uuid(term)
+        matches = Q(correlation_id=term) | Q(job_id=job_id) if job_id else Q(correlation_id=term)
+        archived = list(ArchivedJob.objects.select_related("file").filter(matches)[:20]) if term else []
+        if archived:  # jobs that left the database are found in the archive
+            context["archived"] = archived
+        return super().changelist_view(request, context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         job = Job.objects.filter(pk=object_id).first()
+        if job is None and (archived := self._archived_page(request, object_id)) is not None:
+            return archived
         context = dict(extra_context or {})
         if job is not None:
             context.update(
@@ -366,6 +376,31 @@ class JobAdmin(ReadOnlyAdmin):
                 **job_path_context(job),
             )
         return super().change_view(request, object_id, form_url, context)
+
+    def _archived_page(self, request, object_id):
+        """A job that left the database, read-only from its archive file ("archived on …")."""
+        try:
+            found = archived_document(object_id)
+        except ArchiveUnreadable as unreadable:
+            found, error = None, str(unreadable)
+        else:
+            error = ""
+        if found is None and not error:
+            return None
+        entry, document = found if found else (ArchivedJob.objects.select_related("file").get(job_id=object_id), None)
+        return TemplateResponse(
+            request,
+            "admin/jobs/job/archived.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": f"Archived job {object_id}",
+                "entry": entry,
+                "document": document,
+                "document_json": export_json(document) if document else "",
+                "error": error,
+            },
+        )
 
     def actions_now(self, request, job) -> list[dict]:
         """The actions this person may take on this job now, from the FSM and their permissions."""
@@ -494,3 +529,10 @@ class EffectAdmin(ReadOnlyAdmin):
 class StepEventAdmin(ReadOnlyAdmin):
     list_display = ("job", "lease_version", "step", "outcome", "started_at", "duration_ms")
     list_filter = ("outcome", "step")
+
+
+def _as_uuid(term: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(term)
+    except ValueError:
+        return None

@@ -29,7 +29,7 @@ from django.db.models import Count, Max, Min, Q
 
 from dashboard.audit import audit_record
 from dashboard.display import ago, clock
-from dashboard.models import Alert, AlertEvent, RuleViolation
+from dashboard.models import Alert, AlertEvent, ArchiveFile, RuleViolation
 from dashboard.operations import notify
 from dashboard.operations.rules import RULES as BUSINESS_RULES
 from jobs.batches import batch_eta, batches_progress
@@ -378,6 +378,23 @@ def _batch_late(now: datetime, memory: dict) -> list[Firing]:
     return firings
 
 
+def _archive_failing(now: datetime, memory: dict) -> list[Firing]:
+    """Archive files that could not be written: purging has stopped until they are (retention)."""
+    failed = list(ArchiveFile.objects.filter(state=ArchiveFile.State.FAILED).order_by("created_at")[:5])
+    if not failed:
+        return []
+    first = failed[0]
+    return [
+        Firing(
+            "archive",
+            (now - first.created_at).total_seconds(),
+            0,
+            f"{len(failed)} archive file{'s' if len(failed) != 1 else ''} not written, purging stopped; "
+            f"{first.path}: {first.error}",
+        )
+    ]
+
+
 RULES = {
     rule.name: rule
     for rule in (
@@ -394,6 +411,7 @@ RULES = {
         Rule("disk_low", "A worker host is low on disk", _disk_low, route="infrastructure"),
         Rule("business_rule_violated", "A business rule across jobs is broken", _business_rules, route="business"),
         Rule("batch_will_miss_target", "A batch will miss its target finish time", _batch_late),
+        Rule("archive_failing", "The archive cannot be written, so history is not purged", _archive_failing),
     )
 }
 

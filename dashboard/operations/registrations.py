@@ -7,6 +7,7 @@ from dashboard.operations import notify
 from dashboard.operations.alerts import alerts_evaluate
 from dashboard.operations.bulk import bulk_step
 from dashboard.operations.deadletters import dead_letters_refresh
+from dashboard.operations.retention import retention_sweep
 from dashboard.operations.rules import rules_evaluate
 from dashboard.operations.snapshot import snapshot_refresh
 from workers.runtime.job_types import delivery_timing
@@ -34,6 +35,9 @@ def runtime_register() -> None:
     )
     register_sweep(
         "business-rules", rules_evaluate, stage=Stage.OBSERVE, every_seconds=settings.LEITSTAND_BUSINESS_RULES_SECONDS
+    )
+    register_sweep(
+        "retention", retention_sweep, stage=Stage.OBSERVE, every_seconds=settings.LEITSTAND_RETENTION["every_seconds"]
     )
     register_sweep(
         "alerts", alerts_evaluate, stage=Stage.OBSERVE, every_seconds=settings.LEITSTAND_ALERT_INTERVAL_SECONDS

@@ -36,9 +36,15 @@ def test_database_url(*, user: str | None = None, password: str | None = None) -
     return f"postgresql://{auth}@{quote(host, safe='')}{port}/{settings['NAME']}"
 
 
+def maintenance_database_url() -> str:
+    """The test database as the maintenance role (the retention sweep's purges)."""
+    return test_database_url(user=django_settings.LEITSTAND_DB_ROLES["maintenance"])
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["DATABASE_URL"] = test_database_url()
+    env["LEITSTAND_DATABASE_MAINTENANCE_URL"] = maintenance_database_url()
     env["DJANGO_SETTINGS_MODULE"] = "config.test_settings"
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env.update(extra)

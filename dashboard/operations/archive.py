@@ -1,0 +1,146 @@
+"""The archive: jobs that left PostgreSQL, one export document per line, in gzip-compressed JSON
+Lines files under ``LEITSTAND_ARCHIVE_DIR``::
+
+    jobs/<YYYY-MM-DD>/<type>/<uuid>.jsonl.gz   the documents of jobs of that type that ended that day
+    jobs/<YYYY-MM-DD>/MANIFEST.json            every written file of the day: jobs, bytes, sha256
+
+A file is written to a temporary name, flushed to disk (``fsync``), renamed, its folder flushed, then
+read back: every line parses, names the expected job in the expected order, and its SHA-256 is
+recorded. Only then may its jobs be purged. The manifest is rewritten from the database after every
+file (temporary name and rename), so it always lists exactly the verified files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import uuid
+from datetime import date
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from dashboard.models import ArchivedJob, ArchiveFile
+from dashboard.operations.export import export_json, jobs_export
+from jobs.models import database_now
+
+
+class ArchiveUnreadable(Exception):
+    """An archived job's file is missing or does not match its recorded checksum."""
+
+
+def file_path(day: date, job_type: str) -> str:
+    return f"jobs/{day.isoformat()}/{job_type}/{uuid.uuid4().hex}.jsonl.gz"
+
+
+def _absolute(path: str) -> Path:
+    return Path(settings.LEITSTAND_ARCHIVE_DIR) / path
+
+
+def _fsync_dir(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def file_write(file: ArchiveFile) -> bool:
+    """Write (or write again, after a crash or a failure) ``file`` with the documents of its jobs,
+    verify it and mark it written; False, with the reason on the file, when that failed."""
+    ids = list(file.members.order_by("line").values_list("job_id", flat=True))
+    target = _absolute(file.path)
+    try:
+        documents = jobs_export(ids)
+        missing = [str(pk) for pk in ids if pk not in documents]
+        if missing:
+            raise ArchiveUnreadable(f"jobs {', '.join(missing[:3])} are no longer in the database")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + ".tmp")
+        with open(temporary, "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as compressed:
+                for pk in ids:
+                    compressed.write(export_json(documents[pk], indent=None).encode() + b"\n")
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, target)
+        _fsync_dir(target.parent)
+        digest, size = file_verify(file.path, ids)
+    except Exception as failed:  # disk full, permissions, a missing share: purging stops here
+        ArchiveFile.objects.filter(pk=file.pk).update(
+            state=ArchiveFile.State.FAILED, error=f"{type(failed).__name__}: {failed}"[:2000]
+        )
+        file.error = str(failed)
+        return False
+    ArchiveFile.objects.filter(pk=file.pk).update(
+        state=ArchiveFile.State.WRITTEN, sha256=digest, bytes=size, error="", written_at=database_now()
+    )
+    manifest_write(file.day)
+    return True
+
+
+def file_verify(path: str, ids: list | None = None) -> tuple[str, int]:
+    """Read a file back: every line a document, of the jobs ``ids`` in order; its SHA-256 and size."""
+    raw = _absolute(path).read_bytes()
+    lines = gzip.decompress(raw).decode().splitlines()
+    found = [uuid.UUID(json.loads(line)["job"]["id"]) for line in lines]
+    if ids is not None and found != [uuid.UUID(str(pk)) for pk in ids]:
+        raise ArchiveUnreadable(f"{path} holds {len(found)} documents, not the {len(ids)} jobs written to it")
+    return hashlib.sha256(raw).hexdigest(), len(raw)
+
+
+def manifest_write(day: date) -> None:
+    files = ArchiveFile.objects.filter(
+        day=day, state__in=[ArchiveFile.State.WRITTEN, ArchiveFile.State.PURGED]
+    ).order_by("id")
+    manifest = {
+        "day": day.isoformat(),
+        "files": [
+            {"path": f.path, "job_type": f.job_type, "jobs": f.jobs, "bytes": f.bytes, "sha256": f.sha256}
+            for f in files
+        ],
+    }
+    target = _absolute(f"jobs/{day.isoformat()}/MANIFEST.json")
+    temporary = target.with_name("MANIFEST.json.tmp")
+    temporary.write_text(json.dumps(manifest, indent=2) + "\n")
+    with open(temporary, "rb") as written:
+        os.fsync(written.fileno())
+    os.replace(temporary, target)
+    _fsync_dir(target.parent)
+
+
+def jobs_purge(job_ids: list) -> int:
+    """Delete archived, ended jobs with everything that refers to them, as the maintenance role
+    (``LEITSTAND_DATABASE_MAINTENANCE_URL``; without it, this process's own connection, which must
+    then be allowed to run ``leitstand_jobs_purge``). Returns the jobs deleted."""
+    if not job_ids:
+        return 0
+    url = settings.LEITSTAND_DATABASE_MAINTENANCE_URL
+    statement = "SELECT leitstand_jobs_purge(%s::uuid[])"
+    if not url:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [[str(pk) for pk in job_ids]])
+            return cursor.fetchone()[0]
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, application_name="leitstand-retention") as maintenance:
+        return maintenance.execute(statement, [[str(pk) for pk in job_ids]]).fetchone()[0]
+
+
+def archived_document(job_id) -> tuple[ArchivedJob, dict] | None:
+    """An archived job's entry and export document, read from its file (its checksum verified first),
+    or None when the job was never archived. Raises ``ArchiveUnreadable`` if the file is gone or changed."""
+    entry = ArchivedJob.objects.select_related("file").filter(job_id=job_id).first()
+    if entry is None:
+        return None
+    try:
+        raw = _absolute(entry.file.path).read_bytes()
+    except OSError as failed:
+        raise ArchiveUnreadable(f"{entry.file.path}: {failed}") from None
+    if hashlib.sha256(raw).hexdigest() != entry.file.sha256:
+        raise ArchiveUnreadable(f"{entry.file.path} does not match its recorded SHA-256")
+    line = gzip.decompress(raw).decode().splitlines()[entry.line]
+    return entry, json.loads(line)

@@ -1,0 +1,276 @@
+"""Retention: what leaves PostgreSQL, when, and only after it was archived.
+
+A job leaves with its whole **tree** (the job without a parent and every descendant: a crawl's
+analysis jobs, their recheck jobs), because children keep their parent and a recheck plan keeps the
+recheck jobs its observations name. A tree may leave when every member may:
+
+- it ended (done, cancelled, dead) longer ago than its retention: ``LEITSTAND_RETENTION["days"]`` per
+  state, overridden per type by ``["types"]``;
+- its batch, if any, is finished;
+- a member with a finding is kept ``finding_days`` (the business evidence), one with a recheck plan
+  until the plan ended ``plan_days`` ago (an active plan keeps it);
+- open review cases are not ended, so they are kept anyway.
+
+The sweep (``retention_sweep``, run by the control process) chooses trees, records their jobs as
+archived in pending files, writes and verifies the files (``dashboard.operations.archive``), then
+purges every job of the round in one call of ``leitstand_jobs_purge`` as the maintenance role (the
+application role may not). A crash at any point is resumed by the next sweep: pending files are
+written again, written files purged; a job is in exactly one file. While a file cannot be written,
+nothing is purged (alert ``archive_failing``).
+
+The other records have their own retention: expired sessions, login logs, django-q2's task results,
+resolved alerts with their events, resolved rule violations and finished batches without members.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
+
+from dashboard.models import Alert, ArchivedJob, ArchiveFile, RuleViolation
+from dashboard.operations import archive
+from jobs.models import TERMINAL_STATES, Batch, BatchCounter, Job, database_now
+
+logger = logging.getLogger("leitstand.retention")
+
+# Every member of the chosen trees with what its rules need (one statement per round).
+_TREES = """
+WITH RECURSIVE roots AS (
+    SELECT j.id, j.finished_at FROM jobs_job AS j
+    WHERE j.parent_id IS NULL AND j.finished_at < %(horizon)s AND (j.finished_at, j.id) > (%(after_at)s, %(after_id)s)
+      AND NOT EXISTS (SELECT 1 FROM dashboard_archivedjob AS a WHERE a.job_id = j.id)
+    ORDER BY j.finished_at, j.id
+    LIMIT %(limit)s
+),
+tree AS (
+    SELECT id AS root, id FROM roots
+    UNION ALL
+    SELECT tree.root, child.id FROM jobs_job AS child JOIN tree ON child.parent_id = tree.id
+)
+SELECT tree.root, j.id, j.type, j.state, j.finished_at, j.correlation_id,
+       j.batch_id IS NOT NULL AND b.finished_at IS NULL AS batch_open,
+       p.id IS NOT NULL AS has_plan, p.ended_at AS plan_ended_at,
+       EXISTS (SELECT 1 FROM workers_finding AS f WHERE f.job_id = j.id) AS has_finding,
+       roots.finished_at AS root_finished_at
+FROM tree
+JOIN jobs_job AS j ON j.id = tree.id
+JOIN roots ON roots.id = tree.root
+LEFT JOIN jobs_batch AS b ON b.id = j.batch_id
+LEFT JOIN rechecks_recheckplan AS p ON p.job_id = j.id
+"""
+_EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+
+
+@dataclass
+class Member:
+    root: uuid.UUID
+    id: uuid.UUID
+    type: str
+    state: str
+    finished_at: datetime | None
+    correlation_id: str
+    batch_open: bool
+    has_plan: bool
+    plan_ended_at: datetime | None
+    has_finding: bool
+    root_finished_at: datetime
+
+
+@dataclass
+class RetentionReport:
+    trees_seen: int = 0
+    trees_kept: int = 0
+    archived: int = 0
+    purged: int = 0
+    files: int = 0
+    trimmed: dict = field(default_factory=dict)
+    stopped: str = ""
+
+
+class _Cursor:
+    """Where the last round stopped among the roots, so kept trees never starve the ones after them."""
+
+    after: tuple[datetime, uuid.UUID] = (_EPOCH, uuid.UUID(int=0))
+
+
+def retention_days(job_type: str, state: str) -> float:
+    policy = settings.LEITSTAND_RETENTION
+    return float(policy["types"].get(job_type, {}).get(state, policy["days"][state]))
+
+
+def member_may_leave(member: Member, now: datetime) -> bool:
+    policy = settings.LEITSTAND_RETENTION
+    if member.state not in TERMINAL_STATES or member.finished_at is None or member.batch_open:
+        return False
+    days = retention_days(member.type, member.state)
+    if member.has_finding:
+        days = max(days, policy["finding_days"])
+    if member.has_plan:
+        if member.plan_ended_at is None or member.plan_ended_at > now - timedelta(days=policy["plan_days"]):
+            return False
+    return member.finished_at <= now - timedelta(days=days)
+
+
+def _shortest_retention() -> float:
+    policy = settings.LEITSTAND_RETENTION
+    days = list(policy["days"].values())
+    for per_type in policy["types"].values():
+        days += list(per_type.values())
+    return min(days)
+
+
+def trees_leaving(now: datetime, *, limit: int) -> tuple[list[list[Member]], int]:
+    """The next ``limit`` trees after the cursor whose every member may leave, and how many trees were
+    looked at; the cursor moves on (and starts again at the oldest once it reached the end)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _TREES,
+            {
+                "horizon": now - timedelta(days=_shortest_retention()),
+                "after_at": _Cursor.after[0],
+                "after_id": _Cursor.after[1],
+                "limit": limit,
+            },
+        )
+        members = [Member(*row) for row in cursor.fetchall()]
+    trees = defaultdict(list)
+    for member in members:
+        trees[member.root].append(member)
+    if len(trees) < limit:
+        _Cursor.after = (_EPOCH, uuid.UUID(int=0))
+    elif members:
+        last = max(members, key=lambda m: (m.root_finished_at, m.root))
+        _Cursor.after = (last.root_finished_at, last.root)
+    leaving = [tree for tree in trees.values() if all(member_may_leave(m, now) for m in tree)]
+    return leaving, len(trees)
+
+
+def _files_create(trees: list[list[Member]]) -> list[ArchiveFile]:
+    """Pending files for every job of ``trees``, by the day (UTC) it ended and its type; each job is
+    recorded in its file, so no other round takes it."""
+    groups = defaultdict(list)
+    for tree in trees:
+        for member in tree:
+            groups[(member.finished_at.date(), member.type)].append(member)
+    per_file = settings.LEITSTAND_RETENTION["jobs_per_file"]
+    files = []
+    with transaction.atomic():
+        for (day, job_type), members in sorted(groups.items()):
+            for start in range(0, len(members), per_file):
+                chunk = members[start : start + per_file]
+                file = ArchiveFile.objects.create(
+                    path=archive.file_path(day, job_type), day=day, job_type=job_type, jobs=len(chunk)
+                )
+                ArchivedJob.objects.bulk_create(
+                    ArchivedJob(
+                        job_id=m.id,
+                        file=file,
+                        line=line,
+                        type=m.type,
+                        state=m.state,
+                        correlation_id=m.correlation_id,
+                        finished_at=m.finished_at,
+                    )
+                    for line, m in enumerate(chunk)
+                )
+                files.append(file)
+    return files
+
+
+def _purge_written() -> int:
+    """Purge every job of the written files (one call, so a tree split over files leaves whole), as
+    the maintenance role; jobs that came back to life meanwhile stay and lose their archive entry."""
+    files = list(ArchiveFile.objects.filter(state=ArchiveFile.State.WRITTEN))
+    if not files:
+        return 0
+    ids = list(ArchivedJob.objects.filter(file__in=files).values_list("job_id", flat=True))
+    purged = archive.jobs_purge(ids)
+    with transaction.atomic():
+        alive = set(Job.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        if alive:
+            logger.warning("%d archived jobs changed before their purge; they stay and are archived again", len(alive))
+            ArchivedJob.objects.filter(job_id__in=alive).delete()
+        for file in files:
+            left = file.jobs - sum(1 for pk in file.members.values_list("job_id", flat=True) if pk in alive)
+            ArchiveFile.objects.filter(pk=file.pk).update(
+                state=ArchiveFile.State.PURGED, purged=left, purged_at=database_now()
+            )
+    return purged
+
+
+def jobs_retire(report: RetentionReport, now: datetime, deadline: float) -> None:
+    """Resume what a crash left, then archive and purge the trees that may leave."""
+    for file in ArchiveFile.objects.filter(state__in=[ArchiveFile.State.PENDING, ArchiveFile.State.FAILED]):
+        if not archive.file_write(file):
+            report.stopped = f"archive file {file.path} could not be written: {file.error}"
+            return  # nothing is purged while a file of its round is missing
+    report.purged += _purge_written()
+    while time.monotonic() < deadline:
+        trees, seen = trees_leaving(now, limit=settings.LEITSTAND_RETENTION["trees_per_round"])
+        report.trees_seen += seen
+        report.trees_kept += seen - len(trees)
+        if trees:
+            files = _files_create(trees)
+            for file in files:
+                if not archive.file_write(file):
+                    report.stopped = f"archive file {file.path} could not be written: {file.error}"
+                    return
+                report.files += 1
+                report.archived += file.jobs
+            report.purged += _purge_written()
+        if _Cursor.after[0] == _EPOCH:  # went through every tree once
+            return
+
+
+def records_trim(now: datetime) -> dict:
+    """The other records' retention; returns the rows deleted per kind."""
+    from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+    from django.contrib.sessions.models import Session
+    from django_q.models import Task
+
+    policy = settings.LEITSTAND_RETENTION
+
+    def before(key: str) -> datetime:
+        return now - timedelta(days=policy[key])
+
+    trimmed = {"sessions": Session.objects.filter(expire_date__lt=now).delete()[0]}
+    logins = before("login_log_days")
+    trimmed["login_logs"] = sum(
+        model.objects.filter(attempt_time__lt=logins).delete()[0]
+        for model in (AccessLog, AccessFailureLog, AccessAttempt)
+    )
+    trimmed["task_results"] = Task.objects.filter(stopped__lt=before("task_days")).delete()[0]
+    old_alerts = Alert.objects.filter(state=Alert.State.RESOLVED, resolved_at__lt=before("alert_days"))
+    trimmed["alerts"] = old_alerts.delete()[1].get("dashboard.Alert", 0)  # with their events
+    trimmed["rule_violations"] = RuleViolation.objects.filter(
+        resolved_at__isnull=False, resolved_at__lt=before("alert_days")
+    ).delete()[0]
+    empty = Batch.objects.filter(finished_at__lt=before("batch_days")).exclude(
+        Exists(Job.objects.filter(batch=OuterRef("pk")))
+    )
+    with transaction.atomic():
+        BatchCounter.objects.filter(batch__in=empty).delete()
+        trimmed["batches"] = empty.delete()[0]
+    return trimmed
+
+
+def retention_sweep() -> RetentionReport:
+    report = RetentionReport()
+    if not settings.LEITSTAND_RETENTION["enabled"]:
+        return report
+    now = database_now()
+    deadline = time.monotonic() + settings.LEITSTAND_RETENTION["seconds_per_round"]
+    jobs_retire(report, now, deadline)
+    report.trimmed = records_trim(now)
+    if report.archived or report.purged or report.stopped:
+        logger.info("retention: %s", report)
+    return report
