@@ -9,7 +9,7 @@ import hmac
 import secrets
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from api.models import ApiToken
 from jobs.clients import client_ensure, clients_require
@@ -51,14 +51,18 @@ def token_create(
         owner, _ = client_ensure(name=client or name, actor=actor, user=user)
         prefix, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         expires = database_now() + timedelta(days=expires_days) if expires_days else None
-        token = ApiToken.objects.create(
-            name=name,
-            client=owner,
-            prefix=prefix,
-            secret_hash=_hash(secret),
-            scopes=sorted(set(scopes)),
-            expires_at=expires,
-        )
+        try:
+            with transaction.atomic():
+                token = ApiToken.objects.create(
+                    name=name,
+                    client=owner,
+                    prefix=prefix,
+                    secret_hash=_hash(secret),
+                    scopes=sorted(set(scopes)),
+                    expires_at=expires,
+                )
+        except IntegrityError:  # created by someone else between the check and the insert
+            raise JobInputError("name", f"a token named {name!r} exists; revoke it or choose another name") from None
     return token, f"{TOKEN_PREFIX}_{prefix}_{secret}"
 
 

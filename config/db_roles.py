@@ -6,7 +6,7 @@
   function (the database clock ``leitstand_now()`` among them), or UPDATE and DELETE rows of the
   append-only logs;
 - the **maintenance** role (``leitstand_maintenance``) may only run the purge functions, which the
-  owner owns (``SECURITY DEFINER``).
+  owner owns (``SECURITY DEFINER``, resolving nothing through ``public``); it reads no table itself.
 
 After every migration that changed something, the owner grants the application and the
 maintenance role what they need (``grants_apply``, a ``post_migrate`` receiver), so a table a later
@@ -31,13 +31,14 @@ MAINTENANCE_FUNCTIONS = ("leitstand_log_purge(regclass, timestamptz)", "leitstan
 def grants_sql(application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS) -> list[str]:
     append_only = ", ".join(APPEND_ONLY)
     statements = [
+        "REVOKE CREATE ON SCHEMA public FROM PUBLIC",  # nobody plants objects the owner's functions could find
         f"GRANT USAGE ON SCHEMA public TO {application}, {maintenance}",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {application}",
-        f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {application}",
+        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {application}",  # no setval
         f"REVOKE UPDATE, DELETE, TRUNCATE ON {append_only} FROM {application}",
-        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {maintenance}",
+        f"REVOKE INSERT, UPDATE, DELETE ON django_migrations FROM {application}",  # what the owner runs next
     ]
-    for function in functions:
+    for function in functions:  # the maintenance role reads nothing itself: it runs these
         statements += [
             f"REVOKE ALL ON FUNCTION {function} FROM PUBLIC, {application}",
             f"GRANT EXECUTE ON FUNCTION {function} TO {maintenance}",
@@ -50,12 +51,12 @@ def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bo
     migration that changed something (``plan``), or when ``force``d (``manage.py db grants``); False
     when the roles do not exist or this connection does not own the tables."""
     from django.conf import settings
-    from django.db import connections
+    from django.db import connections, transaction
 
     if not force and not kwargs.get("plan"):
         return False
     roles = settings.LEITSTAND_DB_ROLES
-    with connections[using].cursor() as cursor:
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:  # no moment with too much
         cursor.execute(
             "SELECT count(*) = 2 FROM pg_roles WHERE rolname IN (%s, %s)",
             [roles["application"], roles["maintenance"]],

@@ -152,10 +152,13 @@ def _ensure_database(current: ServerStatus) -> None:
                 conn.execute(f'CREATE DATABASE "{DATABASE_NAME}" OWNER {OWNER}')
             except psycopg.errors.DuplicateDatabase:
                 pass  # another process created it between our check and our CREATE
-        elif owner[0] != OWNER:
+            return
+        # Whatever is not the owner's yet (a database from before the roles, or a hand-over that was
+        # interrupted): checked at every start, so an interruption is finished by the next one.
+        with psycopg.connect(current.database_url(DATABASE_NAME, user=SUPERUSER)) as database:
+            database.execute(_HAND_OVER)  # one transaction
+        if owner[0] != OWNER:
             conn.execute(f'ALTER DATABASE "{DATABASE_NAME}" OWNER TO {OWNER}')
-            with psycopg.connect(current.database_url(DATABASE_NAME, user=SUPERUSER), autocommit=True) as database:
-                database.execute(_HAND_OVER)
 
 
 # Everything in the public schema that is not the owner's yet (a database from before the roles).
@@ -163,7 +166,9 @@ _HAND_OVER = f"""
 DO $$
 DECLARE item record;
 BEGIN
-    EXECUTE 'ALTER SCHEMA public OWNER TO {OWNER}';
+    IF (SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'public') <> '{OWNER}' THEN
+        EXECUTE 'ALTER SCHEMA public OWNER TO {OWNER}';
+    END IF;
     FOR item IN
         SELECT c.oid::regclass AS name FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')

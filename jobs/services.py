@@ -135,8 +135,8 @@ def job_create(
 
     Call it inside the transaction of the business change that causes the job, so both commit or
     neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job); a
-    sub-job joins its parent's batch and belongs to its parent's client (``client_id`` is the owner of
-    a job without parent: the API client that submits it). Without a pool the job goes to the pool named like its type.
+    sub-job joins its parent's batch and belongs to its parent's client, its key in the parent's
+    namespace (``client_id`` is the owner of a job without parent: the API client that submits it). Without a pool the job goes to the pool named like its type.
     """
     _validate(
         type=type,
@@ -156,12 +156,18 @@ def job_create(
     job_id = uuid.uuid4()
     with transaction.atomic():
         if parent_id is not None:
-            parent = Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id", "client_id").first()
+            parent = (
+                Job.objects.filter(pk=parent_id)
+                .values("correlation_id", "batch_id", "client_id", "key_namespace")
+                .first()
+            )
             if parent is None:
                 raise JobInputError("parent_id", f"job {parent_id} does not exist")
             correlation_id = correlation_id or parent["correlation_id"]
             batch_id = batch_id if batch_id is not None else parent["batch_id"]
-            client_id = parent["client_id"]
+            # A child is its parent's client's, and so are its keys: two clients' runs of the same
+            # name never share children.
+            client_id, key_namespace = parent["client_id"], parent["key_namespace"]
         created = leases.insert_planned(
             id=job_id,
             type=type,

@@ -30,7 +30,7 @@ REPORTED_STATES = (State.DONE, State.DEAD, State.READY_FOR_REVIEW)
 EVENT_KINDS = (*(f"job.{state}" for state in REPORTED_STATES), "recheck_plan.ended", "batch.finished")
 DELIVERY_TYPE = "api_webhook"
 # The system's own deliveries never cause webhooks: a delivered webhook would announce itself.
-SILENT_TYPES = frozenset({DELIVERY_TYPE, "alert_notify"})
+SILENT_TYPES = frozenset({DELIVERY_TYPE, "alert_notify", "shadow"})
 ACTOR = "webhooks"
 logger = logging.getLogger("leitstand.webhooks")
 

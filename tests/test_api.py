@@ -95,7 +95,7 @@ def test_submission_is_idempotent_and_the_record_is_complete(client, bearer):
 )
 def test_bad_input_gets_a_precise_problem_and_nothing_is_stored(client, bearer, body, status, field):
     # A payload the type's handler would refuse is refused at submission, with the handler's reason.
-    response = post(client, body, bearer("jobs:write", "jobs:synthetic"))
+    response = post(client, body, bearer("jobs:write", "jobs:all", "jobs:synthetic"))
     assert response.status_code == status and response["Content-Type"] == "application/problem+json"
     problem = response.json()
     assert {"type", "title", "status", "detail"} <= set(problem) and problem["status"] == status

@@ -74,6 +74,38 @@ def test_a_client_sees_and_acts_on_its_own_only(client):
 
 
 @pytest.mark.django_db
+def test_a_client_cannot_reach_what_other_clients_crawls_found(client):
+    """Candidates, sources and assets are shared: analysing another client's candidate would show its
+    finding's URLs and asset in the job record. Pipeline work needs jobs:all."""
+    partner = bearer("partner")
+    for job_type, payload in (
+        ("analysis", {"candidate_id": 1}),
+        ("crawl", {"source_id": 1, "url": "https://a.example/"}),
+    ):
+        answer = submit(client, partner, key=f"probe-{job_type}", type=job_type, payload=payload)
+        assert answer.status_code == 403 and "jobs:all" in answer.json()["detail"]
+    assert not Job.objects.filter(idempotency_key__startswith="probe-").exists()
+
+
+@pytest.mark.django_db
+def test_children_inherit_their_parents_key_namespace(client):
+    """Two clients' crawl runs of the same name never share children (spawn keys are per run)."""
+    shop = Client.objects.create(name="shop")
+    partner = Client.objects.create(name="partner")
+    runs = [
+        job_submit(job_type="synthetic", payload={}, idempotency_key="daily", actor="t", client=owner).job
+        for owner in (shop, partner)
+    ]
+    children = [
+        job_create(type="synthetic", idempotency_key="daily:page-1", payload={}, actor="t", parent_id=run.pk).job
+        for run in runs
+    ]
+    assert children[0].pk != children[1].pk
+    assert [c.key_namespace for c in children] == ["client:shop", "client:partner"]
+    assert [c.client_id for c in children] == [shop.pk, partner.pk]
+
+
+@pytest.mark.django_db
 def test_what_follows_from_a_job_belongs_to_its_client(client):
     shop, partner = bearer("shop"), bearer("partner")
     case = review_case("api")  # an analysis job with a finding, ready for review
@@ -254,6 +286,7 @@ def test_existing_tokens_become_clients_and_their_jobs_are_backfilled():
         migrate_to()
     shop = Client.objects.get(name="shop")
     assert ApiToken.objects.get(name="shop").client == shop
+    assert "jobs:all" in ApiToken.objects.get(name="shop").scopes, "an existing token keeps seeing everything"
     owners = dict(Job.objects.values_list("id", "client_id"))
     assert owners == {uuid.UUID("1" * 32): shop.pk, uuid.UUID("2" * 32): shop.pk, uuid.UUID("3" * 32): None}
     assert Batch.objects.get(key="b").client == shop

@@ -41,8 +41,8 @@ def submit_batch(client, headers, jobs, key="b-1"):
 
 def test_only_the_declared_types_are_submittable_and_each_names_its_scope():
     assert {t.name: t.client_scope for t in registry.submittable()} == {
-        "analysis": "jobs:write",
-        "crawl": "jobs:write",
+        "analysis": "jobs:all",
+        "crawl": "jobs:all",
         "synthetic": "jobs:synthetic",
     }
 

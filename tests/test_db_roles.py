@@ -36,6 +36,11 @@ ATTACKS = [
     "ALTER FUNCTION leitstand_now() RENAME TO leitstand_then",
     "SELECT leitstand_log_purge('jobs_transition', now() + interval '1 day')",
     "CREATE TABLE jobs_shadow (id int)",
+    "CREATE FUNCTION format(text, regclass) RETURNS text LANGUAGE sql AS $$ SELECT 'DROP TABLE jobs_job' $$",
+    "INSERT INTO django_migrations (app, name, applied) VALUES ('jobs', '9999_mine', now())",
+    "DELETE FROM django_migrations",
+    "SELECT setval(pg_get_serial_sequence('jobs_transition', 'id'), 1)",
+    "SELECT leitstand_jobs_purge(ARRAY[gen_random_uuid()])",
 ]
 
 
@@ -100,9 +105,13 @@ def test_only_the_maintenance_role_purges_and_only_the_logs(history):
             maintenance.execute("DELETE FROM jobs_transition")
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="not an append-only log"):
             maintenance.execute("SELECT leitstand_log_purge('jobs_job', now())")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="last day"):
+            maintenance.execute("SELECT leitstand_log_purge('jobs_transition', now())")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            maintenance.execute("SELECT count(*) FROM auth_user")  # it reads nothing itself
         purged = maintenance.execute("SELECT leitstand_log_purge('jobs_transition', now() - interval '1 year')")
         assert purged.fetchone()[0] == 1
-        assert maintenance.execute("SELECT count(*) FROM jobs_transition WHERE cause = 'old'").fetchone()[0] == 0
+    assert not Transition.objects.filter(cause="old").exists()
     assert Transition.objects.filter(job=history).count() == 1, "the recent history is kept"
 
 

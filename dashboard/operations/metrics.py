@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import os
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
@@ -43,6 +44,14 @@ DOCUMENTED = {
     "leitstand_alerts_firing": "Firing (unacknowledged) alerts, by rule",
     "leitstand_worker_jobs_total": "Jobs a worker process handled, by pool and outcome",
     "leitstand_worker_wakeups_total": "Wake-ups worker processes ran, by pool and whether they found work",
+    "leitstand_database_bytes": "Size of the database (console snapshot)",
+    "leitstand_table_bytes": "Size of the largest tables with their indexes, by table (console snapshot)",
+    "leitstand_table_dead_rows": "Dead row versions of the largest tables, by table (console snapshot)",
+    "leitstand_oldest_job_age_seconds": "Age of the oldest job still in the database (retention works when this stays flat)",
+    "leitstand_archive_last_written_timestamp_seconds": "When the archive last wrote a file (Unix time; 0: never)",
+    "leitstand_archive_last_purge_timestamp_seconds": "When archived jobs were last purged (Unix time; 0: never)",
+    "leitstand_archive_failed_files": "Archive files that could not be written (purging stops while there are any)",
+    "leitstand_archived_jobs": "Jobs that left the database for the archive",
 }
 
 
@@ -125,10 +134,39 @@ class PipelineCollector:
         for pool, count in pool_consumers().items():
             consumers.add_metric([pool], count)
         yield consumers
+        yield from self.storage()
         firing = GaugeMetricFamily("leitstand_alerts_firing", DOCUMENTED["leitstand_alerts_firing"], labels=["rule"])
         for rule in sorted(set(Alert.objects.filter(state=Alert.State.FIRING).values_list("rule", flat=True))):
             firing.add_metric([rule], Alert.objects.filter(state=Alert.State.FIRING, rule=rule).count())
         yield firing
+
+    def storage(self):
+        """From the console snapshot: sizes need catalog reads, not worth a scrape's time."""
+        snapshot = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
+        storage = snapshot.get("storage")
+        if not storage:
+            return
+        yield gauge("leitstand_database_bytes", storage["database_bytes"])
+        sizes = GaugeMetricFamily("leitstand_table_bytes", DOCUMENTED["leitstand_table_bytes"], labels=["table"])
+        dead = GaugeMetricFamily("leitstand_table_dead_rows", DOCUMENTED["leitstand_table_dead_rows"], labels=["table"])
+        for table in storage["tables"]:
+            sizes.add_metric([table["name"]], table["total_bytes"])
+            dead.add_metric([table["name"]], table["dead_rows"])
+        yield sizes
+        yield dead
+        yield gauge("leitstand_oldest_job_age_seconds", storage["oldest_job_age_seconds"] or 0)
+        archive = storage["archive"]
+        for name, moment in (
+            ("leitstand_archive_last_written_timestamp_seconds", archive["last_written_at"]),
+            ("leitstand_archive_last_purge_timestamp_seconds", archive["last_purged_at"]),
+        ):
+            yield gauge(name, datetime.fromisoformat(moment).timestamp() if moment else 0)
+        yield gauge("leitstand_archive_failed_files", archive["failed_files"])
+        yield gauge("leitstand_archived_jobs", archive["purged_jobs"])
+
+
+def gauge(name: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, DOCUMENTED[name], value=value)
 
 
 _PIPELINE = PipelineCollector()

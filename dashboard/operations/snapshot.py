@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 
 from dashboard.models import ConsoleSnapshot
+from dashboard.operations.storage import storage_figures
 from jobs.models import TERMINAL_STATES, Attempt, LeitstandNow, State, database_now
 from workers.runtime.registry import registry
 
@@ -188,7 +189,11 @@ def snapshot_refresh() -> dict:
     now = database_now()
     started = time.perf_counter()
     previous = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first()
-    data = {"pipeline": pipeline_figures(now, previous), "business": business_figures(now)}
+    data = {
+        "pipeline": pipeline_figures(now, previous),
+        "business": business_figures(now),
+        "storage": storage_figures(now),
+    }
     took_ms = (time.perf_counter() - started) * 1000
     ConsoleSnapshot.objects.update_or_create(
         name="home", defaults={"data": data, "refreshed_at": LeitstandNow(), "took_ms": took_ms}

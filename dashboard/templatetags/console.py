@@ -57,6 +57,17 @@ def gib(value):
     return "—" if value in (None, "") else f"{int(value) / 2**30:,.1f} GiB"
 
 
+@register.simple_tag
+def size(value):
+    """Bytes in the unit that reads best: KiB below a MiB, MiB below a GiB, else GiB."""
+    if value in (None, ""):
+        return "—"
+    value = int(value)
+    if value < 2**20:
+        return f"{value / 2**10:,.0f} KiB"
+    return f"{value / 2**20:,.0f} MiB" if value < 2**30 else f"{value / 2**30:,.1f} GiB"
+
+
 @register.filter
 def human(name: str) -> str:
     return str(name).replace("_", " ")

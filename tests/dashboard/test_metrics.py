@@ -6,6 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.operations.metrics import DOCUMENTED
+from dashboard.operations.snapshot import snapshot_refresh
 from jobs.models import State
 from tests.conftest import job_in_state
 from workers.runtime.services import job_submit
@@ -28,6 +29,7 @@ def test_metrics_need_the_token_and_contain_every_documented_metric(client, sett
     job_in_state(make_job("crawl", pool="crawl"), State.READY_FOR_REVIEW)
     job_submit(job_type="synthetic", payload={}, idempotency_key="waiting", actor="t")
     pool_runtime("analysis").wake()  # the worker counters move
+    snapshot_refresh()  # the storage figures come from the console snapshot
     response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret-123")
     assert response.status_code == 200
     families = {f.name: f for f in text_string_to_metric_families(response.content.decode())}

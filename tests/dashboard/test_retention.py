@@ -53,7 +53,7 @@ def remaining(*jobs) -> set:
 def test_the_ended_states_of_the_purge_function_are_the_engines():
     from importlib import import_module
 
-    function = import_module("dashboard.migrations.0009_archive").JOBS_PURGE
+    function = import_module("dashboard.migrations.0010_harden_functions").JOBS_PURGE
     assert "j.state IN ('done', 'cancelled', 'dead')" in function
     assert set(TERMINAL_STATES) == {"done", "cancelled", "dead"}
 
@@ -213,3 +213,31 @@ def test_the_other_records_have_their_own_retention(policy, settings):
         and not Batch.objects.filter(pk=finished.pk).exists()
         and Batch.objects.filter(pk=with_members.pk).exists()
     )
+
+
+def test_the_console_and_metrics_show_what_the_history_costs(policy, client, settings, django_user_model):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from dashboard.operations.snapshot import snapshot_refresh
+    from dashboard.roles import VIEWERS, roles_ensure
+
+    kept = ended(State.DONE, 1)
+    for _ in range(3):
+        ended(State.DONE, 20)
+    retention.retention_sweep()
+    storage = snapshot_refresh()["storage"]
+    assert storage["database_bytes"] > 0 and "jobs_job" in {t["name"] for t in storage["tables"]}
+    assert storage["archive"]["purged_jobs"] == 3 and storage["archive"]["last_purged_at"]
+    assert storage["oldest_job_at"] == Job.objects.get(pk=kept.pk).created_at.isoformat()
+
+    viewer = django_user_model.objects.create_user("vera", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()[VIEWERS])
+    client.force_login(viewer)
+    home = client.get("/admin/").content.decode()
+    assert 'id="storage"' in home and "3 jobs archived" in home
+
+    settings.LEITSTAND_METRICS_TOKEN = "scrape"
+    scraped = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape").content.decode()
+    samples = {s.name: s.value for f in text_string_to_metric_families(scraped) for s in f.samples if not s.labels}
+    assert samples["leitstand_archived_jobs"] == 3 and samples["leitstand_archive_failed_files"] == 0
+    assert samples["leitstand_database_bytes"] == storage["database_bytes"]

@@ -15,7 +15,7 @@ def job_types_register() -> None:
             description="Fetch one page of a source: candidates for its images, crawl jobs for its in-scope links.",
             handler=crawl.handle,
             pool="crawl",
-            client_scope="jobs:write",
+            client_scope="jobs:all",  # sources, candidates and assets are shared by every client
             processing_version="crawl@1",
             expected_paths=("-> skipped", "robots -> skipped", "robots fetch extract candidates spawn"),
             default_priority=5,
@@ -29,7 +29,7 @@ def job_types_register() -> None:
             description="Download a candidate image and compare it with the protected assets.",
             handler=analysis.handle,
             pool="analysis",
-            client_scope="jobs:write",
+            client_scope="jobs:all",  # sources, candidates and assets are shared by every client
             processing_version=analysis.PROCESSING_VERSION,
             shadow_versions={analysis.TIGHT_VERSION: functools.partial(analysis.handle, bands=analysis.TIGHT_BANDS)},
             expected_paths=(
