@@ -116,6 +116,22 @@ def timing_invariants(app_configs=None, **kwargs):
                 f"LEITSTAND_SHADOW_SAMPLES[{type_name!r}]['share'] must be a number in (0, 1]",
                 "e.g. 0.05 for one job in twenty",
             )
+    retained = settings.LEITSTAND_RETENTION["days"]
+    for type_name, per_state in settings.LEITSTAND_RETENTION["types"].items():
+        wrong = (
+            type_name not in {t.name for t in registry.all()}
+            or not isinstance(per_state, dict)
+            or any(
+                state not in retained or not isinstance(days, (int, float)) or days < 0
+                for state, days in per_state.items()
+            )
+        )
+        if wrong:
+            error(
+                12,
+                f"LEITSTAND_RETENTION_TYPES[{type_name!r}] must name a registered type and map ended states to days",
+                f'e.g. {{"synthetic": {{"done": 1}}}}; ended states: {", ".join(retained)}',
+            )
     for name, cluster in settings.Q_CLUSTER["ALT_CLUSTERS"].items():
         # A wake-up may wait behind the prefetched ones (queue_limit) before it runs.
         queue_wait = cluster["timeout"] * cluster["queue_limit"] / cluster["workers"]

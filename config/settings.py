@@ -381,6 +381,8 @@ LEITSTAND_RETENTION = {
     "alert_days": env_float("LEITSTAND_RETENTION_ALERT_DAYS", 90, minimum=0),
     "login_log_days": env_float("LEITSTAND_RETENTION_LOGIN_LOG_DAYS", 30, minimum=0),
     "task_days": env_float("LEITSTAND_RETENTION_TASK_DAYS", 7, minimum=0),
+    # The audit log is archived a day at a time, then purged (0: kept in the database for ever).
+    "audit_days": env_float("LEITSTAND_RETENTION_AUDIT_DAYS", 400, minimum=0),
     # Work per control round: job trees looked at, jobs per archive file, and a time budget.
     "trees_per_round": env_int("LEITSTAND_RETENTION_TREES_PER_ROUND", 500, minimum=1),
     "jobs_per_file": env_int("LEITSTAND_RETENTION_JOBS_PER_FILE", 1000, minimum=1),

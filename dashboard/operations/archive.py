@@ -3,6 +3,7 @@ Lines files under ``LEITSTAND_ARCHIVE_DIR``::
 
     jobs/<YYYY-MM-DD>/<type>/<uuid>.jsonl.gz   the documents of jobs of that type that ended that day
     jobs/<YYYY-MM-DD>/MANIFEST.json            every written file of the day: jobs, bytes, sha256
+    audit/<YYYY-MM-DD>.jsonl.gz                the audit log's entries of that day, one per line
 
 A file is written to a temporary name, flushed to disk (``fsync``), renamed, its folder flushed, then
 read back: every line parses, names the expected job in the expected order, and its SHA-256 is
@@ -17,7 +18,8 @@ import hashlib
 import json
 import os
 import uuid
-from datetime import date
+from datetime import date, datetime, time, timedelta
+from datetime import timezone as dt_timezone
 from pathlib import Path
 
 from django.conf import settings
@@ -26,6 +28,8 @@ from django.db import connection
 from dashboard.models import ArchivedJob, ArchiveFile
 from dashboard.operations.export import export_json, jobs_export
 from jobs.models import database_now
+
+AUDIT = "audit"  # ArchiveFile.job_type of the audit log's files
 
 
 class ArchiveUnreadable(Exception):
@@ -59,15 +63,7 @@ def file_write(file: ArchiveFile) -> bool:
         if missing:
             raise ArchiveUnreadable(f"jobs {', '.join(missing[:3])} are no longer in the database")
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(target.name + ".tmp")
-        with open(temporary, "wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as compressed:
-                for pk in ids:
-                    compressed.write(export_json(documents[pk], indent=None).encode() + b"\n")
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(temporary, target)
-        _fsync_dir(target.parent)
+        _write_lines(target, [export_json(documents[pk], indent=None).encode() for pk in ids])
         digest, size = file_verify(file.path, ids)
     except Exception as failed:  # disk full, permissions, a missing share: purging stops here
         ArchiveFile.objects.filter(pk=file.pk).update(
@@ -80,6 +76,19 @@ def file_write(file: ArchiveFile) -> bool:
     )
     manifest_write(file.day)
     return True
+
+
+def _write_lines(target: Path, lines: list[bytes]) -> None:
+    """Write gzip-compressed lines durably: a temporary name, flushed to disk, renamed, folder flushed."""
+    temporary = target.with_name(target.name + ".tmp")
+    with open(temporary, "wb") as raw:
+        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as compressed:
+            for line in lines:
+                compressed.write(line + b"\n")
+        raw.flush()
+        os.fsync(raw.fileno())
+    os.replace(temporary, target)
+    _fsync_dir(target.parent)
 
 
 def file_verify(path: str, ids: list | None = None) -> tuple[str, int]:
@@ -112,22 +121,61 @@ def manifest_write(day: date) -> None:
     _fsync_dir(target.parent)
 
 
+def audit_day_archive(day: date) -> ArchiveFile:
+    """Write the audit entries of ``day`` (UTC) to ``audit/<day>.jsonl.gz`` and verify it: a written
+    file whose rows may now be purged (``job_type`` "audit", ``jobs`` = entries)."""
+    from dashboard.models import AuditEntry
+
+    path = f"audit/{day.isoformat()}.jsonl.gz"
+    file, _ = ArchiveFile.objects.get_or_create(path=path, defaults={"day": day, "job_type": AUDIT})
+    start = datetime.combine(day, time.min, tzinfo=dt_timezone.utc)
+    entries = list(AuditEntry.objects.filter(at__gte=start, at__lt=start + timedelta(days=1)).order_by("id").values())
+    target = _absolute(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write_lines(target, [export_json(entry, indent=None).encode() for entry in entries])
+        raw = target.read_bytes()
+        if len(gzip.decompress(raw).splitlines()) != len(entries):
+            raise ArchiveUnreadable(f"{path} does not hold the {len(entries)} entries written to it")
+    except Exception as failed:
+        ArchiveFile.objects.filter(pk=file.pk).update(
+            state=ArchiveFile.State.FAILED, error=f"{type(failed).__name__}: {failed}"[:2000]
+        )
+        file.refresh_from_db()
+        return file
+    ArchiveFile.objects.filter(pk=file.pk).update(
+        state=ArchiveFile.State.WRITTEN,
+        jobs=len(entries),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        bytes=len(raw),
+        error="",
+        written_at=database_now(),
+    )
+    file.refresh_from_db()
+    return file
+
+
+def maintenance_call(statement: str, parameters: list) -> object:
+    """One statement as the maintenance role (``LEITSTAND_DATABASE_MAINTENANCE_URL``; without it, this
+    process's own connection, which must then be allowed to run it); its single value."""
+    url = settings.LEITSTAND_DATABASE_MAINTENANCE_URL
+    if not url:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, parameters)
+            return cursor.fetchone()[0]
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, application_name="leitstand-retention") as maintenance:
+        return maintenance.execute(statement, parameters).fetchone()[0]
+
+
 def jobs_purge(job_ids: list) -> int:
     """Delete archived, ended jobs with everything that refers to them, as the maintenance role
     (``LEITSTAND_DATABASE_MAINTENANCE_URL``; without it, this process's own connection, which must
     then be allowed to run ``leitstand_jobs_purge``). Returns the jobs deleted."""
     if not job_ids:
         return 0
-    url = settings.LEITSTAND_DATABASE_MAINTENANCE_URL
-    statement = "SELECT leitstand_jobs_purge(%s::uuid[])"
-    if not url:
-        with connection.cursor() as cursor:
-            cursor.execute(statement, [[str(pk) for pk in job_ids]])
-            return cursor.fetchone()[0]
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True, application_name="leitstand-retention") as maintenance:
-        return maintenance.execute(statement, [[str(pk) for pk in job_ids]]).fetchone()[0]
+    return maintenance_call("SELECT leitstand_jobs_purge(%s::uuid[])", [[str(pk) for pk in job_ids]])
 
 
 def archived_document(job_id) -> tuple[ArchivedJob, dict] | None:

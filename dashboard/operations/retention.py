@@ -11,6 +11,9 @@ recheck jobs its observations name. A tree may leave when every member may:
   until the plan ended ``plan_days`` ago (an active plan keeps it);
 - open review cases are not ended, so they are kept anyway.
 
+The audit log is archived a day at a time once older than ``audit_days`` and then purged
+(``audit_retire``).
+
 The sweep (``retention_sweep``, run by the control process) chooses trees, records their jobs as
 archived in pending files, writes and verifies the files (``dashboard.operations.archive``), then
 purges every job of the round in one call of ``leitstand_jobs_purge`` as the maintenance role (the
@@ -36,7 +39,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
-from dashboard.models import Alert, ArchivedJob, ArchiveFile, RuleViolation
+from dashboard.models import Alert, ArchivedJob, ArchiveFile, AuditEntry, RuleViolation
 from dashboard.operations import archive
 from jobs.models import TERMINAL_STATES, Batch, BatchCounter, Job, database_now
 
@@ -92,6 +95,7 @@ class RetentionReport:
     archived: int = 0
     purged: int = 0
     files: int = 0
+    audit_purged: int = 0
     trimmed: dict = field(default_factory=dict)
     stopped: str = ""
 
@@ -189,7 +193,7 @@ def _files_create(trees: list[list[Member]]) -> list[ArchiveFile]:
 def _purge_written() -> int:
     """Purge every job of the written files (one call, so a tree split over files leaves whole), as
     the maintenance role; jobs that came back to life meanwhile stay and lose their archive entry."""
-    files = list(ArchiveFile.objects.filter(state=ArchiveFile.State.WRITTEN))
+    files = list(ArchiveFile.objects.filter(state=ArchiveFile.State.WRITTEN).exclude(job_type=archive.AUDIT))
     if not files:
         return 0
     ids = list(ArchivedJob.objects.filter(file__in=files).values_list("job_id", flat=True))
@@ -209,7 +213,8 @@ def _purge_written() -> int:
 
 def jobs_retire(report: RetentionReport, now: datetime, deadline: float) -> None:
     """Resume what a crash left, then archive and purge the trees that may leave."""
-    for file in ArchiveFile.objects.filter(state__in=[ArchiveFile.State.PENDING, ArchiveFile.State.FAILED]):
+    unfinished = [ArchiveFile.State.PENDING, ArchiveFile.State.FAILED]
+    for file in ArchiveFile.objects.filter(state__in=unfinished).exclude(job_type=archive.AUDIT):
         if not archive.file_write(file):
             report.stopped = f"archive file {file.path} could not be written: {file.error}"
             return  # nothing is purged while a file of its round is missing
@@ -229,6 +234,41 @@ def jobs_retire(report: RetentionReport, now: datetime, deadline: float) -> None
             report.purged += _purge_written()
         if _Cursor.after[0] == _EPOCH:  # went through every tree once
             return
+
+
+def audit_retire(report: RetentionReport, now: datetime, deadline: float) -> None:
+    """The audit log, a day at a time, oldest first: archived to ``audit/<day>.jsonl.gz``, verified,
+    then purged through ``leitstand_log_purge`` as the maintenance role. A day written but not purged
+    (a crash) is purged first; a day not written is never purged."""
+    days = settings.LEITSTAND_RETENTION["audit_days"]
+    if not days:
+        return
+    unfinished = ArchiveFile.objects.filter(job_type=archive.AUDIT).exclude(state=ArchiveFile.State.PURGED)
+    for file in unfinished.order_by("day"):
+        if file.state != ArchiveFile.State.WRITTEN:
+            file = archive.audit_day_archive(file.day)
+        if not _audit_purge(file, report):
+            return
+    cutoff = (now - timedelta(days=days)).date()
+    while time.monotonic() < deadline:
+        oldest = AuditEntry.objects.order_by("at").values_list("at", flat=True).first()
+        if oldest is None or oldest.astimezone(dt_timezone.utc).date() >= cutoff:
+            return
+        if not _audit_purge(archive.audit_day_archive(oldest.astimezone(dt_timezone.utc).date()), report):
+            return
+
+
+def _audit_purge(file: ArchiveFile, report: RetentionReport) -> bool:
+    if file.state != ArchiveFile.State.WRITTEN:
+        report.stopped = f"archive file {file.path} could not be written: {file.error}"
+        return False
+    end = datetime.combine(file.day + timedelta(days=1), datetime.min.time(), tzinfo=dt_timezone.utc)
+    purged = archive.maintenance_call("SELECT leitstand_log_purge('dashboard_auditentry'::regclass, %s)", [end])
+    ArchiveFile.objects.filter(pk=file.pk).update(
+        state=ArchiveFile.State.PURGED, purged=file.jobs, purged_at=database_now()
+    )
+    report.audit_purged += purged
+    return True
 
 
 def records_trim(now: datetime) -> dict:
@@ -270,6 +310,8 @@ def retention_sweep() -> RetentionReport:
     now = database_now()
     deadline = time.monotonic() + settings.LEITSTAND_RETENTION["seconds_per_round"]
     jobs_retire(report, now, deadline)
+    if not report.stopped:
+        audit_retire(report, now, deadline)
     report.trimmed = records_trim(now)
     if report.archived or report.purged or report.stopped:
         logger.info("retention: %s", report)

@@ -4,6 +4,7 @@ role cannot purge; a failing archive stops purging and fires an alert; an archiv
 by ``export_job`` and the console."""
 
 import gzip
+import hashlib
 import json
 import uuid
 from datetime import timedelta
@@ -241,3 +242,45 @@ def test_the_console_and_metrics_show_what_the_history_costs(policy, client, set
     samples = {s.name: s.value for f in text_string_to_metric_families(scraped) for s in f.samples if not s.labels}
     assert samples["leitstand_archived_jobs"] == 3 and samples["leitstand_archive_failed_files"] == 0
     assert samples["leitstand_database_bytes"] == storage["database_bytes"]
+
+
+def test_the_audit_log_is_archived_a_day_at_a_time_then_purged(policy, settings):
+    from dashboard.audit import audit_record
+    from dashboard.models import AuditEntry
+    from tests.support.db import as_owner
+
+    settings.LEITSTAND_RETENTION = {**policy, "audit_days": 30}
+    now = database_now()
+    for days_ago, target in ((45, "old-a"), (45, "old-b"), (40, "older-c"), (5, "recent")):
+        audit_record(actor="user:olga", action="job.cancel", target=target, result="cancelled")
+        with as_owner():  # back-dating rows of an append-only log is the test's setup, done as the owner
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                cursor.execute("ALTER TABLE dashboard_auditentry DISABLE TRIGGER dashboard_auditentry_append_only")
+                cursor.execute(
+                    "UPDATE dashboard_auditentry SET at = %s WHERE target = %s",
+                    [now - timedelta(days=days_ago), target],
+                )
+                cursor.execute("ALTER TABLE dashboard_auditentry ENABLE TRIGGER dashboard_auditentry_append_only")
+    report = retention.retention_sweep()
+    assert report.audit_purged == 3 and list(AuditEntry.objects.values_list("target", flat=True)) == ["recent"]
+    files = ArchiveFile.objects.filter(job_type="audit").order_by("day")
+    assert [f.jobs for f in files] == [2, 1] and {f.state for f in files} == {ArchiveFile.State.PURGED}
+    archived = []
+    for file in files:
+        raw = (django_settings.LEITSTAND_ARCHIVE_DIR / file.path).read_bytes()
+        assert hashlib.sha256(raw).hexdigest() == file.sha256
+        archived += [json.loads(line)["target"] for line in gzip.decompress(raw).splitlines()]
+    assert sorted(archived) == ["old-a", "old-b", "older-c"]
+    assert retention.retention_sweep().audit_purged == 0
+
+
+def test_a_retention_override_must_name_a_type_and_ended_states(settings):
+    from config.checks import timing_invariants
+
+    settings.LEITSTAND_RETENTION = {**settings.LEITSTAND_RETENTION, "types": {"synthetic": {"done": 1}}}
+    assert not [e for e in timing_invariants() if e.id == "leitstand.E012"]
+    for wrong in ({"no_such_type": {"done": 1}}, {"synthetic": {"running": 1}}, {"synthetic": {"done": -1}}):
+        settings.LEITSTAND_RETENTION = {**settings.LEITSTAND_RETENTION, "types": wrong}
+        assert [e.id for e in timing_invariants() if e.id == "leitstand.E012"] == ["leitstand.E012"], wrong
