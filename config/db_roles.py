@@ -25,7 +25,14 @@ OWNER, APPLICATION, MAINTENANCE = "leitstand_owner", "leitstand_app", "leitstand
 # Tables whose rows are never changed or deleted by the application (triggers refuse it as well).
 APPEND_ONLY = ("jobs_transition", "dashboard_auditentry")
 # Functions only the maintenance role may run (owned by the owner, SECURITY DEFINER).
-MAINTENANCE_FUNCTIONS = ("leitstand_log_purge(regclass, timestamptz)", "leitstand_jobs_purge(uuid[])")
+MAINTENANCE_FUNCTIONS = (
+    "leitstand_log_purge(regclass, timestamptz)",
+    "leitstand_jobs_purge(uuid[])",
+    "leitstand_partitions_ensure(integer)",
+    "leitstand_partitions_drop(date)",
+)
+# Partitioned tables: the application reaches their rows through the parent only.
+PARTITIONED = ("jobs_transition", "jobs_stepevent")
 
 
 def grants_sql(application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS) -> list[str]:
@@ -37,6 +44,11 @@ def grants_sql(application: str, maintenance: str, functions=MAINTENANCE_FUNCTIO
         f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {application}",  # no setval
         f"REVOKE UPDATE, DELETE, TRUNCATE ON {append_only} FROM {application}",
         f"REVOKE INSERT, UPDATE, DELETE ON django_migrations FROM {application}",  # what the owner runs next
+        # Its partitions are the owner's alone (a partition's own privileges would bypass the parent's).
+        f"""DO $$ DECLARE part regclass; BEGIN
+            FOR part IN SELECT inhrelid::regclass FROM pg_inherits
+                WHERE inhparent = ANY (ARRAY[{", ".join(f"to_regclass('public.{t}')" for t in PARTITIONED)}])
+            LOOP EXECUTE format('REVOKE ALL ON %s FROM {application}', part); END LOOP; END $$""",
     ]
     for function in functions:  # the maintenance role reads nothing itself: it runs these
         statements += [

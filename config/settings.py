@@ -383,6 +383,10 @@ LEITSTAND_RETENTION = {
     "task_days": env_float("LEITSTAND_RETENTION_TASK_DAYS", 7, minimum=0),
     # The audit log is archived a day at a time, then purged (0: kept in the database for ever).
     "audit_days": env_float("LEITSTAND_RETENTION_AUDIT_DAYS", 400, minimum=0),
+    # Daily partitions of the transition log and the step events: created this many days ahead, and
+    # dropped once this many days old (rows of jobs still kept move forward first).
+    "partition_days_ahead": env_int("LEITSTAND_PARTITION_DAYS_AHEAD", 7, minimum=1),
+    "partition_keep_days": env_int("LEITSTAND_PARTITION_KEEP_DAYS", 14, minimum=1),
     # Work per control round: job trees looked at, jobs per archive file, and a time budget.
     "trees_per_round": env_int("LEITSTAND_RETENTION_TREES_PER_ROUND", 500, minimum=1),
     "jobs_per_file": env_int("LEITSTAND_RETENTION_JOBS_PER_FILE", 1000, minimum=1),

@@ -41,6 +41,11 @@ ATTACKS = [
     "DELETE FROM django_migrations",
     "SELECT setval(pg_get_serial_sequence('jobs_transition', 'id'), 1)",
     "SELECT leitstand_jobs_purge(ARRAY[gen_random_uuid()])",
+    "DELETE FROM jobs_transition_default",
+    "DROP TABLE jobs_transition_default",
+    "ALTER TABLE jobs_transition DETACH PARTITION jobs_transition_default",
+    "SELECT leitstand_partitions_drop(current_date + 30)",
+    "SELECT leitstand_partitions_ensure(30)",
 ]
 
 

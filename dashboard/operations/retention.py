@@ -96,6 +96,8 @@ class RetentionReport:
     purged: int = 0
     files: int = 0
     audit_purged: int = 0
+    partitions_created: int = 0
+    partitions_dropped: int = 0
     trimmed: dict = field(default_factory=dict)
     stopped: str = ""
 
@@ -271,6 +273,17 @@ def _audit_purge(file: ArchiveFile, report: RetentionReport) -> bool:
     return True
 
 
+def partitions_keep(report: RetentionReport, now: datetime) -> None:
+    """Daily partitions of the history: created ahead, and dropped whole once old (as the maintenance
+    role). A partition with history of a job that was neither kept nor archived is never dropped."""
+    policy = settings.LEITSTAND_RETENTION
+    report.partitions_created = archive.maintenance_call(
+        "SELECT leitstand_partitions_ensure(%s)", [policy["partition_days_ahead"]]
+    )
+    before = (now - timedelta(days=policy["partition_keep_days"])).astimezone(dt_timezone.utc).date()
+    report.partitions_dropped = archive.maintenance_call("SELECT leitstand_partitions_drop(%s)", [before])
+
+
 def records_trim(now: datetime) -> dict:
     """The other records' retention; returns the rows deleted per kind."""
     from axes.models import AccessAttempt, AccessFailureLog, AccessLog
@@ -312,6 +325,8 @@ def retention_sweep() -> RetentionReport:
     jobs_retire(report, now, deadline)
     if not report.stopped:
         audit_retire(report, now, deadline)
+    if not report.stopped:
+        partitions_keep(report, now)
     report.trimmed = records_trim(now)
     if report.archived or report.purged or report.stopped:
         logger.info("retention: %s", report)
