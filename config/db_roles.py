@@ -44,6 +44,8 @@ def grants_sql(application: str, maintenance: str, functions=MAINTENANCE_FUNCTIO
         f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {application}",  # no setval
         f"REVOKE UPDATE, DELETE, TRUNCATE ON {append_only} FROM {application}",
         f"REVOKE INSERT, UPDATE, DELETE ON django_migrations FROM {application}",  # what the owner runs next
+        # A job leaves only through the maintenance role's purge, which takes archived jobs only.
+        f"REVOKE DELETE, TRUNCATE ON jobs_job FROM {application}",
         # Its partitions are the owner's alone (a partition's own privileges would bypass the parent's).
         f"""DO $$ DECLARE part regclass; BEGIN
             FOR part IN SELECT inhrelid::regclass FROM pg_inherits

@@ -42,6 +42,7 @@ ATTACKS = [
     "SELECT setval(pg_get_serial_sequence('jobs_transition', 'id'), 1)",
     "SELECT leitstand_jobs_purge(ARRAY[gen_random_uuid()])",
     "DELETE FROM jobs_transition_default",
+    "DELETE FROM jobs_job",
     "DROP TABLE jobs_transition_default",
     "ALTER TABLE jobs_transition DETACH PARTITION jobs_transition_default",
     "SELECT leitstand_partitions_drop(current_date + 30)",

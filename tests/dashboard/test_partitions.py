@@ -1,6 +1,6 @@
 """Time-partitioned history (issue 18): the transition log and the step events have a partition per
 day; the maintenance role creates them ahead and drops old ones whole — after moving the rows of
-jobs still kept forward, and never while a partition holds history of a job that was not archived."""
+jobs still kept forward (a job leaves the database only through the archive)."""
 
 import uuid
 from datetime import timedelta
@@ -73,27 +73,25 @@ def test_an_old_partition_is_dropped_whole_keeping_the_rows_of_kept_jobs(make_jo
     day = legacy_day()
     assert day is not None, "the migration made the table before it the legacy partition"
     kept = make_job()
-    archived_id, unknown_id = uuid.uuid4(), uuid.uuid4()
+    Job.objects.filter(pk=kept.pk).update(created_at=database_now() - timedelta(days=41))  # an old job, still kept
+    archived_id = uuid.uuid4()  # a job that left through the archive (only the purge removes jobs)
     file = ArchiveFile.objects.create(path="jobs/x.jsonl.gz", day=day, job_type="crawl", state="purged")
     ArchivedJob.objects.create(job_id=archived_id, file=file, line=0, type="crawl", state="done", correlation_id="c")
     kept_row = history_row(kept.pk, day, "kept")
     history_row(archived_id, day, "archived")
-    history_row(unknown_id, day, "never archived")
+    assert partition_of(kept_row) == "jobs_transition_legacy"
 
-    horizon = today()  # the legacy partition ends today; today's partitions are never dropped
-    assert maintenance("SELECT leitstand_partitions_drop(%s)", [horizon]) == 1, "only the step events' legacy"
-    assert partition_of(kept_row) == "jobs_transition_legacy", "a job not archived holds its partition"
-
-    ArchivedJob.objects.create(job_id=unknown_id, file=file, line=1, type="crawl", state="done", correlation_id="c")
-    assert maintenance("SELECT leitstand_partitions_drop(%s)", [horizon]) == 1
-    causes = set(
-        Transition.objects.filter(cause__in=["kept", "archived", "never archived"]).values_list("cause", flat=True)
-    )
-    assert causes == {"kept"}, "the kept job's history moved forward; the archived jobs' left with the partition"
+    assert maintenance("SELECT leitstand_partitions_drop(%s)", [day]) == 0, "it ends after that day: too young"
+    assert maintenance("SELECT leitstand_partitions_drop(%s)", [day + timedelta(days=1)]) == 2, "both legacy ones"
+    causes = set(Transition.objects.filter(cause__in=["kept", "archived"]).values_list("cause", flat=True))
+    assert causes == {"kept"}, "the kept job's history moved forward; the archived job's left with the partition"
     moved = Transition.objects.get(cause="kept")
     assert partition_of(moved.pk) == f"jobs_transition_p{today():%Y%m%d}"
     assert moved.at < database_now() - timedelta(days=39), "moved rows keep their time"
     assert Job.objects.filter(pk=kept.pk).exists()
+    assert maintenance("SELECT leitstand_partitions_drop(%s)", [today() + timedelta(days=5)]) == 0, (
+        "partitions still written to are never dropped"
+    )
 
 
 def test_the_retention_sweep_keeps_the_partitions(settings):
