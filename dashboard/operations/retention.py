@@ -205,10 +205,9 @@ def _purge_written() -> int:
         if alive:
             logger.warning("%d archived jobs changed before their purge; they stay and are archived again", len(alive))
             ArchivedJob.objects.filter(job_id__in=alive).delete()
-        for file in files:
-            left = file.jobs - sum(1 for pk in file.members.values_list("job_id", flat=True) if pk in alive)
+        for file in files:  # what stays recorded in a file is what left the database
             ArchiveFile.objects.filter(pk=file.pk).update(
-                state=ArchiveFile.State.PURGED, purged=left, purged_at=database_now()
+                state=ArchiveFile.State.PURGED, purged=file.members.count(), purged_at=database_now()
             )
     return purged
 

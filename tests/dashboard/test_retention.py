@@ -284,3 +284,21 @@ def test_a_retention_override_must_name_a_type_and_ended_states(settings):
     for wrong in ({"no_such_type": {"done": 1}}, {"synthetic": {"running": 1}}, {"synthetic": {"done": -1}}):
         settings.LEITSTAND_RETENTION = {**settings.LEITSTAND_RETENTION, "types": wrong}
         assert [e.id for e in timing_invariants() if e.id == "leitstand.E012"] == ["leitstand.E012"], wrong
+
+
+def test_a_job_that_comes_back_before_its_purge_stays_and_is_archived_again_later(policy):
+    leaving, returning = ended(State.DONE, 20), ended(State.DEAD, 100)
+    trees, _ = retention.trees_leaving(database_now(), limit=10)
+    files = retention._files_create(trees)
+    assert all(archive_file_write(file) for file in files)
+    Job.objects.filter(pk=returning.pk).update(state=State.PLANNED, finished_at=None)  # retried meanwhile
+    assert retention._purge_written() == 1
+    assert remaining(leaving, returning) == {returning.pk}
+    assert not ArchivedJob.objects.filter(job_id=returning.pk).exists(), "it will be archived again when it ends"
+    assert sum(ArchiveFile.objects.values_list("purged", flat=True)) == 1
+
+
+def archive_file_write(file):
+    from dashboard.operations.archive import file_write
+
+    return file_write(file)
