@@ -134,15 +134,14 @@ class PipelineCollector:
         for pool, count in pool_consumers().items():
             consumers.add_metric([pool], count)
         yield consumers
-        yield from self.storage()
+        yield from self.storage(snapshot)
         firing = GaugeMetricFamily("leitstand_alerts_firing", DOCUMENTED["leitstand_alerts_firing"], labels=["rule"])
         for rule in sorted(set(Alert.objects.filter(state=Alert.State.FIRING).values_list("rule", flat=True))):
             firing.add_metric([rule], Alert.objects.filter(state=Alert.State.FIRING, rule=rule).count())
         yield firing
 
-    def storage(self):
-        """From the console snapshot: sizes need catalog reads, not worth a scrape's time."""
-        snapshot = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
+    def storage(self, snapshot: dict):
+        """From the console snapshot: sizes walk the database's files, not worth a scrape's time."""
         storage = snapshot.get("storage")
         if not storage:
             return

@@ -28,6 +28,7 @@ SMALL_TABLE_ROWS = 100_000
 # The terminal states as an SQL list, written out so the planner matches the partial index over the open set.
 TERMINAL_SQL = "(" + ", ".join(f"'{state}'" for state in TERMINAL_STATES) + ")"
 TERMINAL_COUNT_SECONDS = 300  # full counts of finished jobs (a scan of millions of rows) at most this often
+STORAGE_SECONDS = 60  # database and table sizes (the home's Storage, /metrics)
 
 
 def _rows(sql: str, now, params=None) -> list[tuple]:
@@ -132,6 +133,14 @@ def terminal_counts(now, previous: dict | None) -> dict:
     return {"counts": dict(counts), "counted_at": time.time()}
 
 
+def storage_measure(now, previous: dict | None) -> dict:
+    """Sizes walk the database's files: measured once a minute, reused in the snapshots between."""
+    last = (previous or {}).get("storage")
+    if last and time.time() - last.get("measured_at", 0) < STORAGE_SECONDS:
+        return last
+    return {**storage_figures(now), "measured_at": time.time()}
+
+
 def business_figures(now) -> dict:
     quiet_hours = settings.LEITSTAND_CONSOLE["quiet_source_hours"]
     sources = [
@@ -192,7 +201,7 @@ def snapshot_refresh() -> dict:
     data = {
         "pipeline": pipeline_figures(now, previous),
         "business": business_figures(now),
-        "storage": storage_figures(now),
+        "storage": storage_measure(now, previous),
     }
     took_ms = (time.perf_counter() - started) * 1000
     ConsoleSnapshot.objects.update_or_create(
