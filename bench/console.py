@@ -121,6 +121,32 @@ def measure(client: Client, url: str, repeat: int) -> tuple[float, int, int]:
     return statistics.median(timings), len(queries), response.status_code
 
 
+def pages() -> dict[str, str]:
+    """The console pages measured, by name (also measured by bench/soak.py)."""
+    newest = Job.objects.order_by("-created_at")
+    sample = newest.filter(state="running").first() or newest.first()
+    dead = newest.filter(state="dead").first() or newest.first()
+    return {
+        "home (three views)": "/admin/",
+        "jobs list": "/admin/jobs/job/",
+        "jobs list, state=dead": "/admin/jobs/job/?state__exact=dead",
+        "jobs list, type=crawl & state=planned": "/admin/jobs/job/?type__exact=crawl&state__exact=planned",
+        "jobs list, search correlation ID": f"/admin/jobs/job/?q={dead.correlation_id}",
+        "job page (running)": f"/admin/jobs/job/{sample.id}/change/",
+        "job page (dead)": f"/admin/jobs/job/{dead.id}/change/",
+        "review queue": "/admin/review/",
+        "stuck leases": "/admin/stuck/",
+        "audit log": "/admin/dashboard/auditentry/",
+        "bulk action dry run, state=dead": "/admin/bulk/?state__exact=dead",
+        "paths of crawl": "/admin/paths/?type=crawl",
+        "the flow (state diagram)": "/admin/flow/",
+        "business rules": "/admin/rules/",
+        "dead letters (40,000 dead jobs, snapshot)": "/admin/deadletters/",
+        "jobs list, dead letters of one group": "/admin/jobs/job/?state__exact=dead&type__exact=crawl"
+        "&error_class=httpx.ReadTimeout&step=fetch",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=2_000_000)
@@ -177,27 +203,9 @@ def main() -> None:
     user.groups.add(roles_ensure()[OPERATORS])
     client = Client()
     client.force_login(user)
+    console = pages()
     sample = Job.objects.filter(state="running").order_by("-created_at").first()
     dead = Job.objects.filter(state="dead").order_by("-created_at").first()
-    console = {
-        "home (three views)": "/admin/",
-        "jobs list": "/admin/jobs/job/",
-        "jobs list, state=dead": "/admin/jobs/job/?state__exact=dead",
-        "jobs list, type=crawl & state=planned": "/admin/jobs/job/?type__exact=crawl&state__exact=planned",
-        "jobs list, search correlation ID": f"/admin/jobs/job/?q={dead.correlation_id}",
-        "job page (running)": f"/admin/jobs/job/{sample.id}/change/",
-        "job page (dead)": f"/admin/jobs/job/{dead.id}/change/",
-        "review queue": "/admin/review/",
-        "stuck leases": "/admin/stuck/",
-        "audit log": "/admin/dashboard/auditentry/",
-        "bulk action dry run, state=dead": "/admin/bulk/?state__exact=dead",
-        "paths of crawl": "/admin/paths/?type=crawl",
-        "the flow (state diagram)": "/admin/flow/",
-        "business rules": "/admin/rules/",
-        "dead letters (40,000 dead jobs, snapshot)": "/admin/deadletters/",
-        "jobs list, dead letters of one group": "/admin/jobs/job/?state__exact=dead&type__exact=crawl"
-        "&error_class=httpx.ReadTimeout&step=fetch",
-    }
     stock = {
         "jobs list": "/stock/jobs/job/",
         "jobs list, state=dead": "/stock/jobs/job/?state__exact=dead",
