@@ -121,11 +121,16 @@ def measure(client: Client, url: str, repeat: int) -> tuple[float, int, int]:
     return statistics.median(timings), len(queries), response.status_code
 
 
-def pages() -> dict[str, str]:
-    """The console pages measured, by name (also measured by bench/soak.py)."""
+def samples() -> tuple[Job, Job]:
+    """The newest running and the newest dead job (the newest job where there is none)."""
     newest = Job.objects.order_by("-created_at")
-    sample = newest.filter(state="running").first() or newest.first()
-    dead = newest.filter(state="dead").first() or newest.first()
+    return newest.filter(state="running").first() or newest.first(), newest.filter(
+        state="dead"
+    ).first() or newest.first()
+
+
+def pages(sample: Job, dead: Job) -> dict[str, str]:
+    """The console pages measured, by name (also measured by bench/soak.py)."""
     return {
         "home (three views)": "/admin/",
         "jobs list": "/admin/jobs/job/",
@@ -203,9 +208,8 @@ def main() -> None:
     user.groups.add(roles_ensure()[OPERATORS])
     client = Client()
     client.force_login(user)
-    console = pages()
-    sample = Job.objects.filter(state="running").order_by("-created_at").first()
-    dead = Job.objects.filter(state="dead").order_by("-created_at").first()
+    sample, dead = samples()
+    console = pages(sample, dead)
     stock = {
         "jobs list": "/stock/jobs/job/",
         "jobs list, state=dead": "/stock/jobs/job/?state__exact=dead",

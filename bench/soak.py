@@ -55,6 +55,9 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
+from bench.throughput import plan_synthetic  # noqa: E402
+from workers.pipeline.services import crawl_start  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 HISTORY = ("jobs_job", "jobs_attempt", "jobs_transition", "jobs_stepevent")
 QUIET = ("jobs_transition_webhook_outbox", "jobs_transition_batch_counters")
@@ -176,8 +179,8 @@ class Processes:
     def __init__(self, env: dict, web: str, log_dir: Path) -> None:
         self.env, self.web, self.log_dir, self.running = env, web, log_dir, []
 
-    def start(self, *command: str) -> None:
-        log = open(self.log_dir / f"{command[-1] if command[0] == 'runpool' else command[0]}.log", "ab")  # noqa: SIM115
+    def start(self, name: str, *command: str) -> None:
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
         self.running.append(
             subprocess.Popen(
                 [sys.executable, "manage.py", *command], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
@@ -185,7 +188,7 @@ class Processes:
         )
 
     def __enter__(self):
-        self.start("demoweb", "--ports", self.web.replace("127.0.0.1:", ""))
+        self.start("demoweb", "demoweb", "--ports", self.web.replace("127.0.0.1:", ""))
         for _ in range(100):
             try:
                 for target in self.web.split(","):
@@ -201,7 +204,7 @@ class Processes:
             stdout=subprocess.DEVNULL,
         )
         for name in ("control", "crawl", "analysis"):
-            self.start("runpool", name)
+            self.start(name, "runpool", name)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -212,25 +215,9 @@ class Processes:
 
 
 def submit(count: int, tag: str) -> None:
-    from jobs import leases
-
     with transaction.atomic():
         for _ in range(count):
-            leases.insert_planned(
-                id=uuid.uuid4(),
-                type="synthetic",
-                pool="crawl",
-                idempotency_key=f"soak-{tag}-{uuid.uuid4()}",
-                correlation_id=f"soak-{tag}",
-                parent_id=None,
-                schema_version=1,
-                priority=5,
-                source="",
-                payload={"steps": STEPS, "settle": True},
-                max_attempts=5,
-                due_at=None,
-                actor="bench",
-            )
+            plan_synthetic(pool="crawl", tag=f"soak-{tag}", payload={"steps": STEPS, "settle": True})
 
 
 class Producer(threading.Thread):
@@ -273,22 +260,7 @@ def claim_latency(probes: int) -> list[float]:
     after every claim (so each claim finds exactly one due job, in a table of millions)."""
     from jobs import leases
 
-    job_id = uuid.uuid4()
-    leases.insert_planned(
-        id=job_id,
-        type="synthetic",
-        pool="soak-probe",
-        idempotency_key=f"soak-probe-{job_id}",
-        correlation_id="soak-probe",
-        parent_id=None,
-        schema_version=1,
-        priority=5,
-        source="",
-        payload={},
-        max_attempts=probes + 5,
-        due_at=None,
-        actor="bench",
-    )
+    plan_synthetic(pool="soak-probe", tag="soak-probe", payload={}, max_attempts=probes + 5)
     worker = leases.WorkerIdentity.of_this_process("soak-probe")
     timings = []
     for _ in range(probes):
@@ -311,8 +283,6 @@ def pickup_latency(since: datetime) -> list[float]:
 
 def crawl_run(tag: str) -> tuple[float, int]:
     """One crawl run over the demo web, until every job of its tree has settled: seconds, jobs."""
-    from workers.pipeline.services import crawl_start
-
     started = time.monotonic()
     roots = [s.job.id for s in crawl_start(actor="bench", run=f"soak-{tag}")]
     while time.monotonic() - started < 300:
@@ -341,9 +311,9 @@ def calibration() -> float:
 
 
 def console_pages(client) -> dict[str, float]:
-    from bench.console import measure, pages
+    from bench.console import measure, pages, samples
 
-    return {name: measure(client, url, 3)[0] for name, url in pages().items()}
+    return {name: measure(client, url, 3)[0] for name, url in pages(*samples()).items()}
 
 
 def measurement_round(label: str, number: int, args, client) -> dict:
@@ -367,8 +337,6 @@ def steady(minutes: float, rate: int) -> tuple[int, list[float]]:
     end = time.monotonic() + minutes * 60
     runs = 0
     while time.monotonic() < end:
-        from workers.pipeline.services import crawl_start
-
         crawl_start(actor="bench", run=f"soak-steady-{runs}")
         runs += 1
         time.sleep(min(30, max(0, end - time.monotonic())))

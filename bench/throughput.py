@@ -98,27 +98,33 @@ def bare_django_q(tasks: int, workers: int, *, stock: bool = False) -> float:
         stop(pool)
 
 
-def leitstand_jobs(jobs: int, workers: int) -> float:
+def plan_synthetic(*, pool: str, tag: str, payload: dict, max_attempts: int = 5, job_id=None) -> uuid.UUID:
+    """One planned synthetic job straight through the engine (no API, no validation): the benches' work."""
     from jobs import leases
 
-    job_type = "synthetic"
+    job_id = job_id or uuid.uuid4()
+    leases.insert_planned(
+        id=job_id,
+        type="synthetic",
+        pool=pool,
+        idempotency_key=f"{tag}-{job_id}",
+        correlation_id=tag,
+        parent_id=None,
+        schema_version=1,
+        priority=5,
+        source="",
+        payload=payload,
+        max_attempts=max_attempts,
+        due_at=None,
+        actor="bench",
+    )
+    return job_id
+
+
+def leitstand_jobs(jobs: int, workers: int) -> float:
     with transaction.atomic():
         for _ in range(jobs):
-            leases.insert_planned(
-                id=uuid.uuid4(),
-                type=job_type,
-                pool="crawl",
-                idempotency_key=f"bench-{uuid.uuid4()}",
-                correlation_id="bench",
-                parent_id=None,
-                schema_version=1,
-                priority=5,
-                source="",
-                payload={},
-                max_attempts=5,
-                due_at=None,
-                actor="bench",
-            )
+            plan_synthetic(pool="crawl", tag="bench", payload={})
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
     control = start("control", workers)
