@@ -35,9 +35,19 @@ MAINTENANCE_FUNCTIONS = (
 PARTITIONED = ("jobs_transition", "jobs_stepevent")
 
 
-def grants_sql(application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS) -> list[str]:
+def grants_sql(
+    application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS, *, idle_in_transaction_ms: int = 60_000
+) -> list[str]:
     append_only = ", ".join(APPEND_ONLY)
     statements = [
+        # The database's own default, so it holds for connections that cannot pass it at startup
+        # (PgBouncer refuses the ``options`` startup parameter); only the database's owner may set it.
+        f"""DO $$ BEGIN
+            IF (SELECT datdba = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+                FROM pg_database WHERE datname = current_database()) THEN
+                EXECUTE format('ALTER DATABASE %I SET idle_in_transaction_session_timeout = %L',
+                               current_database(), '{int(idle_in_transaction_ms)}ms');
+            END IF; END $$""",
         "REVOKE CREATE ON SCHEMA public FROM PUBLIC",  # nobody plants objects the owner's functions could find
         f"GRANT USAGE ON SCHEMA public TO {application}, {maintenance}",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {application}",
@@ -84,7 +94,10 @@ def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bo
             "SELECT f FROM unnest(%s::text[]) AS f WHERE to_regprocedure(f) IS NOT NULL", [list(MAINTENANCE_FUNCTIONS)]
         )
         functions = [row[0] for row in cursor.fetchall()]  # a database migrated back may lack some
-        for statement in grants_sql(roles["application"], roles["maintenance"], functions):
+        idle_ms = settings.IDLE_IN_TRANSACTION_TIMEOUT_MS
+        for statement in grants_sql(
+            roles["application"], roles["maintenance"], functions, idle_in_transaction_ms=idle_ms
+        ):
             cursor.execute(statement)
     return True
 

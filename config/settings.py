@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -153,13 +154,27 @@ if _database["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured(
         f"DATABASE_URL must name a PostgreSQL database (postgresql://...), got {_database['ENGINE']}"
     )
+# PgBouncer in transaction mode between the processes and PostgreSQL (docs/operations.md): a server
+# connection serves whichever client has a transaction, so nothing may live in a session — no named
+# prepared statements, no server-side cursors, no startup options, no session locks or settings.
+LEITSTAND_PGBOUNCER = env_str("LEITSTAND_PGBOUNCER", "").strip().lower()
+if LEITSTAND_PGBOUNCER not in ("", "transaction"):
+    raise ImproperlyConfigured(
+        f"LEITSTAND_PGBOUNCER is 'transaction' (PgBouncer's pool_mode) or unset (a direct connection, or "
+        f"PgBouncer in session mode), got {LEITSTAND_PGBOUNCER!r}"
+    )
 _database["OPTIONS"] = {
     **_database.get("OPTIONS", {}),
-    # One idle open transaction cut claim throughput by 76% within a minute (dead tuples pile up
-    # behind it); PostgreSQL ends such sessions instead of letting them hold the horizon back.
-    "options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}",
     "application_name": env_str("LEITSTAND_DB_APPLICATION_NAME", "leitstand"),
 }
+if LEITSTAND_PGBOUNCER:
+    _database["OPTIONS"]["prepare_threshold"] = None  # psycopg prepares a statement's 5th run by default
+    _database["DISABLE_SERVER_SIDE_CURSORS"] = True
+else:
+    # One idle open transaction cut claim throughput by 76% within a minute (dead tuples pile up
+    # behind it); PostgreSQL ends such sessions instead of letting them hold the horizon back. Also
+    # the database's default (config/db_roles.py), which is what holds through PgBouncer.
+    _database["OPTIONS"]["options"] = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -222,6 +237,16 @@ LOGGING = {
 LEITSTAND_LEASE_GRACE_SECONDS = env_int("LEITSTAND_LEASE_GRACE_SECONDS", 10, minimum=0)
 # The control process's sweep interval: dispatcher, reaper, retry and review sweeps.
 LEITSTAND_CONTROL_INTERVAL_SECONDS = env_float("LEITSTAND_CONTROL_INTERVAL_SECONDS", 0.5, minimum=0.05)
+# The leading control process holds a lease row (jobs/leadership.py) that it renews every round; a
+# hung or cut-off leader is replaced this long after its last renewal, in a new term.
+LEITSTAND_CONTROL_LEADER_LEASE_SECONDS = env_float("LEITSTAND_CONTROL_LEADER_LEASE_SECONDS", 15, minimum=1)
+# This host's name in leases, the registry and the console (several hosts in network namespaces
+# of one machine share its host name; set it there).
+LEITSTAND_HOST_NAME = env_str("LEITSTAND_HOST_NAME", socket.gethostname())
+if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", LEITSTAND_HOST_NAME):
+    raise ImproperlyConfigured(
+        f"LEITSTAND_HOST_NAME must be a host name (letters, digits, '.', '_', '-'; at most 100), got {LEITSTAND_HOST_NAME!r}"
+    )
 # One wake-up runs batches for at most this long, then hands the pool back to the queue, so a
 # wake-up never monopolises a worker and an urgent job waits at most about one batch.
 LEITSTAND_BATCH_BUDGET_SECONDS = env_float("LEITSTAND_BATCH_BUDGET_SECONDS", 0.25, minimum=0.01)
@@ -383,6 +408,9 @@ LEITSTAND_RETENTION = {
     "task_days": env_float("LEITSTAND_RETENTION_TASK_DAYS", 7, minimum=0),
     # The audit log is archived a day at a time, then purged (0: kept in the database for ever).
     "audit_days": env_float("LEITSTAND_RETENTION_AUDIT_DAYS", 400, minimum=0),
+    # The archive index (where an archived job's document is, for the console's search) keeps the
+    # files of this many days; older archived jobs are found by reading the files (0: kept for ever).
+    "archive_index_days": env_float("LEITSTAND_RETENTION_ARCHIVE_INDEX_DAYS", 90, minimum=0),
     # Daily partitions of the transition log and the step events: created this many days ahead, and
     # dropped once this many days old (rows of jobs still kept move forward first).
     "partition_days_ahead": env_int("LEITSTAND_PARTITION_DAYS_AHEAD", 7, minimum=1),

@@ -174,6 +174,11 @@ class ArchiveFile(models.Model):
     created_at = models.DateTimeField(db_default=LeitstandNow())
     written_at = models.DateTimeField(null=True, blank=True)
     purged_at = models.DateTimeField(null=True, blank=True)
+    indexed = models.BooleanField(
+        default=True,
+        help_text="Its jobs are in the archive index (ArchivedJob); after the index's retention they are "
+        "found by reading the file.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["state"], name="archivefile_open_idx", condition=~models.Q(state="purged"))]
@@ -185,7 +190,7 @@ class ArchiveFile(models.Model):
 class ArchivedJob(models.Model):
     """Where an archived job's document is: its file and line. Written when the job is chosen for a
     file (so no job is archived twice), kept after the job left PostgreSQL (so ``export_job`` and the
-    console find it)."""
+    console find it) for ``archive_index_days``; then the file is marked not ``indexed``."""
 
     job_id = models.UUIDField(primary_key=True)
     file = models.ForeignKey(ArchiveFile, on_delete=models.PROTECT, related_name="members")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django_fsm import TransitionNotAllowed, can_proceed, has_transition_perm
@@ -81,7 +81,7 @@ class WorkerIdentity:
 
     @classmethod
     def of_this_process(cls, pool: str = "") -> WorkerIdentity:
-        return cls(host=socket.gethostname(), pid=os.getpid(), pool=pool)
+        return cls(host=settings.LEITSTAND_HOST_NAME, pid=os.getpid(), pool=pool)
 
 
 @dataclass(frozen=True)
@@ -173,17 +173,22 @@ def _as_uuid(job_id) -> UUID:
         raise JobNotFound(job_id) from None
 
 
+def _prepare() -> bool | None:
+    """Prepared once per connection: these statements run thousands of times, and planning a CTE of
+    this size costs more than executing it for a small batch. Not through PgBouncer in transaction
+    mode, where the next transaction may run on a server connection that never saw the statement."""
+    return None if settings.LEITSTAND_PGBOUNCER else True
+
+
 def _fetch_one(sql: str, params: dict[str, Any]) -> tuple:
     with _server_bound_cursor() as cursor:
-        cursor.execute(sql, params, prepare=True)
+        cursor.execute(sql, params, prepare=_prepare())
         return cursor.fetchone()
 
 
 def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
     with _server_bound_cursor() as cursor:
-        # Prepared once per connection: these statements run thousands of times, and planning a
-        # CTE of this size costs more than executing it for a small batch.
-        cursor.execute(sql, params, prepare=True)
+        cursor.execute(sql, params, prepare=_prepare())
         return cursor.fetchall()
 
 

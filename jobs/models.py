@@ -466,6 +466,36 @@ class StaleWrite(models.Model):
         return f"refused {self.operation} by attempt {self.lease_version} of {self.job_id}"
 
 
+class LeaderLease(models.Model):
+    """The lease row of a leader (``jobs/leadership.py``): who holds it, in which term, until when.
+    The term grows at each change of holder; a leader's sweeps write only while theirs is current."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.CharField(max_length=255, help_text="host:pid:random of the leading process")
+    term = models.PositiveBigIntegerField()
+    elected_at = models.DateTimeField()
+    renewed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: term {self.term} of {self.holder}"
+
+
+class DeposedWrite(models.Model):
+    """A write of a leader whose term was over, refused and kept for the console (like ``StaleWrite``)."""
+
+    name = models.CharField(max_length=64)
+    holder = models.CharField(max_length=255)
+    term = models.PositiveBigIntegerField()
+    operation = models.CharField(max_length=64, help_text="the sweep (or its step) that tried to write")
+    current_holder = models.CharField(max_length=255, blank=True)
+    current_term = models.PositiveBigIntegerField()
+    at = models.DateTimeField(db_default=LeitstandNow())
+
+    def __str__(self) -> str:
+        return f"refused {self.operation} of {self.holder} in term {self.term}"
+
+
 class Effect(models.Model):
     """The effect ledger: a business side effect is applied at most once per key."""
 

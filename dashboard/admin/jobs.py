@@ -27,8 +27,8 @@ from dashboard.audit import audited
 from dashboard.diagram import state_diagram
 from dashboard.display import ago
 from dashboard.explain import job_explain
-from dashboard.models import ArchivedJob
-from dashboard.operations.archive import ArchiveUnreadable, archived_document
+from dashboard.models import ArchivedJob, ArchiveFile
+from dashboard.operations.archive import AUDIT, ArchiveUnreadable, archived_document
 from dashboard.operations.deadletters import STEP, ended_in_step
 from dashboard.operations.export import export_json, job_export_json
 from dashboard.paths import attempt_timeline
@@ -37,8 +37,10 @@ from jobs.leases import JobNotFound
 from jobs.models import (
     OPERATE_PERMISSION,
     Attempt,
+    DeposedWrite,
     Effect,
     Job,
+    LeaderLease,
     StaleWrite,
     State,
     StepEvent,
@@ -362,6 +364,8 @@ class JobAdmin(ReadOnlyAdmin):
         archived = list(ArchivedJob.objects.select_related("file").filter(matches)[:20]) if term else []
         if archived:  # jobs that left the database are found in the archive
             context["archived"] = archived
+        elif term and ArchiveFile.objects.filter(indexed=False).exclude(job_type=AUDIT).exists():
+            context["archive_index_days"] = settings.LEITSTAND_RETENTION["archive_index_days"]
         return super().changelist_view(request, context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -517,6 +521,16 @@ class TransitionAdmin(ReadOnlyAdmin):
 @admin.register(StaleWrite)
 class StaleWriteAdmin(ReadOnlyAdmin):
     list_display = ("at", "job", "operation", "lease_version", "current_lease_version", "current_state")
+
+
+@admin.register(LeaderLease)
+class LeaderLeaseAdmin(ReadOnlyAdmin):
+    list_display = ("name", "holder", "term", "elected_at", "renewed_at", "expires_at")
+
+
+@admin.register(DeposedWrite)
+class DeposedWriteAdmin(ReadOnlyAdmin):
+    list_display = ("at", "name", "operation", "holder", "term", "current_holder", "current_term")
 
 
 @admin.register(Effect)

@@ -27,6 +27,7 @@ from django.db import connection
 
 from dashboard.models import ArchivedJob, ArchiveFile
 from dashboard.operations.export import export_json, jobs_export
+from jobs.leadership import fenced
 from jobs.models import database_now
 
 AUDIT = "audit"  # ArchiveFile.job_type of the audit log's files
@@ -157,16 +158,18 @@ def audit_day_archive(day: date) -> ArchiveFile:
 
 def maintenance_call(statement: str, parameters: list) -> object:
     """One statement as the maintenance role (``LEITSTAND_DATABASE_MAINTENANCE_URL``; without it, this
-    process's own connection, which must then be allowed to run it); its single value."""
+    process's own connection, which must then be allowed to run it); its single value. Fenced by the
+    leader's term: the lock the fence holds on this connection keeps the term current until it ran."""
     url = settings.LEITSTAND_DATABASE_MAINTENANCE_URL
-    if not url:
-        with connection.cursor() as cursor:
-            cursor.execute(statement, parameters)
-            return cursor.fetchone()[0]
-    import psycopg
+    with fenced("retention.maintenance"):
+        if not url:
+            with connection.cursor() as cursor:
+                cursor.execute(statement, parameters)
+                return cursor.fetchone()[0]
+        import psycopg
 
-    with psycopg.connect(url, autocommit=True, application_name="leitstand-retention") as maintenance:
-        return maintenance.execute(statement, parameters).fetchone()[0]
+        with psycopg.connect(url, autocommit=True, application_name="leitstand-retention") as maintenance:
+            return maintenance.execute(statement, parameters).fetchone()[0]
 
 
 def jobs_purge(job_ids: list) -> int:
@@ -178,17 +181,39 @@ def jobs_purge(job_ids: list) -> int:
     return maintenance_call("SELECT leitstand_jobs_purge(%s::uuid[])", [[str(pk) for pk in job_ids]])
 
 
-def archived_document(job_id) -> tuple[ArchivedJob, dict] | None:
+def archived_document(job_id, *, scan: bool = False) -> tuple[ArchivedJob, dict] | None:
     """An archived job's entry and export document, read from its file (its checksum verified first),
-    or None when the job was never archived. Raises ``ArchiveUnreadable`` if the file is gone or changed."""
+    or None when the job was never archived. A job the archive index no longer holds
+    (``archive_index_days``) is found only with ``scan``: by reading the files that left the index,
+    newest first. Raises ``ArchiveUnreadable`` if the file is gone or changed."""
     entry = ArchivedJob.objects.select_related("file").filter(job_id=job_id).first()
-    if entry is None:
+    if entry is not None:
+        return entry, json.loads(_verified_lines(entry.file)[entry.line])
+    if not scan:
         return None
+    needle = str(job_id).encode()
+    for file in ArchiveFile.objects.filter(indexed=False).exclude(job_type=AUDIT).order_by("-day", "-pk").iterator():
+        lines = _verified_lines(file)
+        for number, line in enumerate(lines):
+            if needle in line and (document := json.loads(line))["job"]["id"] == str(job_id):
+                job = document["job"]
+                entry = ArchivedJob(
+                    job_id=job_id,
+                    file=file,
+                    line=number,
+                    type=job["type"],
+                    state=job["state"],
+                    correlation_id=job["correlation_id"],
+                )
+                return entry, document
+    return None
+
+
+def _verified_lines(file: ArchiveFile) -> list[bytes]:
     try:
-        raw = _absolute(entry.file.path).read_bytes()
+        raw = _absolute(file.path).read_bytes()
     except OSError as failed:
-        raise ArchiveUnreadable(f"{entry.file.path}: {failed}") from None
-    if hashlib.sha256(raw).hexdigest() != entry.file.sha256:
-        raise ArchiveUnreadable(f"{entry.file.path} does not match its recorded SHA-256")
-    line = gzip.decompress(raw).decode().splitlines()[entry.line]
-    return entry, json.loads(line)
+        raise ArchiveUnreadable(f"{file.path}: {failed}") from None
+    if hashlib.sha256(raw).hexdigest() != file.sha256:
+        raise ArchiveUnreadable(f"{file.path} does not match its recorded SHA-256")
+    return gzip.decompress(raw).splitlines()

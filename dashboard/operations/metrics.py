@@ -26,7 +26,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 import workers.runtime.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.snapshot import oldest_due, open_counts
-from jobs.models import State, database_now
+from jobs.leadership import CONTROL
+from jobs.models import DeposedWrite, LeaderLease, State, database_now
 from workers.runtime.selectors import pool_consumers
 
 DOCUMENTED = {
@@ -52,6 +53,8 @@ DOCUMENTED = {
     "leitstand_archive_last_purge_timestamp_seconds": "When archived jobs were last purged (Unix time; 0: never)",
     "leitstand_archive_failed_files": "Archive files that could not be written (purging stops while there are any)",
     "leitstand_archived_jobs": "Jobs that left the database for the archive",
+    "leitstand_leader_term": "Term of the control processes' leader lease (grows at each election; 0: nobody led yet)",
+    "leitstand_leader_deposed_writes": "Writes of deposed control leaders that were refused",
 }
 
 
@@ -139,6 +142,13 @@ class PipelineCollector:
         for rule in sorted(set(Alert.objects.filter(state=Alert.State.FIRING).values_list("rule", flat=True))):
             firing.add_metric([rule], Alert.objects.filter(state=Alert.State.FIRING, rule=rule).count())
         yield firing
+        lease = LeaderLease.objects.filter(name=CONTROL).values_list("term", flat=True).first()
+        yield GaugeMetricFamily("leitstand_leader_term", DOCUMENTED["leitstand_leader_term"], value=lease or 0)
+        yield GaugeMetricFamily(
+            "leitstand_leader_deposed_writes",
+            DOCUMENTED["leitstand_leader_deposed_writes"],
+            value=DeposedWrite.objects.count(),
+        )
 
     def storage(self, snapshot: dict):
         """From the console snapshot: sizes walk the database's files, not worth a scrape's time."""

@@ -37,7 +37,11 @@ def runtime_register() -> None:
         "business-rules", rules_evaluate, stage=Stage.OBSERVE, every_seconds=settings.LEITSTAND_BUSINESS_RULES_SECONDS
     )
     register_sweep(
-        "retention", retention_sweep, stage=Stage.OBSERVE, every_seconds=settings.LEITSTAND_RETENTION["every_seconds"]
+        "retention",
+        retention_sweep,
+        stage=Stage.OBSERVE,
+        every_seconds=settings.LEITSTAND_RETENTION["every_seconds"],
+        fenced=False,  # it commits as it goes (archive before purge) and fences each step itself
     )
     register_sweep(
         "alerts", alerts_evaluate, stage=Stage.OBSERVE, every_seconds=settings.LEITSTAND_ALERT_INTERVAL_SECONDS

@@ -41,6 +41,7 @@ from django.db.models import Exists, OuterRef
 
 from dashboard.models import Alert, ArchivedJob, ArchiveFile, AuditEntry, RuleViolation
 from dashboard.operations import archive
+from jobs.leadership import fenced
 from jobs.models import TERMINAL_STATES, Batch, BatchCounter, Job, database_now
 
 logger = logging.getLogger("leitstand.retention")
@@ -169,7 +170,7 @@ def _files_create(trees: list[list[Member]]) -> list[ArchiveFile]:
             groups[(member.finished_at.date(), member.type)].append(member)
     per_file = settings.LEITSTAND_RETENTION["jobs_per_file"]
     files = []
-    with transaction.atomic():
+    with fenced("retention.archive"):
         for (day, job_type), members in sorted(groups.items()):
             for start in range(0, len(members), per_file):
                 chunk = members[start : start + per_file]
@@ -200,7 +201,7 @@ def _purge_written() -> int:
         return 0
     ids = list(ArchivedJob.objects.filter(file__in=files).values_list("job_id", flat=True))
     purged = archive.jobs_purge(ids)
-    with transaction.atomic():
+    with fenced("retention.purge"):
         alive = set(Job.objects.filter(pk__in=ids).values_list("pk", flat=True))
         if alive:
             logger.warning("%d archived jobs changed before their purge; they stay and are archived again", len(alive))
@@ -212,11 +213,16 @@ def _purge_written() -> int:
     return purged
 
 
+def _file_write(file: ArchiveFile) -> bool:
+    with fenced("retention.archive"):
+        return archive.file_write(file)
+
+
 def jobs_retire(report: RetentionReport, now: datetime, deadline: float) -> None:
     """Resume what a crash left, then archive and purge the trees that may leave."""
     unfinished = [ArchiveFile.State.PENDING, ArchiveFile.State.FAILED]
     for file in ArchiveFile.objects.filter(state__in=unfinished).exclude(job_type=archive.AUDIT):
-        if not archive.file_write(file):
+        if not _file_write(file):
             report.stopped = f"archive file {file.path} could not be written: {file.error}"
             return  # nothing is purged while a file of its round is missing
     report.purged += _purge_written()
@@ -227,7 +233,7 @@ def jobs_retire(report: RetentionReport, now: datetime, deadline: float) -> None
         if trees:
             files = _files_create(trees)
             for file in files:
-                if not archive.file_write(file):
+                if not _file_write(file):
                     report.stopped = f"archive file {file.path} could not be written: {file.error}"
                     return
                 report.files += 1
@@ -247,7 +253,7 @@ def audit_retire(report: RetentionReport, now: datetime, deadline: float) -> Non
     unfinished = ArchiveFile.objects.filter(job_type=archive.AUDIT).exclude(state=ArchiveFile.State.PURGED)
     for file in unfinished.order_by("day"):
         if file.state != ArchiveFile.State.WRITTEN:
-            file = archive.audit_day_archive(file.day)
+            file = _audit_day_archive(file.day)
         if not _audit_purge(file, report):
             return
     cutoff = (now - timedelta(days=days)).date()
@@ -255,8 +261,13 @@ def audit_retire(report: RetentionReport, now: datetime, deadline: float) -> Non
         oldest = AuditEntry.objects.order_by("at").values_list("at", flat=True).first()
         if oldest is None or oldest.astimezone(dt_timezone.utc).date() >= cutoff:
             return
-        if not _audit_purge(archive.audit_day_archive(oldest.astimezone(dt_timezone.utc).date()), report):
+        if not _audit_purge(_audit_day_archive(oldest.astimezone(dt_timezone.utc).date()), report):
             return
+
+
+def _audit_day_archive(day) -> ArchiveFile:
+    with fenced("retention.audit"):
+        return archive.audit_day_archive(day)
 
 
 def _audit_purge(file: ArchiveFile, report: RetentionReport) -> bool:
@@ -265,9 +276,10 @@ def _audit_purge(file: ArchiveFile, report: RetentionReport) -> bool:
         return False
     end = datetime.combine(file.day + timedelta(days=1), datetime.min.time(), tzinfo=dt_timezone.utc)
     purged = archive.maintenance_call("SELECT leitstand_log_purge('dashboard_auditentry'::regclass, %s)", [end])
-    ArchiveFile.objects.filter(pk=file.pk).update(
-        state=ArchiveFile.State.PURGED, purged=file.jobs, purged_at=database_now()
-    )
+    with fenced("retention.audit"):
+        ArchiveFile.objects.filter(pk=file.pk).update(
+            state=ArchiveFile.State.PURGED, purged=file.jobs, purged_at=database_now()
+        )
     report.audit_purged += purged
     return True
 
@@ -312,7 +324,27 @@ def records_trim(now: datetime) -> dict:
     with transaction.atomic():
         BatchCounter.objects.filter(batch__in=empty).delete()
         trimmed["batches"] = empty.delete()[0]
+    trimmed["archive_index"] = archive_index_trim(now)
     return trimmed
+
+
+ARCHIVE_INDEX_FILES_PER_ROUND = 100
+
+
+def archive_index_trim(now: datetime) -> int:
+    """The archive index forgets the jobs of purged files older than ``archive_index_days``, a hundred
+    files (≤ 100,000 entries) a round; the files stay, and ``archived_document`` reads them."""
+    days = settings.LEITSTAND_RETENTION["archive_index_days"]
+    if not days:
+        return 0
+    old = ArchiveFile.objects.filter(
+        state=ArchiveFile.State.PURGED, indexed=True, day__lt=(now - timedelta(days=days)).date()
+    ).exclude(job_type=archive.AUDIT)
+    files = list(old.order_by("day").values_list("pk", flat=True)[:ARCHIVE_INDEX_FILES_PER_ROUND])
+    with transaction.atomic():
+        forgotten = ArchivedJob.objects.filter(file__in=files).delete()[0]
+        ArchiveFile.objects.filter(pk__in=files).update(indexed=False)
+    return forgotten
 
 
 def retention_sweep() -> RetentionReport:
@@ -326,7 +358,8 @@ def retention_sweep() -> RetentionReport:
         audit_retire(report, now, deadline)
     if not report.stopped:
         partitions_keep(report, now)
-    report.trimmed = records_trim(now)
+    with fenced("retention.trim"):
+        report.trimmed = records_trim(now)
     if report.archived or report.purged or report.stopped:
         logger.info("retention: %s", report)
     return report

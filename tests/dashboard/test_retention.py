@@ -34,6 +34,7 @@ def policy(settings, tmp_path):
         "types": {"synthetic": {"done": 1}},
         "finding_days": 400,
         "plan_days": 90,
+        "archive_index_days": 0,  # the index keeps everything, except in its own test
         "jobs_per_file": 3,
         "seconds_per_round": 60,
     }
@@ -181,6 +182,36 @@ def test_an_archived_job_is_found_by_export_job_and_the_console(policy, client, 
 
     with pytest.raises(CommandError, match="does not match its recorded SHA-256"):
         call_command("export_job", str(job.pk))
+
+
+def test_the_archive_index_forgets_old_files_and_export_job_still_reads_them(policy, client, django_user_model, capsys):
+    from dashboard.roles import VIEWERS, roles_ensure
+
+    old, recent = ended(State.DONE, 200, correlation_id="old-order"), ended(State.DONE, 20, correlation_id="new-order")
+    retention.retention_sweep()
+    assert ArchivedJob.objects.count() == 2
+    policy["archive_index_days"] = 90
+    trimmed = retention.records_trim(database_now())
+
+    assert trimmed["archive_index"] == 1, "the file of the job that ended 200 days ago left the index"
+    assert list(ArchivedJob.objects.values_list("job_id", flat=True)) == [recent.pk]
+    old_file = ArchiveFile.objects.get(indexed=False)
+    assert old_file.state == ArchiveFile.State.PURGED and old_file.jobs == 1
+    assert retention.records_trim(database_now())["archive_index"] == 0
+    call_command("export_job", str(old.pk))  # read from the file that left the index
+    document = json.loads(capsys.readouterr().out)
+    assert document["job"]["correlation_id"] == "old-order" and document["archived"]["file"] == old_file.path
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="no job"):
+        call_command("export_job", str(uuid.uuid4()))
+
+    viewer = django_user_model.objects.create_user("vera", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()[VIEWERS])
+    client.force_login(viewer)
+    listing = client.get("/admin/jobs/job/", {"q": "old-order"}).content.decode()
+    assert 'id="archive-index-note"' in listing and "keeps the last 90 days" in listing
+    assert 'id="archived-results"' in client.get("/admin/jobs/job/", {"q": "new-order"}).content.decode()
 
 
 def alert_fields(now) -> dict:

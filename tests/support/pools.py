@@ -51,8 +51,9 @@ class PoolProcesses:
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, str] = {}
 
-    def start(self, name: str, *, key: str | None = None) -> subprocess.Popen:
-        """Start ``runpool name``; ``key`` names a second process of the same pool (default: the pool)."""
+    def start(self, name: str, *, key: str | None = None, **env: str) -> subprocess.Popen:
+        """Start ``runpool name``; ``key`` names a second process of the same pool (default: the pool);
+        ``env`` adds to its environment (a host name of its own, say)."""
         key = key or name
         log_path = os.path.join(self.env["LEITSTAND_RUN_DIR"], f"{key}.log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
@@ -60,7 +61,7 @@ class PoolProcesses:
         process = subprocess.Popen(
             [sys.executable, "manage.py", "runpool", name],
             cwd=PROJECT_ROOT,
-            env=self.env,
+            env={**self.env, **env},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -95,22 +95,6 @@ def test_a_django_q_retry_below_timeout_plus_queue_wait_is_reported(settings):
     assert "leitstand.E006" in {error.id for error in timing_invariants()}
 
 
-@pytest.mark.django_db(transaction=True)
-def test_one_control_process_leads_and_another_takes_over_when_it_goes():
-    from workers.runtime.control import Leadership
-
-    first, second = Leadership(), Leadership()
-    try:
-        assert first.is_leader() and first.is_leader()
-        assert not second.is_leader()
-        first.release()  # the leader's process ends: its session, and so its lock, is gone
-        assert second.is_leader()
-        assert not first.is_leader()
-    finally:
-        first.release()
-        second.release()
-
-
 @pytest.mark.django_db
 def test_consumers_are_counted_from_the_age_of_their_last_refresh(db_clock):
     from workers.runtime.models import WorkerProcess

@@ -1,7 +1,8 @@
 """The control process: the registered sweeps (``workers/runtime/sweeps.py``) as named, supervised loops.
 
-Several control processes may run (on several hosts); one leads, holding a PostgreSQL advisory
-lock on a connection of its own, and the others wait to take over. A failing sweep is logged and
+Several control processes may run (on several hosts); one leads, holding the leader lease row
+(``jobs/leadership.py``) in a term, and the others wait to take over when it expires; every sweep's
+writes are fenced by the term. A failing sweep is logged and
 retried on the next round; it never stops the others.
 """
 
@@ -12,11 +13,10 @@ import threading
 import time
 from collections.abc import Callable
 
-import psycopg
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections
 
-from jobs import leases
+from jobs import leadership, leases
 from jobs.batches import batches_finalize
 from jobs.paths import attempts_check
 from jobs.retry import FALLBACK_POLICY
@@ -27,9 +27,6 @@ from workers.runtime.replay import shadow_sample
 from workers.runtime.sweeps import Stage, register_sweep, sweeps
 
 logger = logging.getLogger("leitstand.control")
-
-# pg_try_advisory_lock key of the leading control process ("leitstand control" in ASCII, folded).
-LEADER_LOCK_KEY = 0x4C5354_434F4E54
 
 
 def reap() -> int:
@@ -54,65 +51,71 @@ def sweeps_register() -> None:
     register_sweep("path-checks", path_checks, stage=Stage.OBSERVE)
 
 
-class Leadership:
-    """Holds the leader lock on a dedicated connection, so Django's connection handling cannot drop it."""
-
-    def __init__(self) -> None:
-        self._connection: psycopg.Connection | None = None
-
-    def is_leader(self) -> bool:
-        try:
-            if self._connection is None or self._connection.closed:
-                self._connection = psycopg.connect(**_connection_parameters(), autocommit=True)
-                self._connection.execute("SET application_name = 'leitstand-control'")
-                (acquired,) = self._connection.execute("SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY]).fetchone()
-                if not acquired:
-                    self._connection.close()
-                    self._connection = None
-                    return False
-            self._connection.execute("SELECT 1")  # the lock lives as long as this session
-            return True
-        except psycopg.Error:
-            logger.warning("lost the control leader lock's connection; trying again")
-            self.release()
-            return False
-
-    def release(self) -> None:
-        if self._connection is not None:
-            try:
-                self._connection.close()
-            except psycopg.Error:
-                pass
-            self._connection = None
-
-
-def _connection_parameters() -> dict:
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    params.pop("prepare_threshold", None)
-    return params
-
-
 def run(
     stop: threading.Event, *, interval: float | None = None, on_round: Callable[[dict], None] | None = None
 ) -> None:
-    """Run the sweeps every ``interval`` seconds while this process leads, until ``stop`` is set."""
+    """Run the sweeps every ``interval`` seconds while this process leads, until ``stop`` is set.
+
+    Each round renews (or tries to take) the leader lease; a sweep runs in a transaction fenced by
+    the term (``jobs/leadership.py``), unless it was registered ``fenced=False`` and fences its own
+    transactions. A deposed leader's refused write ends its round; it is recorded."""
     interval = interval or settings.LEITSTAND_CONTROL_INTERVAL_SECONDS
-    leadership = Leadership()
+    holder = leadership.holder_name()
+    term = None
     try:
         while not stop.is_set():
             started = time.monotonic()
-            if leadership.is_leader():
-                results = {}
-                for sweep in sweeps.in_order():
-                    try:
-                        results[sweep.name] = sweep()
-                    except Exception:
-                        logger.exception("control sweep %s failed; it runs again next round", sweep.name)
-                        close_old_connections()
+            term = _claim(holder, term)
+            if term is not None:
+                results = _round(term)
                 if on_round:
                     on_round(results)
             stop.wait(max(0.0, interval - (time.monotonic() - started)))
     finally:
-        leadership.release()
+        if term is not None:
+            try:
+                leadership.leader_release(term)
+            except DatabaseError:
+                pass  # the lease then expires by itself
+
+
+def _claim(holder: str, term: leadership.Term | None) -> leadership.Term | None:
+    try:
+        claimed = leadership.leader_claim(leadership.CONTROL, holder, settings.LEITSTAND_CONTROL_LEADER_LEASE_SECONDS)
+    except DatabaseError:
+        logger.warning("could not reach the leader lease; trying again next round")
+        close_old_connections()
+        return None
+    if claimed != term:
+        if claimed is not None:
+            logger.info("control: leading in term %d (%s)", claimed.number, holder)
+        elif term is not None:
+            logger.warning("control: no longer leading (term %d is over)", term.number)
+    return claimed
+
+
+def _round(term: leadership.Term) -> dict:
+    results = {}
+    with leadership.leading(term):
+        for sweep in sweeps.in_order():
+            try:
+                if sweep.fenced:
+                    with leadership.fenced(sweep.name):
+                        results[sweep.name] = sweep()
+                else:
+                    results[sweep.name] = sweep()
+            except leadership.Deposed as deposed:
+                _deposed_record(deposed)
+                break
+            except Exception:
+                logger.exception("control sweep %s failed; it runs again next round", sweep.name)
+                close_old_connections()
+    return results
+
+
+def _deposed_record(deposed: leadership.Deposed) -> None:
+    try:
+        leadership.deposed_record(deposed)
+    except DatabaseError:
+        logger.warning("could not record a refused write of a deposed leader: %s", deposed)
+        close_old_connections()

@@ -44,7 +44,6 @@ import multiprocessing.queues
 import os
 import queue
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -194,7 +193,7 @@ class _Progress:
 class PoolSentinel(Sentinel):
     def __init__(self, stop_event, start_event, cluster_id, broker=None, timeout=None):
         self.pool_name = os.environ["Q_CLUSTER_NAME"]
-        self.host = socket.gethostname()
+        self.host = settings.LEITSTAND_HOST_NAME
         self.workers: list[_Worker] = []
         self.pending: collections.deque = collections.deque()  # wake-ups read from the pusher, not yet handed
         self.progress = _Progress()

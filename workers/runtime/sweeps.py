@@ -36,6 +36,9 @@ class Sweep:
     function: Callable[[], object]
     stage: Stage
     every_seconds: float = 0.0
+    # True: the control loop runs it in one transaction fenced by the leader's term; False: it
+    # commits as it goes and fences each of its write transactions itself (jobs.leadership.fenced).
+    fenced: bool = True
     _last: float = field(default=0.0, repr=False)
 
     def __call__(self) -> object:
@@ -51,12 +54,20 @@ class Sweeps:
     def __init__(self) -> None:
         self._sweeps: dict[str, Sweep] = {}
 
-    def register(self, name: str, function: Callable[[], object], *, stage: Stage, every_seconds: float = 0.0) -> Sweep:
+    def register(
+        self,
+        name: str,
+        function: Callable[[], object],
+        *,
+        stage: Stage,
+        every_seconds: float = 0.0,
+        fenced: bool = True,
+    ) -> Sweep:
         if name in self._sweeps:
             raise ImproperlyConfigured(f"sweep {name!r} is registered twice")
         if not callable(function):
             raise ImproperlyConfigured(f"sweep {name!r}: function must be callable")
-        sweep = Sweep(name=name, function=function, stage=Stage(stage), every_seconds=every_seconds)
+        sweep = Sweep(name=name, function=function, stage=Stage(stage), every_seconds=every_seconds, fenced=fenced)
         self._sweeps[name] = sweep
         return sweep
 

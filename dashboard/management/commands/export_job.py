@@ -1,6 +1,7 @@
 """``manage.py export_job JOB_ID [--output FILE]``: the job, every attempt, transition, step event,
 effect, review decision, finding, recheck plan and shadow run as one JSON document. A job that left
-the database is read from the archive (its file's checksum verified), with ``archived`` saying where."""
+the database is read from the archive (its file's checksum verified), with ``archived`` saying where;
+one older than the archive index's retention by reading the older files, newest first."""
 
 import uuid
 
@@ -27,7 +28,7 @@ class Command(BaseCommand):
             document = job_export_json(job)
         else:
             try:
-                found = archived_document(job_id)
+                found = archived_document(job_id, scan=True)
             except ArchiveUnreadable as unreadable:
                 raise CommandError(f"job {job_id} is archived, but its archive cannot be read: {unreadable}") from None
             if found is None:
