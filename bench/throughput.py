@@ -1,7 +1,9 @@
 """End-to-end throughput of a real pool: synthetic no-op jobs vs bare django-q2 no-op tasks.
 
-Run: .venv/bin/python -m bench.throughput [--jobs 20000] [--tasks 2000] [--workers 2]
-(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
+Run: .venv/bin/python -m bench.throughput [--jobs 20000] [--tasks 2000] [--workers 2] [--pgbouncer]
+(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set). With ``--pgbouncer`` Leitstand's
+side runs a second time in the same run through Debian's PgBouncer in transaction mode (pool size
+4, ``LEITSTAND_PGBOUNCER=transaction``), beside the direct connection.
 
 The baseline is stock django-q2 (`manage.py qcluster`, its own Sentinel) running no-op tasks; the
 same tasks then run through `runpool` (Leitstand's supervisor with per-worker hand-offs). Every side
@@ -37,7 +39,7 @@ def noop():
     """The bare django-q2 task."""
 
 
-def pool_env(workers: int) -> dict:
+def pool_env(workers: int, **extra: str) -> dict:
     return {
         **os.environ,
         "DATABASE_URL": os.environ["DATABASE_URL"],
@@ -45,13 +47,14 @@ def pool_env(workers: int) -> dict:
         "LEITSTAND_CRAWL_WORKERS": str(workers),
         "LEITSTAND_RUN_DIR": str(ROOT / "var" / "bench-run"),
         "PYTHONPATH": str(ROOT),
+        **extra,
     }
 
 
-def start(name: str, workers: int, *, stock: bool = False) -> subprocess.Popen:
+def start(name: str, workers: int, *, stock: bool = False, **extra: str) -> subprocess.Popen:
     """``runpool`` (Leitstand's supervisor), or with ``stock`` django-q2's own ``qcluster`` (its Sentinel)."""
     command = ["qcluster"] if stock else ["runpool", name]
-    env = {**pool_env(workers), "Q_CLUSTER_NAME": name} if stock else pool_env(workers)
+    env = {**pool_env(workers, **extra), "Q_CLUSTER_NAME": name} if stock else pool_env(workers, **extra)
     return subprocess.Popen(
         [sys.executable, "manage.py", *command], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -121,14 +124,40 @@ def plan_synthetic(*, pool: str, tag: str, payload: dict, max_attempts: int = 5,
     return job_id
 
 
-def leitstand_jobs(jobs: int, workers: int) -> float:
+COSTS = """
+SELECT xact_commit, tup_inserted, tup_updated, tup_deleted, pg_current_wal_lsn()
+FROM pg_stat_database WHERE datname = current_database()
+"""
+
+
+def database_costs() -> tuple:
+    """The database's commits, rows inserted/updated/deleted and WAL position so far (the server's
+    statistics are flushed first, so the last second's work counts)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(1.1), pg_stat_clear_snapshot()")  # stats reach shared memory within 1 s
+        cursor.execute(COSTS)
+        return cursor.fetchone()
+
+
+def per_job(before: tuple, after: tuple, jobs: int) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_wal_lsn_diff(%s, %s)", [after[4], before[4]])
+        wal = cursor.fetchone()[0]
+    commits, inserted, updated, deleted = (after[n] - before[n] for n in range(4))
+    return (
+        f"per job: {commits / jobs:.2f} commits, {inserted / jobs:.1f} rows inserted, {updated / jobs:.1f} updated, "
+        f"{deleted / jobs:.1f} deleted, {wal / jobs:,.0f} bytes of WAL (the whole machinery, sweeps included)"
+    )
+
+
+def leitstand_jobs(jobs: int, workers: int, **extra: str) -> float:
     with transaction.atomic():
         for _ in range(jobs):
             plan_synthetic(pool="crawl", tag="bench", payload={})
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
-    control = start("control", workers)
-    pool = start("crawl", workers)
+    control = start("control", workers, **extra)
+    pool = start("crawl", workers, **extra)
     try:
         return measure(
             lambda: count("SELECT count(*) FROM jobs_job WHERE pool = 'crawl' AND state <> 'result_stored'"), jobs
@@ -143,11 +172,20 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--pgbouncer", action="store_true", help="also through PgBouncer in transaction mode")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     bare = bare_django_q(args.tasks, args.workers, stock=True)
     supervised = bare_django_q(args.tasks, args.workers)
+    costs_before = database_costs()
     ours = leitstand_jobs(args.jobs, args.workers)
+    costs = per_job(costs_before, database_costs(), args.jobs)
+    if args.pgbouncer:
+        from config import pgbouncer
+
+        with pgbouncer.local(os.environ["DATABASE_URL"], pool_size=4) as bouncer:
+            through = bouncer.through(os.environ["DATABASE_URL"])
+            pooled = leitstand_jobs(args.jobs, args.workers, DATABASE_URL=through, LEITSTAND_PGBOUNCER="transaction")
     print(f"{args.workers} workers, ORM broker on PostgreSQL, save_limit=-1")
     print(f"{'scenario':<58} {'per s':>8} {'ratio':>7}")
     print(f"{f'bare django-q2 no-op tasks ({args.tasks}) (baseline)':<58} {bare:>8.0f} {1:>7.2f}")
@@ -156,6 +194,10 @@ def main() -> None:
         f"{supervised / bare:>7.2f}"
     )
     print(f"{f'leitstand synthetic no-op jobs, end to end ({args.jobs})':<58} {ours:>8.0f} {ours / bare:>7.2f}")
+    print(f"  {costs}")
+    if args.pgbouncer:
+        label = f"the same through PgBouncer, transaction mode ({args.jobs})"
+        print(f"{label:<58} {pooled:>8.0f} {pooled / bare:>7.2f}  ({pooled / ours:.2f} of direct)")
 
 
 if __name__ == "__main__":

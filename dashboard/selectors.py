@@ -13,7 +13,8 @@ from dashboard.display import ago
 from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot
 from jobs.batches import batches_progress
-from jobs.models import Attempt, Batch, Job, State, StepEvent, database_now
+from jobs.leadership import CONTROL
+from jobs.models import Attempt, Batch, Job, LeaderLease, State, StepEvent, database_now
 from workers.runtime.models import WorkerProcess
 from workers.runtime.registry import registry
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
@@ -35,6 +36,7 @@ def home_context() -> dict:
         }
     )
     pools = list(pools_with_consumers().order_by("name"))
+    leader = LeaderLease.objects.filter(name=CONTROL).first()
     hosts: dict[str, list] = {}
     recent = WorkerProcess.objects.filter(last_seen_at__gte=now - timedelta(minutes=10)).order_by("host", "pool", "pid")
     for worker in recent:
@@ -66,6 +68,8 @@ def home_context() -> dict:
         "snapshot_took_ms": snapshot.took_ms if snapshot else None,
         "pools": pools,
         "hosts": hosts,
+        "leader": leader,
+        "leader_expired": leader is not None and leader.expires_at < now,
         "states": [s.value for s in State],
         "recent_audit": AuditEntry.objects.order_by("-at")[:8],
         "active_alerts": Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).order_by(

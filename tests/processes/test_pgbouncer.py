@@ -7,10 +7,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from config import pgbouncer
 from jobs.models import Effect, LeaderLease, State
 from tests.support.db import maintenance_database_url
 from tests.support.db import test_database_url as database_url
-from tests.support.pgbouncer import pgbouncer
 from tests.support.pools import PoolProcesses, state_of, submit, wait_for
 from workers.runtime.selectors import pool_consumers
 
@@ -39,7 +39,7 @@ def client_connections(port: int) -> int:
 
 def test_pools_and_control_run_through_pgbouncer_in_transaction_mode(tmp_path):
     roles = settings.LEITSTAND_DB_ROLES
-    with pgbouncer(database_url(), users=[roles["application"], roles["maintenance"]], pool_size=POOL_SIZE) as bouncer:
+    with pgbouncer.local(database_url(), users=[roles["maintenance"]], pool_size=POOL_SIZE) as bouncer:
         processes = PoolProcesses(
             str(tmp_path),
             DATABASE_URL=bouncer.through(database_url()),
