@@ -98,6 +98,9 @@ def _round(term: leadership.Term) -> dict:
     results = {}
     with leadership.leading(term):
         for sweep in sweeps.in_order():
+            if not sweep.due():  # no transaction for a sweep that waits for its interval
+                results[sweep.name] = None
+                continue
             try:
                 if sweep.fenced:
                     with leadership.fenced(sweep.name):

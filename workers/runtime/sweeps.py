@@ -41,11 +41,14 @@ class Sweep:
     fenced: bool = True
     _last: float = field(default=0.0, repr=False)
 
+    def due(self) -> bool:
+        return not self.every_seconds or time.monotonic() - self._last >= self.every_seconds
+
     def __call__(self) -> object:
         """Run the sweep, or return ``None`` when it ran less than ``every_seconds`` ago."""
+        if not self.due():
+            return None
         if self.every_seconds:
-            if time.monotonic() - self._last < self.every_seconds:
-                return None
             self._last = time.monotonic()
         return self.function()
 
