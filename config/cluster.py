@@ -7,7 +7,7 @@ PostgreSQL, one for PgBouncer and three worker hosts, each with its own address 
 
 PostgreSQL runs from the embedded wheel's binaries with its own ``postgresql.conf`` and
 ``pg_hba.conf``: it listens on the bridge at 10.77.0.2 with scram-sha-256 password authentication
-(and a Unix socket in its data directory, trusted, for setting it up). PgBouncer (Debian's) listens
+(and a Unix socket in /tmp/leitstand-cluster-socket, trusted, to set it up). PgBouncer (Debian's) listens
 at 10.77.0.3:6432 in transaction mode. Each worker host ``hN`` (10.77.0.1N) runs a ``runpool crawl``
 and the first two a ``runpool control``, all with ``LEITSTAND_HOST_NAME=hN`` through PgBouncer
 (``LEITSTAND_PGBOUNCER=transaction``). The machine itself keeps 10.77.0.1 on the bridge, so
@@ -42,6 +42,9 @@ from config.db_roles import APPLICATION, MAINTENANCE, OWNER
 BASE_DIR = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = BASE_DIR / "var" / "cluster"
 STATE = CLUSTER_DIR / "state.json"
+# The server's setup socket: short and fixed (a Unix socket's path has at most 107 bytes, and a
+# checkout may live deep); one cluster per machine, as its bridge is.
+SOCKET_DIR = Path("/tmp/leitstand-cluster-socket")
 BRIDGE = "lsbr0"
 NET = "10.77.0"
 MACHINE = f"{NET}.1"
@@ -195,6 +198,9 @@ def postgres_up(cluster: Cluster) -> None:
     """A fresh server in ``ls-db``: scram over the bridge, trust on its own socket only."""
     data = CLUSTER_DIR / "pg"
     data.mkdir(parents=True)
+    shutil.rmtree(SOCKET_DIR, ignore_errors=True)
+    SOCKET_DIR.mkdir(mode=0o700)
+    pgbouncer.give_to(SOCKET_DIR, SYSTEM_USER)
     pgbouncer.give_to(data, SYSTEM_USER)  # the data directory: the server's user's
     _run(
         "runuser",
@@ -214,7 +220,7 @@ def postgres_up(cluster: Cluster) -> None:
     )
     with (data / "postgresql.conf").open("a") as conf:
         conf.write(
-            f"\nlisten_addresses = '{DB_HOST}'\nport = {DB_PORT}\nunix_socket_directories = '{data}'\n"
+            f"\nlisten_addresses = '{DB_HOST}'\nport = {DB_PORT}\nunix_socket_directories = '{SOCKET_DIR}'\n"
             "password_encryption = 'scram-sha-256'\nmax_connections = 100\nshared_buffers = '256MB'\n"
         )
     (data / "pg_hba.conf").write_text(
@@ -225,7 +231,7 @@ def postgres_up(cluster: Cluster) -> None:
     postgres_start()
 
     def socket_url(database: str) -> str:
-        return f"postgresql://postgres@{str(data).replace('/', '%2F')}:{DB_PORT}/{database}"
+        return f"postgresql://postgres@{str(SOCKET_DIR).replace('/', '%2F')}:{DB_PORT}/{database}"
 
     import psycopg
     from psycopg import sql
@@ -484,6 +490,7 @@ def down() -> None:
         _kill_group(cluster.pids.get("pgbouncer"), signal.SIGTERM)
     postgres_stop()
     network_down()
+    shutil.rmtree(SOCKET_DIR, ignore_errors=True)
     STATE.unlink(missing_ok=True)
 
 
