@@ -126,7 +126,7 @@ def leading(term: Term) -> Iterator[None]:
         _leading.reset(token)
 
 
-def fence(operation: str) -> None:
+def fence(operation: str, *, idle_seconds: float | None = None) -> None:
     """Inside a transaction: refuse (``Deposed``) unless the leading term is still current, and keep
     it current until the transaction ends. Outside a leader's sweep (a command, a test) it does nothing."""
     term = _leading.get()
@@ -135,17 +135,20 @@ def fence(operation: str) -> None:
     if not connection.in_atomic_block:
         raise RuntimeError("fence() must run inside a transaction: the lock it takes lasts as long as that")
     with connection.cursor() as cursor:
-        cursor.execute(_FENCE, {"name": term.name, "idle_ms": str(int(term.lease_seconds * 1000))})
+        idle = idle_seconds if idle_seconds is not None else term.lease_seconds
+        cursor.execute(_FENCE, {"name": term.name, "idle_ms": str(int(idle * 1000))})
         current = cursor.fetchone()
     if current is None or current[0] != term.holder or current[1] != term.number or not current[2]:
         raise Deposed(term, operation, current)
 
 
 @contextmanager
-def fenced(operation: str) -> Iterator[None]:
-    """A transaction whose writes count only while the leading term is current (``fence``)."""
+def fenced(operation: str, *, idle_seconds: float | None = None) -> Iterator[None]:
+    """A transaction whose writes count only while the leading term is current (``fence``). It ends
+    by itself after ``idle_seconds`` without a statement (one lease unless told): a transaction that
+    waits for work on another connection, which must finish under the fence, says how long."""
     with transaction.atomic():
-        fence(operation)
+        fence(operation, idle_seconds=idle_seconds)
         yield
 
 

@@ -156,19 +156,25 @@ def audit_day_archive(day: date) -> ArchiveFile:
     return file
 
 
+MAINTENANCE_SECONDS = 300  # what one maintenance call may take at most (its statement timeout too)
+
+
 def maintenance_call(statement: str, parameters: list) -> object:
     """One statement as the maintenance role (``LEITSTAND_DATABASE_MAINTENANCE_URL``; without it, this
     process's own connection, which must then be allowed to run it); its single value. Fenced by the
     leader's term: the lock the fence holds on this connection keeps the term current until it ran."""
     url = settings.LEITSTAND_DATABASE_MAINTENANCE_URL
-    with fenced("retention.maintenance"):
+    # The fencing session idles while the maintenance connection works: it must outlive that work,
+    # or its lock would go and a new leader could be elected while the old one's purge commits.
+    with fenced("retention.maintenance", idle_seconds=MAINTENANCE_SECONDS):
         if not url:
             with connection.cursor() as cursor:
                 cursor.execute(statement, parameters)
                 return cursor.fetchone()[0]
         import psycopg
 
-        with psycopg.connect(url, autocommit=True, application_name="leitstand-retention") as maintenance:
+        with psycopg.connect(url, application_name="leitstand-retention") as maintenance:  # one transaction
+            maintenance.execute("SELECT set_config('statement_timeout', %s, true)", [f"{MAINTENANCE_SECONDS}s"])
             return maintenance.execute(statement, parameters).fetchone()[0]
 
 

@@ -214,8 +214,11 @@ def _purge_written() -> int:
 
 
 def _file_write(file: ArchiveFile) -> bool:
+    """Written only by the current leader (checked first); the write itself is not in the fence's
+    transaction, so that a failure is recorded on the file (it updates it after a database error)."""
     with fenced("retention.archive"):
-        return archive.file_write(file)
+        pass
+    return archive.file_write(file)
 
 
 def jobs_retire(report: RetentionReport, now: datetime, deadline: float) -> None:
@@ -266,8 +269,9 @@ def audit_retire(report: RetentionReport, now: datetime, deadline: float) -> Non
 
 
 def _audit_day_archive(day) -> ArchiveFile:
-    with fenced("retention.audit"):
-        return archive.audit_day_archive(day)
+    with fenced("retention.audit"):  # as _file_write
+        pass
+    return archive.audit_day_archive(day)
 
 
 def _audit_purge(file: ArchiveFile, report: RetentionReport) -> bool:
