@@ -247,46 +247,19 @@ def postgres_up(cluster: Cluster) -> None:
         conn.execute(f"ALTER SCHEMA public OWNER TO {OWNER}")
 
 
-def postgres_start() -> None:
+def _pg_ctl(*args: str) -> None:
+    """``pg_ctl`` on the cluster's server, in its namespace, as the server's user."""
     data = CLUSTER_DIR / "pg"
-    _run(
-        *_netns(
-            "ls-db",
-            "runuser",
-            "-u",
-            SYSTEM_USER,
-            "--",
-            _bin("pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(data / "server.log"),
-            "-w",
-            "start",
-        )
-    )
+    pg_ctl = [_bin("pg_ctl"), "-D", str(data), "-l", str(data / "server.log"), "-w", *args]
+    _run(*_netns("ls-db", "runuser", "-u", SYSTEM_USER, "--", *pg_ctl))
+
+
+def postgres_start() -> None:
+    _pg_ctl("start")
 
 
 def postgres_restart(mode: str = "immediate") -> None:
-    data = CLUSTER_DIR / "pg"
-    _run(
-        *_netns(
-            "ls-db",
-            "runuser",
-            "-u",
-            SYSTEM_USER,
-            "--",
-            _bin("pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(data / "server.log"),
-            "-m",
-            mode,
-            "-w",
-            "restart",
-        )
-    )
+    _pg_ctl("-m", mode, "restart")
 
 
 def postgres_stop() -> None:
