@@ -166,3 +166,28 @@ def database_roles(app_configs=None, databases=None, **kwargs):
             id="leitstand.W001",
         )
     ]
+
+
+@register(Tags.database)
+def pgbouncer_idle_timeout(app_configs=None, databases=None, **kwargs):
+    """Behind PgBouncer a connection cannot pass ``idle_in_transaction_session_timeout`` at startup;
+    it must be the database's default (``manage.py db grants`` sets it when run as the database's
+    owner) or the server's."""
+    if not settings.LEITSTAND_PGBOUNCER or not databases or "default" not in databases:
+        return []
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('idle_in_transaction_session_timeout')")
+        (timeout,) = cursor.fetchone()
+    if timeout != "0":
+        return []
+    return [
+        Warning(
+            "behind PgBouncer (LEITSTAND_PGBOUNCER) the database has no idle_in_transaction_session_timeout: "
+            "a client that dies inside a transaction keeps its locks and a server connection",
+            hint="run `manage.py db grants` as the database's owner (it sets the database's default) or set it "
+            "in postgresql.conf (docs/operations.md, 'Many hosts through PgBouncer')",
+            id="leitstand.W002",
+        )
+    ]

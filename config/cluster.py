@@ -10,7 +10,7 @@ PostgreSQL runs from the embedded wheel's binaries with its own ``postgresql.con
 (and a Unix socket in /tmp/leitstand-cluster-socket, trusted, to set it up). PgBouncer (Debian's) listens
 at 10.77.0.3:6432 in transaction mode. Each worker host ``hN`` (10.77.0.1N) runs a ``runpool crawl``
 and the first two a ``runpool control``, all with ``LEITSTAND_HOST_NAME=hN`` through PgBouncer
-(``LEITSTAND_PGBOUNCER=transaction``). The machine itself keeps 10.77.0.1 on the bridge, so
+(``LEITSTAND_PGBOUNCER=transaction``), without any capability. The machine itself keeps 10.77.0.1 on the bridge, so
 commands and tests reach both servers. Everything lives in ``var/cluster`` (``state.json`` holds
 the passwords and process IDs, readable by root only).
 
@@ -29,7 +29,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -52,6 +51,10 @@ DB_HOST, DB_PORT = f"{NET}.2", 5432
 BOUNCER_HOST, BOUNCER_PORT = f"{NET}.3", 6432
 DATABASE = "leitstand"
 SYSTEM_USER = "pgserver"  # the embedded server's own user when run by root (PostgreSQL refuses root)
+# The hosts' processes keep root's user ID (the interpreter may live in root's private home, as on
+# these machines) but no capability (setpriv): they cannot change the network, enter another
+# namespace, or read the server's files, which belong to SYSTEM_USER.
+WITHOUT_CAPABILITIES = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
 POOL_SIZE = 8  # PgBouncer's server connections per user and database
 # What runs on host hN: a crawl pool everywhere, the control process on two hosts, the console on one.
 HOST_PROCESSES = {1: ["control", "crawl", "web"], 2: ["control", "crawl"]}
@@ -113,6 +116,7 @@ class Cluster:
             "LEITSTAND_PGBOUNCER": "transaction",
             "LEITSTAND_HOST_NAME": host.name,
             "LEITSTAND_RUN_DIR": str(CLUSTER_DIR / host.name),
+            "LEITSTAND_ARCHIVE_DIR": str(CLUSTER_DIR / "archive"),  # the hosts' shared archive storage
             "LEITSTAND_DB_APPLICATION_NAME": f"leitstand-{host.name}",
             "LEITSTAND_ALLOWED_HOSTS": ",".join(h.address for h in self.hosts),
             "LEITSTAND_SSL_REDIRECT": "false",
@@ -293,24 +297,15 @@ def pgbouncer_start(cluster: Cluster) -> None:
         start_new_session=True,
     )
     cluster.pids["pgbouncer"] = process.pid
+    cluster.save()  # a failing start is still stopped by ``down``
     pgbouncer.wait_listening(BOUNCER_HOST, BOUNCER_PORT, process, directory / "pgbouncer.log")
 
 
 def pgbouncer_restart(cluster: Cluster) -> None:
-    _kill_group(cluster.pids.pop("pgbouncer", None), signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while _port_open(BOUNCER_HOST, BOUNCER_PORT) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    pid = cluster.pids.pop("pgbouncer", None)
+    _kill_group(pid, signal.SIGTERM)
+    _wait_gone(pid, timeout=10)  # its port free again
     pgbouncer_start(cluster)
-    cluster.save()
-
-
-def _port_open(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
 
 
 def manage(cluster: Cluster, *args: str, direct: bool = False, **extra: str) -> subprocess.CompletedProcess:
@@ -350,7 +345,7 @@ WEB_PORT = 8000
 
 
 def host_start(cluster: Cluster, host: Host) -> None:
-    """The host's processes, in its namespace, each in a process group of its own."""
+    """The host's processes, in its namespace, each in a process group of its own, without capabilities."""
     run_dir = CLUSTER_DIR / host.name
     run_dir.mkdir(exist_ok=True)
     env = cluster.host_env(host)
@@ -363,7 +358,7 @@ def host_start(cluster: Cluster, host: Host) -> None:
             else ["runpool", pool]
         )
         process = subprocess.Popen(
-            _netns(host.namespace, sys.executable, str(BASE_DIR / "manage.py"), *command),
+            _netns(host.namespace, *WITHOUT_CAPABILITIES, sys.executable, str(BASE_DIR / "manage.py"), *command),
             cwd=BASE_DIR,
             env=env,
             stdout=log,
@@ -372,7 +367,7 @@ def host_start(cluster: Cluster, host: Host) -> None:
         )
         log.close()  # the process has its own
         host.pids[pool] = process.pid
-    cluster.save()
+        cluster.save()  # a failing start is still stopped by ``down``
 
 
 def _kill_group(pid: int | None, sig: int) -> None:
@@ -383,14 +378,20 @@ def _kill_group(pid: int | None, sig: int) -> None:
             pass
 
 
+def _wait_gone(pid: int | None, *, timeout: float) -> None:
+    """Until ``pid`` has ended, at most ``timeout`` seconds; then its group is killed."""
+    deadline = time.monotonic() + timeout
+    while pid and _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _kill_group(pid, signal.SIGKILL)
+
+
 def host_stop(cluster: Cluster, host: Host, *, sig: int = signal.SIGTERM, timeout: float = 90) -> None:
     for pid in host.pids.values():
         _kill_group(pid, sig)
     deadline = time.monotonic() + timeout
     for pid in host.pids.values():
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        _kill_group(pid, signal.SIGKILL)
+        _wait_gone(pid, timeout=max(0.0, deadline - time.monotonic()))
     host.pids.clear()
     cluster.save()
 
@@ -461,6 +462,7 @@ def down() -> None:
         for host in cluster.hosts:
             host_stop(cluster, host, timeout=90)
         _kill_group(cluster.pids.get("pgbouncer"), signal.SIGTERM)
+        _wait_gone(cluster.pids.get("pgbouncer"), timeout=10)
     postgres_stop()
     network_down()
     shutil.rmtree(SOCKET_DIR, ignore_errors=True)
@@ -570,12 +572,17 @@ def running_on(cluster: Cluster, host: str, correlation: str) -> list[str]:
     return [row[0] for row in rows]
 
 
-def rescued(cluster: Cluster, job_ids: list[str], host: str) -> bool:
-    """Every job of ``job_ids`` has a later attempt on another host (or ended there)."""
+def database_now(cluster: Cluster):
+    return query(cluster, "SELECT clock_timestamp()")[0][0]
+
+
+def rescued(cluster: Cluster, job_ids: list[str], host: str, since) -> bool:
+    """Every job of ``job_ids`` was claimed again on another host after ``since`` (database time)."""
     (count,) = query(
         cluster,
-        "SELECT count(DISTINCT job_id) FROM jobs_attempt WHERE job_id = ANY(%s::uuid[]) AND worker_host <> %s",
-        [job_ids, host],
+        "SELECT count(DISTINCT job_id) FROM jobs_attempt "
+        "WHERE job_id = ANY(%s::uuid[]) AND worker_host <> %s AND claimed_at > %s",
+        [job_ids, host, since],
     )[0]
     return count == len(job_ids)
 
@@ -609,7 +616,7 @@ def _host_holding(cluster: Cluster, correlation: str, hosts: list[str]) -> tuple
 def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
     """Faults between hosts, one after the other, each with a fresh set of jobs; then the totals."""
     wait_until(lambda: leader(cluster), timeout=30, what="a control leader")
-    results, correlations = {}, []
+    results, correlations, began = {}, [], database_now(cluster)
     lease = float(HOST_TIMING["LEITSTAND_SYNTHETIC_LEASE_SECONDS"])
 
     # 1. a worker host cut off for longer than the lease while it holds jobs
@@ -617,10 +624,11 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
     correlations.append(correlation)
     workers_only = [h.name for h in cluster.hosts if "control" not in h.pools] or [cluster.hosts[-1].name]
     victim, held = _host_holding(cluster, correlation, workers_only + [h.name for h in cluster.hosts])
+    cut = database_now(cluster)
     partition(victim)
     started = time.monotonic()
     try:
-        wait_until(lambda: rescued(cluster, held, victim), timeout=60, what=f"the jobs of {victim} rescued")
+        wait_until(lambda: rescued(cluster, held, victim, cut), timeout=60, what=f"the jobs of {victim} rescued")
         results["partition a worker host"] = time.monotonic() - started
         time.sleep(lease)  # its workers run on, cut off, well past their leases
     finally:
@@ -644,15 +652,19 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
     )
     time.sleep(lease * 2)  # the healed one wakes up; it must not act
     now = leader(cluster)
-    results["old leader acted"] = bool(now and now[0] == holder)
+    results["old leader acted"] = bool(now and (now[0] == holder or now[1] != new[1]))
+    (results["old leader refused"],) = query(
+        cluster, "SELECT count(*) FROM jobs_deposedwrite WHERE holder = %s AND term = %s", [holder, term]
+    )[0]
 
     # 3. every process of one host killed at once
     correlation = submit(cluster, jobs_per_fault)
     correlations.append(correlation)
     victim, held = _host_holding(cluster, correlation, [h.name for h in cluster.hosts])
+    cut = database_now(cluster)
     kill_host(cluster, victim)
     started = time.monotonic()
-    wait_until(lambda: rescued(cluster, held, victim), timeout=60, what=f"the jobs of {victim} rescued")
+    wait_until(lambda: rescued(cluster, held, victim, cut), timeout=60, what=f"the jobs of {victim} rescued")
     results["kill -9 a host"] = time.monotonic() - started
     out(f"kill -9 every process of {victim} ({len(held)} jobs held): rescued in {results['kill -9 a host']:.1f} s")
     host_start(cluster, cluster.host(victim))
@@ -676,26 +688,53 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
         cluster,
         """SELECT count(*),
                   count(*) FILTER (WHERE j.state NOT IN ('result_stored', 'done')),
-                  (SELECT count(*) FROM jobs_effect e JOIN jobs_job k ON k.id = e.job_id WHERE k.correlation_id = ANY(%(c)s)),
-                  (SELECT count(*) FROM jobs_stalewrite s JOIN jobs_job k ON k.id = s.job_id WHERE k.correlation_id = ANY(%(c)s)),
-                  (SELECT count(*) FROM jobs_deposedwrite)
-           FROM jobs_job j WHERE j.correlation_id = ANY(%(c)s)""",
-        {"c": correlations},
+                  count(*) FILTER (WHERE NOT j.state = ANY(%(terminal)s)),
+                  coalesce(sum(e.applied), 0),
+                  count(*) FILTER (WHERE j.state IN ('result_stored', 'done') AND coalesce(e.applied, 0) = 0),
+                  count(*) FILTER (WHERE e.applied > 1),
+                  count(*) FILTER (WHERE e.applied = 1 AND j.result_ref NOT LIKE '%%:effect-by-attempt-' || e.attempt),
+                  (SELECT count(*) FROM jobs_stalewrite s JOIN jobs_job k ON k.id = s.job_id
+                   WHERE k.correlation_id = ANY(%(c)s)),
+                  (SELECT count(*) FROM jobs_deposedwrite WHERE at >= %(began)s)
+           FROM jobs_job j
+           LEFT JOIN (SELECT job_id, count(*) AS applied, max(lease_version) AS attempt FROM jobs_effect GROUP BY job_id)
+                AS e ON e.job_id = j.id
+           WHERE j.correlation_id = ANY(%(c)s)""",
+        {"c": correlations, "terminal": list(TERMINAL), "began": began},
     )[0]
+    jobs, not_completed, open_jobs, effects, missing, duplicated, misreported, stale, deposed = totals
     results.update(
-        jobs=totals[0],
-        not_completed=totals[1],
-        effects=totals[2],
-        stale_writes_refused=totals[3],
-        deposed_writes_refused=totals[4],
+        jobs=jobs,
+        not_completed=not_completed,
+        effects=effects,
+        effects_missing=missing,
+        effects_duplicated=duplicated,
+        effects_misreported=misreported,
+        stale_writes_refused=stale,
+        deposed_writes_refused=deposed,
     )
-    results["jobs_lost"] = jobs_per_fault * len(correlations) - totals[0]
-    results["effects_duplicated"] = max(0, totals[2] - totals[0])
+    # Lost: never stored, or stored but by the end neither ended nor waiting for anything.
+    results["jobs_lost"] = jobs_per_fault * len(correlations) - jobs + open_jobs
     clients, servers = connections(cluster)
     results.update(clients=clients, server_connections=servers)
     out(
-        f"jobs {totals[0]}, lost {results['jobs_lost']}, not completed {totals[1]}, effects {totals[2]} (duplicated {results['effects_duplicated']}), "
-        f"stale writes refused {totals[3]}, deposed leader writes refused {totals[4]}, old leader acted: "
-        f"{results['old leader acted']}; connections: {clients} clients at PgBouncer, {servers} at PostgreSQL"
+        f"jobs {jobs}, lost {results['jobs_lost']}, not completed {not_completed}; effects {effects} "
+        f"(jobs with none {missing}, with more than one {duplicated}, reported by another attempt than "
+        f"applied it {misreported}); stale writes refused {stale}, deposed leader writes refused {deposed}, "
+        f"old leader acted: {results['old leader acted']} (its refused writes {results['old leader refused']}); "
+        f"connections: {clients} clients at PgBouncer, {servers} at PostgreSQL"
     )
     return results
+
+
+def drill_failures(results: dict) -> list[str]:
+    """What the drill's totals show went wrong (none: it held)."""
+    checks = {
+        "jobs_lost": "jobs were lost",
+        "not_completed": "jobs did not complete",
+        "effects_missing": "completed jobs have no effect",
+        "effects_duplicated": "jobs have more than one effect",
+        "effects_misreported": "results name another attempt than the one that applied the effect",
+        "old leader acted": "the healed leader took its lease back",
+    }
+    return [f"{why} ({results[key]})" for key, why in checks.items() if results[key]]

@@ -11,6 +11,7 @@ import os
 import re
 import socket
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -312,6 +313,21 @@ Q_CLUSTER = {
         for name, pool in LEITSTAND_POOLS.items()
     },
 }
+
+# Wake-ups through Redis instead (django-q2's Redis broker; e.g. Debian's redis-server): each pool's
+# pusher blocks on Redis instead of polling PostgreSQL ten times a second (bench/wakeups.py). They
+# stay hints: while Redis is away, a pool with due work and idle workers wakes them itself after one
+# sweep interval (workers/runtime/supervisor.py). Bounded socket timeouts unless the URL sets its own.
+LEITSTAND_WAKEUP_REDIS_URL = env_str("LEITSTAND_WAKEUP_REDIS_URL")
+if LEITSTAND_WAKEUP_REDIS_URL:
+    if urlsplit(LEITSTAND_WAKEUP_REDIS_URL).scheme not in ("redis", "rediss", "unix"):
+        raise ImproperlyConfigured(
+            f"LEITSTAND_WAKEUP_REDIS_URL must be a redis://, rediss:// or unix:// URL, got {LEITSTAND_WAKEUP_REDIS_URL!r}"
+        )
+    _bounded = {"socket_timeout": "5", "socket_connect_timeout": "2", "health_check_interval": "10"}
+    _base, _, _query = LEITSTAND_WAKEUP_REDIS_URL.partition("?")
+    Q_CLUSTER.pop("orm")
+    Q_CLUSTER["redis"] = f"{_base}?{urlencode({**_bounded, **dict(parse_qsl(_query))})}"
 
 # The synthetic job type's timing (canaries and fault drills; tests use short leases).
 LEITSTAND_SYNTHETIC = {

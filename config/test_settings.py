@@ -8,6 +8,12 @@ same server. With DATABASE_URL set, that server is used instead (e.g. a system P
 The test process connects as the owner role (it creates the test database, migrates and flushes);
 the code under test runs as the application role (``tests/support/db.py``: the pytest process sets
 that role around each test, and the processes tests start log in as it).
+
+With ``LEITSTAND_TEST_PGBOUNCER=transaction`` the first process also starts a PgBouncer in
+transaction mode in front of that server and points DATABASE_URL (its own and its children's) at
+it, with ``LEITSTAND_PGBOUNCER=transaction``: the whole suite through transaction pooling
+(docs/operations.md, "Many hosts through PgBouncer"). Then the test process keeps no session state
+either: it logs in as the role it acts as (``tests/support/db.py``).
 """
 
 import os
@@ -23,6 +29,26 @@ if not os.environ.get("DATABASE_URL"):
 
     _server = embedded_db.start(Path(tempfile.mkdtemp(prefix="leitstand-test-pg-")), throwaway=True)
     os.environ["DATABASE_URL"] = _server.database_url(user=embedded_db.OWNER)
+
+if os.environ.get("LEITSTAND_TEST_PGBOUNCER") == "transaction":
+    import atexit
+    from contextlib import ExitStack
+
+    from config import db_roles, pgbouncer
+
+    _bouncer = ExitStack()
+    atexit.register(_bouncer.close)
+    _local = _bouncer.enter_context(
+        pgbouncer.local(
+            os.environ["DATABASE_URL"],
+            users=[db_roles.APPLICATION, db_roles.MAINTENANCE],
+            pool_size=8,
+            any_database=True,
+        )
+    )
+    os.environ["DATABASE_URL"] = _local.through(os.environ["DATABASE_URL"])
+    os.environ["LEITSTAND_PGBOUNCER"] = "transaction"
+    os.environ["LEITSTAND_TEST_PGBOUNCER"] = "started"  # the processes tests start use this one
 
 from config.settings import *  # noqa: E402,F403
 

@@ -4,7 +4,16 @@ import pytest
 
 from jobs import leases, services
 from jobs.models import Attempt, Job
-from tests.support.db import MOVABLE_CLOCK, ApplicationRole, DatabaseClock, maintenance_database_url, roles_ensure
+from tests.support.db import (
+    MOVABLE_CLOCK,
+    OWNER,
+    POOLED,
+    ApplicationRole,
+    DatabaseClock,
+    maintenance_database_url,
+    roles_ensure,
+    test_database_url,
+)
 from workers.runtime.pool import PoolRuntime
 
 
@@ -81,6 +90,15 @@ def django_db_setup(django_db_setup, django_db_blocker):
     yield
     with django_db_blocker.unblock():
         ApplicationRole.off()
+        if POOLED:  # PgBouncer's idle server connections would keep the test database from being dropped
+            import psycopg
+
+            name = connection.settings_dict["NAME"]
+            connection.close()
+            with psycopg.connect(test_database_url(user=OWNER).rsplit("/", 1)[0] + "/postgres") as server:
+                server.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s", [name]
+                )
 
 
 def retrying_on_deadlock(handle):

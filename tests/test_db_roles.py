@@ -13,7 +13,7 @@ from django.db import connection
 
 from dashboard.audit import audit_record
 from jobs.models import Transition
-from tests.support.db import as_owner
+from tests.support.db import OWNER, as_owner
 from tests.support.db import test_database_url as database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,19 +83,22 @@ def test_the_application_role_cannot_rewrite_history_the_schema_or_the_clock(his
     assert Transition.objects.filter(job=history).exists()
 
 
-def test_a_session_setting_does_not_move_the_production_clock():
-    """The migrated clock (production's) ignores ``leitstand.clock_offset``; the suite's own clock, which
-    reads it, is installed by the owner into the test database only."""
-    with as_role(connection.settings_dict["USER"]) as owner:  # the test process's owner
+def test_a_clock_offset_does_not_move_the_production_clock():
+    """The migrated clock (production's) ignores both the session setting ``leitstand.clock_offset``
+    and the suite's clock table; the suite's own clock, which reads the table, is installed by the
+    owner into the test database only."""
+    with psycopg.connect(database_url(user=OWNER), autocommit=True, application_name="clock-probe") as owner:
         with owner.transaction(force_rollback=True):
             owner.execute(PRODUCTION_CLOCK)
             owner.execute(f"SET LOCAL ROLE {settings.LEITSTAND_DB_ROLES['application']}")
             owner.execute("SELECT set_config('leitstand.clock_offset', '2 days', true)")
+            owner.execute("INSERT INTO leitstand_test_clock VALUES ('clock-probe', '2 days')")
             drift = owner.execute("SELECT leitstand_now() - clock_timestamp()").fetchone()[0]
             assert abs(drift) < timedelta(seconds=1)
-        owner.execute("SET leitstand.clock_offset = '2 days'")
-        moved = owner.execute("SELECT leitstand_now() - clock_timestamp()").fetchone()[0]
-        assert moved > timedelta(days=1), "the test database's clock moves (db_clock)"
+        with owner.transaction(force_rollback=True):
+            owner.execute("INSERT INTO leitstand_test_clock VALUES ('clock-probe', '2 days')")
+            moved = owner.execute("SELECT leitstand_now() - clock_timestamp()").fetchone()[0]
+            assert moved > timedelta(days=1), "the test database's clock moves (db_clock)"
 
 
 def test_only_the_maintenance_role_purges_and_only_the_logs(history):
@@ -129,3 +132,19 @@ def test_the_check_warns_when_the_application_connects_as_the_owner(settings):
     with as_owner():
         (warning,) = database_roles(databases=["default"])
     assert warning.id == "leitstand.W001" and "owner of its tables" in warning.msg
+
+
+def test_the_check_warns_when_no_idle_timeout_holds_behind_pgbouncer(settings):
+    from django.db import transaction
+
+    from config.checks import pgbouncer_idle_timeout
+
+    settings.LEITSTAND_PGBOUNCER = "transaction"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', '60s', true)")
+        assert pgbouncer_idle_timeout(databases=["default"]) == []
+        cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', '0', true)")
+        (warning,) = pgbouncer_idle_timeout(databases=["default"])
+    assert warning.id == "leitstand.W002" and "idle_in_transaction_session_timeout" in warning.msg
+    settings.LEITSTAND_PGBOUNCER = ""
+    assert pgbouncer_idle_timeout(databases=["default"]) == [], "a direct connection passes it at startup"

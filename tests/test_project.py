@@ -1,5 +1,6 @@
 """The project as its operators meet it: production checks, the embedded database command, docs."""
 
+import os
 import secrets
 import subprocess
 import sys
@@ -127,6 +128,7 @@ def test_the_commands_the_demo_prints_work_as_printed_in_a_new_shell():
     commands = [line.strip() for line in printed.splitlines() if "manage.py" in line and " db stop" not in line]
     assert len(commands) == 3
     clean = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": child_env()["DATABASE_URL"]}
+    clean["LEITSTAND_PGBOUNCER"] = os.environ.get("LEITSTAND_PGBOUNCER", "")  # how to reach that database
     for command in commands:
         result = subprocess.run(
             ["bash", "-c", command.replace("$PY", sys.executable)],

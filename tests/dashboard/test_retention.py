@@ -278,24 +278,23 @@ def test_the_console_and_metrics_show_what_the_history_costs(policy, client, set
 
 
 def test_the_audit_log_is_archived_a_day_at_a_time_then_purged(policy, settings):
+    import psycopg
+
     from dashboard.audit import audit_record
     from dashboard.models import AuditEntry
-    from tests.support.db import as_owner
+    from tests.support.db import OWNER, test_database_url
 
     settings.LEITSTAND_RETENTION = {**policy, "audit_days": 30}
     now = database_now()
     for days_ago, target in ((45, "old-a"), (45, "old-b"), (40, "older-c"), (5, "recent")):
         audit_record(actor="user:olga", action="job.cancel", target=target, result="cancelled")
-        with as_owner():  # back-dating rows of an append-only log is the test's setup, done as the owner
-            from django.db import connection
-
-            with connection.cursor() as cursor:
-                cursor.execute("ALTER TABLE dashboard_auditentry DISABLE TRIGGER dashboard_auditentry_append_only")
-                cursor.execute(
-                    "UPDATE dashboard_auditentry SET at = %s WHERE target = %s",
-                    [now - timedelta(days=days_ago), target],
-                )
-                cursor.execute("ALTER TABLE dashboard_auditentry ENABLE TRIGGER dashboard_auditentry_append_only")
+        # Back-dating rows of an append-only log is the test's setup, done as the owner.
+        with psycopg.connect(test_database_url(user=OWNER)) as owner:
+            owner.execute("ALTER TABLE dashboard_auditentry DISABLE TRIGGER dashboard_auditentry_append_only")
+            owner.execute(
+                "UPDATE dashboard_auditentry SET at = %s WHERE target = %s", [now - timedelta(days=days_ago), target]
+            )
+            owner.execute("ALTER TABLE dashboard_auditentry ENABLE TRIGGER dashboard_auditentry_append_only")
     report = retention.retention_sweep()
     assert report.audit_purged == 3 and list(AuditEntry.objects.values_list("target", flat=True)) == ["recent"]
     files = ArchiveFile.objects.filter(job_type="audit").order_by("day")
@@ -329,3 +328,19 @@ def test_a_job_that_comes_back_before_its_purge_stays_and_is_archived_again_late
     assert remaining(leaving, returning) == {returning.pk}
     assert not ArchivedJob.objects.filter(job_id=returning.pk).exists(), "it will be archived again when it ends"
     assert sum(ArchiveFile.objects.values_list("purged", flat=True)) == 1
+
+
+def test_a_job_that_came_back_and_ended_again_before_its_purge_is_not_purged_with_the_old_document(policy):
+    """Retried after its document was written and dead again by the purge: its history is newer than
+    the file, so the purge function leaves it (it is archived again), whatever the caller passes."""
+    from tests.support.db import maintenance_database_url
+
+    job = ended(State.DEAD, 100)
+    (file,) = retention._files_create(retention.trees_leaving(database_now(), limit=10)[0])
+    assert file_write(file)
+    Job.objects.filter(pk=job.pk).update(finished_at=database_now() - timedelta(days=99))  # retried, dead again
+    with psycopg.connect(maintenance_database_url(), autocommit=True) as maintenance:
+        purged = maintenance.execute("SELECT leitstand_jobs_purge(%s::uuid[])", [[str(job.pk)]]).fetchone()[0]
+    assert purged == 0 and remaining(job) == {job.pk}
+    assert retention._purge_written() == 0
+    assert not ArchivedJob.objects.filter(job_id=job.pk).exists(), "it will be archived again"

@@ -8,11 +8,10 @@ import uuid
 
 import psycopg
 import pytest
-from django.db import connection
 
 from config import embedded_db
 from jobs.models import Job
-from tests.support.db import child_env
+from tests.support.db import OWNER, child_env
 from tests.support.db import test_database_url as database_url
 from tests.support.pools import wait_for
 from workers.runtime.services import job_submit
@@ -42,8 +41,7 @@ def test_a_backup_restores_into_a_fresh_server_where_the_console_and_a_pool_work
         job_submit(job_type="synthetic", payload={}, idempotency_key=f"before-{n}", actor="t").job for n in range(5)
     ]
     dump = tmp_path / "leitstand.dump"
-    owner = connection.settings_dict["USER"]
-    backup = manage("db", "backup", str(dump), env=child_env(LEITSTAND_DATABASE_OWNER_URL=database_url(user=owner)))
+    backup = manage("db", "backup", str(dump), env=child_env(LEITSTAND_DATABASE_OWNER_URL=database_url(user=OWNER)))
     assert backup.returncode == 0, backup.stderr
     assert dump.stat().st_size > 10_000
 

@@ -29,12 +29,9 @@ def server_connections() -> int:
         return cursor.fetchone()[0]
 
 
-def client_connections(port: int) -> int:
-    return sum(
-        1
-        for c in psutil.net_connections(kind="tcp")
-        if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
-    )
+def client_connections(socket_path) -> int:
+    """Connections accepted on PgBouncer's socket (the listening socket itself has the same name)."""
+    return sum(1 for c in psutil.net_connections(kind="unix") if c.laddr == str(socket_path)) - 1
 
 
 def test_pools_and_control_run_through_pgbouncer_in_transaction_mode(tmp_path):
@@ -60,7 +57,7 @@ def test_pools_and_control_run_through_pgbouncer_in_transaction_mode(tmp_path):
                 message="40 synthetic jobs to complete through PgBouncer",
             )
             assert Effect.objects.filter(job__in=jobs).count() == 40
-            clients = client_connections(bouncer.port)
+            clients = client_connections(bouncer.socket)
             assert clients > POOL_SIZE, f"the processes hold {clients} client connections"
             servers = server_connections()
             assert 1 <= servers <= POOL_SIZE, f"PostgreSQL sees {servers} connections: at most PgBouncer's pool"

@@ -6,10 +6,13 @@ import signal
 import threading
 import time
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
+from tests.support.db import OWNER
+from tests.support.db import test_database_url as database_url
 from tests.support.pools import PoolProcesses, state_of, submit, wait_for
 from workers.runtime.selectors import pool_consumers
 from workers.runtime.services import pool_pause, pool_resume
@@ -89,17 +92,13 @@ def test_lost_database_connections_lose_no_job_and_repeat_no_effect(pools):
         # The embedded server's equivalent of a restart, and it works on any PostgreSQL: every
         # other session of the test database is terminated, again and again, while jobs run.
         # The harness acts as the owner (a member of the application role), like an administrator.
-        from django.db import connections
-
-        with connections["default"].cursor() as cursor:
-            cursor.execute("RESET ROLE")
+        with psycopg.connect(database_url(user=OWNER), autocommit=True) as owner:
             while not stop.wait(0.4):
-                cursor.execute(
+                terminated = owner.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 )
-                cut.append(cursor.fetchone()[0])
-        connections["default"].close()
+                cut.append(terminated.fetchone()[0])
 
     cutter = threading.Thread(target=cut_connections)
     cutter.start()

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -56,9 +57,12 @@ def python_process(module: str, *args: str, env: dict[str, str], **popen) -> sub
 
 
 class DatabaseClock:
-    """Moves ``leitstand_now()`` forward for this test's database session.
+    """Moves ``leitstand_now()`` forward for this test's database client.
 
     Lease and schedule decisions read database time only, so a test moves that instead of sleeping.
+    The offset is a row of the test database's clock table for this client's ``application_name``
+    (``MOVABLE_CLOCK``), not a session setting, so it holds through PgBouncer's transaction pooling
+    too; inside a test's transaction it leaves with the rollback, otherwise ``reset`` removes it.
     """
 
     def __init__(self) -> None:
@@ -69,11 +73,15 @@ class DatabaseClock:
             raise ValueError("database time only moves forward")
         self.offset_seconds += seconds
         with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('leitstand.clock_offset', %s, false)", [f"{self.offset_seconds} seconds"])
+            cursor.execute(
+                "INSERT INTO leitstand_test_clock (client, shift) VALUES (current_setting('application_name'), %s)"
+                " ON CONFLICT (client) DO UPDATE SET shift = EXCLUDED.shift",
+                [timedelta(seconds=self.offset_seconds)],
+            )
 
     def reset(self) -> None:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('leitstand.clock_offset', '', false)")
+            cursor.execute("DELETE FROM leitstand_test_clock WHERE client = current_setting('application_name')")
         self.offset_seconds = 0.0
 
     def now(self):
@@ -84,20 +92,33 @@ class DatabaseClock:
 
 # --- the roles ------------------------------------------------------------------------------------
 
-# The clock the test database gets (as the owner, once): database time shifted by the session's
-# ``leitstand.clock_offset``. Production's ``leitstand_now()`` has no offset (jobs migration 0023).
-MOVABLE_CLOCK = """
+# The clock the test database gets (as the owner, once): database time shifted by the offset a test
+# stored for its client (``DatabaseClock``). Production's ``leitstand_now()`` has no offset (jobs
+# migration 0023). The test process names itself (``HARNESS_CLIENT``), so the processes it starts,
+# which connect as "leitstand", keep real time, as they would with a session setting.
+HARNESS_CLIENT = "leitstand-test-harness"
+MOVABLE_CLOCK = f"""
+CREATE TABLE IF NOT EXISTS leitstand_test_clock (client text PRIMARY KEY, shift interval NOT NULL);
+GRANT SELECT, INSERT, UPDATE, DELETE ON leitstand_test_clock TO {django_settings.LEITSTAND_DB_ROLES["application"]};
+GRANT SELECT ON leitstand_test_clock TO {django_settings.LEITSTAND_DB_ROLES["maintenance"]};
 CREATE OR REPLACE FUNCTION leitstand_now() RETURNS timestamptz LANGUAGE sql VOLATILE AS $$
-    SELECT clock_timestamp()
-        + coalesce(nullif(current_setting('leitstand.clock_offset', true), ''), '0')::interval
+    SELECT clock_timestamp() + coalesce(
+        (SELECT shift FROM public.leitstand_test_clock WHERE client = current_setting('application_name')), '0')
 $$;
 """
 
+# Through PgBouncer's transaction pooling (``LEITSTAND_TEST_PGBOUNCER``) a ``SET ROLE`` would stay
+# on whichever server connection ran it; the test process then logs in as the role it acts as.
+POOLED = bool(os.environ.get("LEITSTAND_PGBOUNCER"))
+OWNER = connection.settings_dict["USER"]  # the test process's login: the owner
+connection.settings_dict["OPTIONS"]["application_name"] = HARNESS_CLIENT
+
 
 class ApplicationRole:
-    """While on, every connection of this process acts as the application role (``SET ROLE``): the
-    code under test has production's privileges. The harness turns it off to create, flush and drop
-    the test database, which only the owner may; ``as_owner()`` does so for a test's own setup."""
+    """While on, every connection of this process acts as the application role (``SET ROLE``, or
+    through PgBouncer the login itself): the code under test has production's privileges. The
+    harness turns it off to create, flush and drop the test database, which only the owner may;
+    ``as_owner()`` does so for a test's own setup."""
 
     active = False
 
@@ -108,20 +129,28 @@ class ApplicationRole:
     @classmethod
     def on(cls) -> None:
         cls.active = True
-        if connection.connection is not None:
-            with connection.cursor() as cursor:
-                cursor.execute(f"SET ROLE {cls.role()}")
+        cls._act_as(cls.role())
 
     @classmethod
     def off(cls) -> None:
         cls.active = False
-        if connection.connection is not None and connection.is_usable():
+        cls._act_as(OWNER)
+
+    @classmethod
+    def _act_as(cls, role: str) -> None:
+        if POOLED:
+            if connection.settings_dict["USER"] != role:
+                if connection.in_atomic_block:
+                    raise RuntimeError("through PgBouncer the test process changes its role only between transactions")
+                connection.close()
+                connection.settings_dict["USER"] = role
+        elif connection.connection is not None and connection.is_usable():
             with connection.cursor() as cursor:
-                cursor.execute("RESET ROLE")
+                cursor.execute("RESET ROLE" if role == OWNER else f"SET ROLE {role}")
 
     @classmethod
     def on_connect(cls, sender, connection, **kwargs) -> None:
-        if cls.active:
+        if cls.active and not POOLED:
             with connection.cursor() as cursor:
                 cursor.execute(f"SET ROLE {cls.role()}")
 

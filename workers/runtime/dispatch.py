@@ -4,6 +4,10 @@ A wake-up is a django-q2 task ``workers.tasks.wake(pool)`` on the pool's cluster
 twice is harmless (the claim finds nothing or other work); losing one is harmless (the control
 process's dispatch sweep sends wake-ups for due work whose wake-up went missing). Wake-ups per pool
 are bounded, so a flood of jobs costs a handful of queue rows, not one per job.
+
+The broker is django-q2's ORM broker on PostgreSQL, or Redis (``LEITSTAND_WAKEUP_REDIS_URL``). A
+broker that cannot be reached loses wake-ups, never work: sending one then only logs, and the pools
+wake themselves (``workers/runtime/supervisor.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ logger = logging.getLogger("leitstand.dispatch")
 # each wake-up drains the pool's due work in batches.
 _THROTTLE_SECONDS = 0.05
 _last_sent: dict[str, float] = {}
+_broker_away = False  # reported once per outage, not at every wake-up or sweep
 
 
 def wakeup_after_commit(pool: str) -> None:
@@ -30,22 +35,51 @@ def wakeup_after_commit(pool: str) -> None:
     transaction.on_commit(lambda: wakeup_send(pool, throttle=True))
 
 
+def broker_errors() -> tuple[type[Exception], ...]:
+    """What a broker that cannot be reached raises (none for the ORM broker: that is the database,
+    whose errors are the caller's)."""
+    if settings.LEITSTAND_WAKEUP_REDIS_URL:
+        import redis
+
+        return (redis.RedisError,)
+    return ()
+
+
 def wakeup_send(pool: str, *, count: int = 1, throttle: bool = False) -> int:
+    """Queue ``count`` wake-ups for ``pool``; how many were sent."""
     from django_q.tasks import async_task
 
     now = time.monotonic()
     if throttle and now - _last_sent.get(pool, 0.0) < _THROTTLE_SECONDS:
         return 0
     _last_sent[pool] = now
-    for _ in range(count):
-        async_task("workers.tasks.wake", pool, cluster=pool, ack_failure=True)
-    return count
+    sent = 0
+    try:
+        while sent < count:
+            async_task("workers.tasks.wake", pool, cluster=pool, ack_failure=True)
+            sent += 1
+    except broker_errors() as unreachable:
+        _broker_reachable(False, unreachable)
+    return sent
+
+
+def _broker_reachable(reachable: bool, error: Exception | None = None) -> None:
+    global _broker_away
+    if not reachable and not _broker_away:
+        logger.warning("the wake-up broker cannot be reached (%s); the pools wake themselves", error)
+    elif reachable and _broker_away:
+        logger.warning("the wake-up broker is reachable again")
+    _broker_away = not reachable
 
 
 def outstanding_wakeups() -> dict[str, int]:
     """Wake-ups waiting in each pool's queue, not yet fetched by a worker (django-q2's ORM broker
-    locks a fetched row until its retry time; a row whose worker died stays locked that long, so
-    counting it would starve the pool)."""
+    locks a fetched row until its retry time and counts only unlocked ones: a row whose worker died
+    stays locked that long, so counting it would starve the pool)."""
+    if settings.LEITSTAND_WAKEUP_REDIS_URL:
+        from django_q.brokers import get_broker
+
+        return {pool: get_broker(list_key=pool).queue_size() for pool in settings.LEITSTAND_POOLS}
     with connection.cursor() as cursor:
         cursor.execute("SELECT key, count(*) FROM django_q_ormq WHERE lock <= now() GROUP BY key")
         return dict(cursor.fetchall())
@@ -65,7 +99,12 @@ def due_jobs(pool: str, *, cap: int) -> int:
 def dispatch_sweep() -> dict[str, int]:
     """Send wake-ups to every unpaused pool with due work, up to its bound of outstanding wake-ups."""
     paused = set(Pool.objects.filter(is_paused=True).values_list("name", flat=True))
-    waiting = outstanding_wakeups()
+    try:
+        waiting = outstanding_wakeups()
+    except broker_errors() as unreachable:
+        _broker_reachable(False, unreachable)
+        return {}
+    _broker_reachable(True)
     sent = {}
     for pool, config in settings.LEITSTAND_POOLS.items():
         if pool in paused:

@@ -19,6 +19,9 @@ Around that hand-off the supervisor heals the pool:
 
 - the jobs a dead worker held are handed back at once (``leases.rescue_from_dead_worker``): a
   first death keeps the job's place in line, repeated deaths mark a suspected poison job;
+- a wake-up that went missing (or a wake-up broker that is away) costs one sweep interval: with
+  due work, idle workers and no claim for ``LEITSTAND_CONTROL_INTERVAL_SECONDS``, the supervisor
+  hands its idle workers a wake-up itself;
 - liveness means progress: a pool with due work, an idle worker and no claim for
   ``LEITSTAND_POOL_STALL_SECONDS`` is stalled. It wakes its idle workers itself (the wake-ups may
   be what went missing), then restarts them and the pusher, and when that does not help either it
@@ -66,7 +69,7 @@ from django_q.worker import worker
 from jobs import leases
 from jobs.models import LEASED_STATES, LeitstandNow, State
 from jobs.retry import FALLBACK_POLICY
-from workers.runtime import lifecycle
+from workers.runtime import dispatch, lifecycle
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.registry import registry
 
@@ -202,6 +205,8 @@ class PoolSentinel(Sentinel):
         self.stopping = False
         self.shutdown_seconds = settings.LEITSTAND_POOL_SHUTDOWN_SECONDS
         self.stall_seconds = settings.LEITSTAND_POOL_STALL_SECONDS
+        self.wake_after_seconds = settings.LEITSTAND_CONTROL_INTERVAL_SECONDS
+        self.broker_away = False
         super().__init__(stop_event, start_event, cluster_id, broker, timeout, start=False)
         setproctitle.setproctitle(f"leitstand {self.pool_name} supervisor")
         self.task_queue, self.result_queue = self._new_task_queue(), _Queue()
@@ -306,7 +311,7 @@ class PoolSentinel(Sentinel):
                         self._watch_progress()
                     if now >= next_stat:
                         next_stat = now + Conf.GUARD_CYCLE
-                        Stat(self).save()
+                        self._stat_save()
                 except Exception:  # noqa: BLE001 - the supervisor must outlive any one bad round
                     logger.exception("pool %s: supervisor round failed; the next one follows", self.pool_name)
                     db.connections.close_all()
@@ -549,6 +554,8 @@ class PoolSentinel(Sentinel):
             self.progress.due_since = now
         quiet = now - max(self.progress.claimed_at, self.progress.due_since)
         if quiet < self.stall_seconds or not idle:
+            if idle and quiet >= self.wake_after_seconds:
+                self._wake_idle()  # a wake-up went missing (or its broker is away): it costs one sweep interval
             return  # claiming, or every worker is busy (each bounded by its time limit)
         self.progress.heals += 1
         self.progress.due_since = now  # each healing step gets a window of its own
@@ -584,6 +591,22 @@ class PoolSentinel(Sentinel):
         for w in self.workers:
             if w.is_available:
                 self._hand(w, _local_wakeup(self.pool_name))
+
+    def _stat_save(self) -> None:
+        """django-q2's cluster statistics, which it keeps in the broker (Redis; the ORM broker keeps
+        none). While the broker is away they wait; that is reported once."""
+        if settings.LEITSTAND_WAKEUP_REDIS_URL:
+            try:
+                self.broker.connection.ping()
+            except dispatch.broker_errors() as unreachable:
+                if not self.broker_away:
+                    logger.warning("pool %s: the wake-up broker cannot be reached (%s)", self.pool_name, unreachable)
+                self.broker_away = True
+                return
+            if self.broker_away:
+                logger.warning("pool %s: the wake-up broker is reachable again", self.pool_name)
+            self.broker_away = False
+        Stat(self).save()
 
     def _record_stall(self, note: str | None) -> None:
         try:

@@ -45,9 +45,8 @@ class Command(BaseCommand):
                     self.stdout.write(clusters.status_text(cluster))
                 elif action == "drill":
                     results = clusters.drill(cluster, out=self.stdout.write)
-                    failed = results["jobs_lost"] or results["not_completed"] or results["effects_duplicated"]
-                    if failed or results["old leader acted"]:
-                        raise CommandError(f"the drill found a fault: {results}")
+                    if failures := clusters.drill_failures(results):
+                        raise CommandError(f"the drill found faults: {'; '.join(failures)}")
                 elif action in ("partition", "heal", "kill-host"):
                     if not host:
                         raise CommandError(f"{action} needs a host ({', '.join(h.name for h in cluster.hosts)})")
