@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "axes",
     "django_prometheus",
     "ninja",  # the API docs' Swagger UI from its own static files, not a CDN
+    "django_htmx",  # the console's live parts: htmx, vendored as a static file
     "config.apps.ConfigApp",
     "jobs",
     "workers",
@@ -68,6 +69,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",  # request.htmx: a live part asks for itself only
     "csp.middleware.CSPMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into a 429 answer.

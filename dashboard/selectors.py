@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from dashboard.display import ago
@@ -78,16 +78,26 @@ def home_context() -> dict:
     }
 
 
-def stuck_leases(limit: int = 200) -> list[dict]:
-    """Leased jobs whose lease expired, or whose heartbeat is older than k of their type's intervals:
-    one query over the leased set (its partial index), with the last step and rescues as subqueries."""
-    now = database_now()
+def _stuck(now) -> QuerySet:
+    """Leased jobs whose lease expired, or whose heartbeat is older than k of their type's intervals
+    (the leased set's partial index)."""
     k = settings.LEITSTAND_CONSOLE["stuck_heartbeat_intervals"]
     silent = Q()
     for declared in registry.all():
         silent |= Q(type=declared.name, heartbeat_at__lt=now - timedelta(seconds=declared.heartbeat_seconds * k))
     silent |= ~Q(type__in=[t.name for t in registry.all()]) & Q(heartbeat_at__lt=now - timedelta(seconds=10 * k))
     silent |= Q(heartbeat_at__isnull=True, state_changed_at__lt=now - timedelta(seconds=10 * k))
+    return Job.objects.filter(state__in=(State.RESERVED, State.RUNNING)).filter(Q(lease_expires_at__lt=now) | silent)
+
+
+def stuck_count(now) -> int:
+    """How many leases ``stuck_leases`` lists (the snapshot's count, for the home and the navigation)."""
+    return _stuck(now).count()
+
+
+def stuck_leases(limit: int = 200) -> list[dict]:
+    """``_stuck``'s jobs, one query with the last step and rescues as subqueries."""
+    now = database_now()
     last_step = StepEvent.objects.filter(job=OuterRef("pk")).order_by("-id").values("step")[:1]
     rescued = (
         Attempt.objects.filter(
@@ -99,8 +109,7 @@ def stuck_leases(limit: int = 200) -> list[dict]:
         .values("n")
     )
     jobs = (
-        Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
-        .filter(Q(lease_expires_at__lt=now) | silent)
+        _stuck(now)
         .annotate(last_step=Subquery(last_step), rescued=Coalesce(Subquery(rescued), 0))
         .only(
             "id",

@@ -41,6 +41,7 @@ from workers.runtime.registry import registry
 
 class ConsoleSite(admin.AdminSite):
     site_header = "Leitstand"
+    site_url = None  # no public site to "view": the console is the site
     site_title = "Leitstand"
     index_title = "Operations console"
     index_template = "admin/console_home.html"
@@ -63,6 +64,9 @@ class ConsoleSite(admin.AdminSite):
     # --- home ------------------------------------------------------------------------------------
 
     def index(self, request, extra_context=None):
+        if request.htmx:  # the live part alone (templates/admin/console/home_live.html)
+            context = {**self.each_context(request), **home_context(), "live_refresh": True}
+            return TemplateResponse(request, "admin/console/home_live.html", context)
         return super().index(request, {**home_context(), **(extra_context or {})})
 
     # --- reviewer workspace ---------------------------------------------------------------------
@@ -288,24 +292,34 @@ class ConsoleSite(admin.AdminSite):
     def bulk(self, request):
         _require(request, "jobs.view_job")
         params = request.POST if request.method == "POST" else request.GET
-        action = params.get("action_name", "retry_now")
+        action = params.get("action_name") or None  # None: the dry run of the action that fits the filter
         context = {
             **self.each_context(request),
             "title": "Act on every job the filter matches",
             "can_operate": request.user.has_perm("jobs.operate_job"),
             "query": request.GET.urlencode(),
+            "query_without_action": urlencode([(k, v) for k, v in request.GET.items() if k != "action_name"]),
         }
         try:
             job_filter = bulk.filter_from(request.GET)
             context.update(job_filter=job_filter, preview=bulk.bulk_preview(action, job_filter), actions=bulk.ACTIONS)
             if request.method == "POST":
                 _require(request, "jobs.operate_job")
+                if request.POST.get("confirm") != "yes":
+                    raise JobInputError(
+                        "confirm", "tick the confirmation: it names the action and the jobs it will change"
+                    )
+                try:
+                    confirmed = int(request.POST.get("eligible", ""))
+                except ValueError:
+                    raise JobInputError("eligible", "the confirmed number of jobs is missing") from None
                 operation = bulk.bulk_start(
                     action=action,
                     job_filter=job_filter,
                     actor=_actor(request),
                     reason=request.POST.get("reason", ""),
                     user=request.user,
+                    confirmed_eligible=confirmed,
                 )
                 messages.success(
                     request,

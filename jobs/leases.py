@@ -579,8 +579,12 @@ def _sweep(statement: str, *, sources, cause: str, actor: str, limit: int, **par
 
 
 # The set-based forms of human transitions for bulk actions: their statements mirror the model
-# methods (Job.retry_now, Job.cancel); the allowed sources come from the same declaration.
-_BULK = {"retry_now": "jobs_retry_now_many_if_allowed", "cancel": "jobs_cancel_many_if_allowed"}
+# methods (Job.retry_now, Job.cancel, Job.confirm); the allowed sources come from the same declaration.
+_BULK = {
+    "retry_now": "jobs_retry_now_many_if_allowed",
+    "cancel": "jobs_cancel_many_if_allowed",
+    "confirm": "jobs_confirm_many_if_allowed",
+}
 
 
 def transition_many(name: str, job_ids: list, *, actor: str, cause: str, reason: str, user=None) -> list[WriteResult]:

@@ -678,6 +678,32 @@ logged AS (
 SELECT id, from_state, to_state, lease_version FROM changed
 
 
+-- name: jobs_confirm_many_if_allowed
+-- A bulk "confirm the outcome" (the set-based form of ``Job.confirm``): the jobs of %(ids)s in a
+-- state the transition allows become %(target)s, finished now, with %(reason)s as their reason.
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+target AS (
+    SELECT j.id, j.state FROM jobs_job AS j, clock
+    WHERE j.state = ANY(%(sources)s) AND j.id = ANY(%(ids)s)
+    ORDER BY j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+),
+changed AS (
+    UPDATE jobs_job AS j
+    SET state = %(target)s, state_changed_at = clock.now, completion_reason = %(reason)s, finished_at = clock.now
+    FROM target, clock
+    WHERE j.id = target.id
+    RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version
+),
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
+    FROM changed, clock
+)
+SELECT id, from_state, to_state, lease_version FROM changed
+
+
 -- name: review_case_take_unless_held
 -- Hold the oldest open case (%(state)s) of the normal or the escalated queue (or the case
 -- %(job_id)s) that nobody else holds, or that %(me)s already holds, and that %(me)s did not

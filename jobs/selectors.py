@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db.models import Count, Max, Min, QuerySet
 
 from jobs.models import Job, State
@@ -26,3 +28,13 @@ def dead_letter_groups(*, job_type: str | None = None, error_class: str | None =
         .annotate(count=Count("id"), first_seen=Min("finished_at"), last_seen=Max("finished_at"))
         .order_by("-count", "type", "error_class")
     )
+
+
+def id_prefix_range(term: str) -> tuple[uuid.UUID, uuid.UUID] | None:
+    """The IDs that start with ``term`` (at least 6 hex digits, dashes ignored) as a closed range of
+    the primary key, which PostgreSQL orders as the hex digits read; None when it is not such a
+    prefix."""
+    digits = term.strip().lower().replace("-", "")
+    if not 6 <= len(digits) <= 32 or any(c not in "0123456789abcdef" for c in digits):
+        return None
+    return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))

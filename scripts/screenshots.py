@@ -3,8 +3,8 @@
     .venv/bin/python scripts/screenshots.py [--url http://127.0.0.1:8000]
 
 Logs in as the demo's operator and reviewer in Debian's headless Chromium and saves the home page,
-job pages, the recheck plans, the paths pages, the flow, the business rules, the review queue and a
-review case.
+job pages, the recheck plans, the paths pages, the flow, the business rules, the dead letters, a bulk
+dry run, the batches, the review queue and a review case.
 """
 
 import argparse
@@ -67,6 +67,8 @@ def main() -> None:
         operator.screenshot(path=OUT / "business-rules.png", full_page=True)
         operator.goto(f"{url}/admin/deadletters/")
         operator.screenshot(path=OUT / "dead-letters.png", full_page=True)
+        operator.goto(f"{url}/admin/bulk/?state__exact=result_stored")  # the dry run that fits the filter
+        operator.screenshot(path=OUT / "bulk-dry-run.png", full_page=True)
         operator.goto(f"{url}/admin/jobs/batch/")
         operator.screenshot(path=OUT / "batches.png", full_page=True)
         batch = first_link(operator, f"{url}/admin/jobs/batch/", r"/admin/jobs/batch/\d+/change/")

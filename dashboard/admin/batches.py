@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Sum
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -60,7 +62,7 @@ class BatchAdmin(ReadOnlyAdmin):
         return super().changelist_view(request, {**(extra_context or {}), "sizing": sizing, "target_minutes": target})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        batch = Batch.objects.filter(pk=object_id).first()
+        batch = Batch.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
         context = dict(extra_context or {})
         if batch is not None:
             progress = batch_progress(batch.pk)
@@ -85,4 +87,9 @@ class BatchAdmin(ReadOnlyAdmin):
                 dead_letters=dead_letter_groups(batch_id=batch.pk)[:10],
                 dead_letters_url=reverse("admin:dead_letters") + f"?batch={batch.pk}",
             )
+            if request.htmx:  # the live part alone (templates/admin/jobs/batch/_progress.html)
+                if not self.has_view_permission(request, batch):
+                    raise PermissionDenied("seeing a batch needs the permission to view batches")
+                context["original"] = batch
+                return TemplateResponse(request, "admin/jobs/batch/_progress.html", context)
         return super().change_view(request, object_id, form_url, context)

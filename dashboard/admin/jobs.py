@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -47,6 +48,7 @@ from jobs.models import (
     Transition,
     database_now,
 )
+from jobs.selectors import id_prefix_range
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Source
@@ -329,13 +331,16 @@ class JobAdmin(ReadOnlyAdmin):
     change_list_template = "admin/jobs/job/console_change_list.html"
 
     def get_search_results(self, request, queryset, search_term):
-        # IDs, correlation IDs and keys are matched exactly; a malformed UUID is not an error.
+        # Correlation IDs and keys are matched exactly, IDs exactly or by a prefix of at least 6 hex
+        # digits (the list's short IDs; a range on the primary key); a malformed ID is not an error.
         term = search_term.strip()
         if not term:
             return queryset, False
         query = Q(correlation_id=term) | Q(idempotency_key=term)
         if job_id := _as_uuid(term):
             query |= Q(id=job_id)
+        elif bounds := id_prefix_range(term):
+            query |= Q(id__gte=bounds[0], id__lte=bounds[1])
         return queryset.filter(query), False
 
     def get_urls(self):
@@ -369,6 +374,8 @@ class JobAdmin(ReadOnlyAdmin):
         return super().changelist_view(request, context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        if _as_uuid(object_id) is None:  # a short ID: its one job, the jobs it could be, or none
+            return self._short_id(request, object_id)
         job = Job.objects.filter(pk=object_id).first()
         if job is None and (archived := self._archived_page(request, object_id)) is not None:
             return archived
@@ -380,6 +387,22 @@ class JobAdmin(ReadOnlyAdmin):
                 **job_path_context(job),
             )
         return super().change_view(request, object_id, form_url, context)
+
+    def _short_id(self, request, object_id: str):
+        if not self.has_view_permission(request):
+            raise PermissionDenied("finding a job needs the permission to view jobs")
+        bounds = id_prefix_range(object_id)
+        if bounds is None:
+            raise Http404(f"{object_id!r} is not a job ID: give the whole ID or at least its first 6 hex digits")
+        found = list(Job.objects.filter(id__gte=bounds[0], id__lte=bounds[1]).values_list("pk", flat=True)[:2])
+        if not found:
+            archived = ArchivedJob.objects.filter(job_id__gte=bounds[0], job_id__lte=bounds[1]).first()
+            if archived is None:
+                raise Http404(f"no job ID starts with {object_id}")
+            found = [archived.job_id]
+        if len(found) == 1:
+            return HttpResponseRedirect(reverse("admin:jobs_job_change", args=[found[0]]))
+        return HttpResponseRedirect(f"{reverse('admin:jobs_job_changelist')}?{urlencode({'q': object_id})}")
 
     def _archived_page(self, request, object_id):
         """A job that left the database, read-only from its archive file ("archived on …")."""

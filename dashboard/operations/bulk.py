@@ -1,8 +1,11 @@
 """Bulk actions on everything a jobs-list filter matches: a dry run, then throttled batches.
 
 ``bulk_preview`` says how many jobs the filter matches and which of them the action may touch, by
-state ("retry now: 1,204 eligible (dead, failed); 37 not: 12 planned, 25 done"). ``bulk_start``
-pins the filter and a high-water mark (database time) and records the operation; the control
+state ("retry now: 1,204 eligible (dead, failed); 37 not: 12 planned, 25 done"); without an action
+chosen, the dry run is of the first action the filter has eligible jobs for (``default_action``).
+``bulk_start`` starts only the dry run the person confirmed: the same action and the same number of
+eligible jobs (else it refuses and the person looks again); it pins the filter and a high-water
+mark (database time) and records the operation; the control
 process runs ``bulk_step`` every round: one batch of ``BATCH`` jobs per operation, in one
 set-based statement (``jobs.leases.transition_many``), keyset-paginated by job ID. Each batch
 re-checks eligibility in SQL, so a job that changed meanwhile is skipped, never forced.
@@ -21,9 +24,11 @@ from dashboard.models import BulkOperation
 from dashboard.operations.deadletters import STEP, ended_in_step
 from jobs import leases
 from jobs.models import Job, LeitstandNow, database_now
+from jobs.selectors import id_prefix_range
 from jobs.services import JobInputError
 
-ACTIONS = {"retry_now": "Retry now", "cancel": "Cancel"}
+# In the order a dry run defaults to: the first with eligible jobs (cancelling is the last resort).
+ACTIONS = {"retry_now": "Retry now", "confirm": "Confirm the outcome", "cancel": "Cancel"}
 FILTER_KEYS = {
     "state__exact": "state",
     "type__exact": "type",
@@ -72,12 +77,13 @@ def filter_from(params) -> dict:
 def matching(job_filter: dict) -> QuerySet:
     query = Job.objects.all()
     for field, value in job_filter.items():
-        if field == "q":
+        if field == "q":  # as the jobs list searches (dashboard/admin/jobs.py)
             match = Q(correlation_id=value) | Q(idempotency_key=value)
             try:
                 match |= Q(id=uuid.UUID(value))
             except ValueError:
-                pass
+                if bounds := id_prefix_range(value):
+                    match |= Q(id__gte=bounds[0], id__lte=bounds[1])
             query = query.filter(match)
         elif field == "step":
             query = query.filter(ended_in_step(value))
@@ -86,27 +92,52 @@ def matching(job_filter: dict) -> QuerySet:
     return query
 
 
-def bulk_preview(action: str, job_filter: dict) -> dict:
-    if action not in ACTIONS:
-        raise JobInputError("action", f"must be one of {', '.join(ACTIONS)}")
+def _by_state(job_filter: dict) -> dict[str, int]:
+    return dict(matching(job_filter).order_by().values_list("state").annotate(n=Count("id")))
+
+
+def _eligible(action: str, by_state: dict[str, int]) -> int:
     allowed = set(leases.sources_of(action))
-    by_state = dict(matching(job_filter).order_by().values_list("state").annotate(n=Count("id")))
-    eligible = sum(n for state, n in by_state.items() if state in allowed)
+    return sum(n for state, n in by_state.items() if state in allowed)
+
+
+def bulk_preview(action: str | None, job_filter: dict) -> dict:
+    """The dry run of ``action`` (None: the first action with eligible jobs) on the filter, with
+    every action's eligible count, so a person can switch to another dry run."""
+    if action is not None and action not in ACTIONS:
+        raise JobInputError("action", f"must be one of {', '.join(ACTIONS)}")
+    by_state = _by_state(job_filter)
+    each = {name: _eligible(name, by_state) for name in ACTIONS}
+    action = action or next((name for name, n in each.items() if n), next(iter(ACTIONS)))
+    allowed = set(leases.sources_of(action))
     return {
         "action": action,
         "label": ACTIONS[action],
-        "eligible": eligible,
+        "eligible": each[action],
+        "each": {name: (ACTIONS[name], n) for name, n in each.items()},
         "allowed_states": sorted(allowed),
         "not_eligible": {state: n for state, n in sorted(by_state.items()) if state not in allowed},
     }
 
 
-def bulk_start(*, action: str, job_filter: dict, actor: str, reason: str, user) -> BulkOperation:
+def bulk_start(
+    *, action: str, job_filter: dict, actor: str, reason: str, user, confirmed_eligible: int | None = None
+) -> BulkOperation:
+    """Start ``action`` on the filter; with ``confirmed_eligible`` (what the person confirmed), only
+    while the dry run still finds exactly that many eligible jobs."""
     if not reason or not reason.strip():
         raise JobInputError("reason", "is required: say why, it goes into every job's audit log")
+    if action not in ACTIONS:
+        raise JobInputError("action", f"must be one of {', '.join(ACTIONS)}")
     preview = bulk_preview(action, job_filter)
     if preview["eligible"] == 0:
         raise JobInputError("filter", "no job matching this filter is eligible")
+    if confirmed_eligible is not None and confirmed_eligible != preview["eligible"]:
+        raise JobInputError(
+            "confirm",
+            f"the dry run changed: {preview['eligible']} jobs are eligible for {preview['label'].lower()} now, "
+            f"not the {confirmed_eligible} you confirmed; look at it again and confirm",
+        )
     field = Job._meta.get_field("state")
     permission = next(t.permission for t in field.get_all_transitions(Job) if t.name == action)
     if not user.has_perm(permission):

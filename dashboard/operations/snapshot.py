@@ -18,6 +18,7 @@ from django.db import connection
 
 from dashboard.models import ConsoleSnapshot
 from dashboard.operations.storage import storage_figures
+from dashboard.selectors import stuck_count
 from jobs.models import TERMINAL_STATES, Attempt, LeitstandNow, State, database_now
 from workers.runtime.registry import registry
 
@@ -202,6 +203,7 @@ def snapshot_refresh() -> dict:
         "pipeline": pipeline_figures(now, previous),
         "business": business_figures(now),
         "storage": storage_measure(now, previous),
+        "stuck_leases": stuck_count(now),
     }
     took_ms = (time.perf_counter() - started) * 1000
     ConsoleSnapshot.objects.update_or_create(

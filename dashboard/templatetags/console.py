@@ -116,3 +116,42 @@ def progress_bar(progress, width=220, height=14):
         height,
         mark_safe("".join(parts)),
     )
+
+
+# The console's navigation: (label, URL name, permission, count key). Counts come from the snapshot
+# the control process refreshes every few seconds (one row) and the firing alerts (a small table).
+NAVIGATION = [
+    ("Home", "admin:index", None, None),
+    ("Jobs", "admin:jobs_job_changelist", "jobs.view_job", None),
+    ("Stuck leases", "admin:stuck_leases", "jobs.view_job", "stuck"),
+    ("Dead letters", "admin:dead_letters", "jobs.view_job", None),
+    ("Review", "admin:review_queue", "jobs.view_job", "review"),
+    ("Batches", "admin:jobs_batch_changelist", "jobs.view_batch", None),
+    ("Paths", "admin:paths", "jobs.view_job", None),
+    ("Flow", "admin:flow", "jobs.view_job", None),
+    ("Business rules", "admin:business_rules", "jobs.view_job", None),
+    ("Alerts", "admin:dashboard_alert_changelist", "dashboard.view_alert", "alerts"),
+    ("Audit", "admin:dashboard_auditentry_changelist", "dashboard.view_auditentry", None),
+]
+
+
+@register.inclusion_tag("admin/console/nav.html", takes_context=True)
+def console_nav(context, oob=False):
+    """The navigation bar; ``oob``: sent with a live part, to replace the page's (its counts)."""
+    from dashboard.models import Alert, ConsoleSnapshot
+
+    request = context["request"]
+    data = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
+    counts = {
+        "stuck": data.get("stuck_leases"),
+        "review": data.get("business", {}).get("review", {}).get("backlog"),
+        "alerts": Alert.objects.filter(state=Alert.State.FIRING).count(),
+    }
+    links = []
+    for label, name, permission, count in NAVIGATION:
+        if permission and not request.user.has_perm(permission):
+            continue
+        url = reverse(name)
+        current = request.path == url if name == "admin:index" else request.path.startswith(url)
+        links.append({"label": label, "url": url, "count": counts.get(count), "current": current, "key": count})
+    return {"links": links, "oob": oob}

@@ -3,6 +3,7 @@ operator finds a dead job by correlation ID and retries it; a bulk retry on a fi
 console must stay free of Content-Security-Policy violations."""
 
 import pytest
+from playwright.sync_api import expect
 
 from dashboard.operations.bulk import bulk_step
 from dashboard.roles import OPERATORS, REVIEWERS
@@ -88,6 +89,7 @@ def test_an_operator_retries_a_dead_letter_group_after_a_fix(page_as, live_serve
     page.wait_for_selector("#bulk-eligible")
     assert page.text_content("#bulk-eligible") == "2"
     page.fill("input[name=reason]", "the site is reachable again")
+    page.check("#bulk-confirm")
     page.click("#bulk-start")
     page.wait_for_selector(".messagelist")
     no_policy_violations(page)
@@ -102,3 +104,78 @@ def test_the_home_page_renders_without_policy_violations(page_as, live_server):
     page.goto(f"{live_server.url}/admin/")
     assert page.is_visible("#pipeline") and page.is_visible("#business") and page.is_visible("#hosts")
     no_policy_violations(page)
+
+
+def test_the_bulk_form_starts_only_the_dry_run_it_shows_and_asks_first(page_as, live_server, make_job):
+    from dashboard.models import BulkOperation
+
+    dead = [job_in_state(make_job("crawl", pool="crawl"), State.DEAD) for _ in range(3)]
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/jobs/job/?type__exact=crawl")
+    page.click("#bulk-link")
+    assert page.text_content("#bulk-eligible") == "3" and "Retry now 3 jobs" in page.input_value("#bulk-start")
+    page.click("#bulk-dry-runs a[data-action=cancel]")  # another action: another dry run, its own button
+    page.wait_for_url("**action_name=cancel**")
+    assert "Cancel 3 jobs" in page.input_value("#bulk-start")
+    page.fill("input[name=reason]", "wrong source")
+    page.click("#bulk-start")  # not confirmed: the browser keeps the form
+    assert page.evaluate("document.querySelector('#bulk-confirm').validity.valueMissing")
+    assert not BulkOperation.objects.exists()
+    page.check("#bulk-confirm")
+    page.click("#bulk-start")
+    page.wait_for_selector(".messagelist")
+    assert BulkOperation.objects.get().action == "cancel"
+    no_policy_violations(page)
+    assert {Job.objects.get(pk=j.pk).state for j in dead} == {State.DEAD}, "the control process runs it, later"
+
+
+def test_the_home_and_a_batch_page_update_themselves_while_jobs_run(page_as, live_server, make_job, pool_runtime):
+    from dashboard.operations.snapshot import snapshot_refresh
+    from jobs.batches import batch_create
+
+    batch, _ = batch_create(key="live", name="live", created_by="test")
+    for _ in range(4):
+        make_job("synthetic", pool="crawl", batch_id=batch.pk, payload={"fail": "permanent"})
+    snapshot_refresh()
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/")
+    page.evaluate("window.notReloaded = true")
+    planned = '[data-key="synthetic:planned"]'
+    assert page.text_content(planned).strip() == "4"
+    pool_runtime("crawl").wake()  # the pool runs them: each fails for good
+    snapshot_refresh()  # what the control process does every few seconds
+    expect(page.locator(planned)).to_have_text("·", timeout=15_000)  # the next refresh, within 5 s
+    assert page.text_content('[data-key="synthetic:dead"]').strip() == "4"
+    assert page.evaluate("window.notReloaded"), "updated in place, not reloaded"
+    assert page.text_content(".live-age").startswith("updated ")
+
+    page.click(".live-toggle")  # paused: no more requests for the live part
+    assert page.text_content(".live-toggle") == "❚❚ paused"
+    page.click(".live-toggle")
+
+    batch_page = page
+    batch_page.goto(f"{live_server.url}/admin/jobs/batch/{batch.pk}/change/")
+    assert batch_page.text_content("#batch-ended") == "4"
+    batch_page.evaluate("window.notReloaded = true")
+    more = [make_job("synthetic", pool="crawl", batch_id=batch.pk, payload={"fail": "permanent"}) for _ in range(2)]
+    pool_runtime("crawl").wake()
+    expect(batch_page.locator("#batch-ended")).to_have_text("6", timeout=15_000)
+    assert batch_page.evaluate("window.notReloaded") and len(more) == 2
+    no_policy_violations(page)
+
+
+def test_the_navigation_reaches_every_console_page_without_errors(page_as, live_server):
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/")
+    links = page.eval_on_selector_all("#console-nav a", "links => links.map(a => [a.textContent.trim(), a.href])")
+    labels = [label.split()[0] for label, _ in links]
+    for expected in ("Home", "Jobs", "Stuck", "Dead", "Review", "Batches", "Paths", "Flow", "Business", "Alerts"):
+        assert expected in labels, labels
+    for label, href in links:
+        response = page.goto(href)
+        assert response.status == 200, (label, response.status)
+        assert page.locator("#console-nav a[aria-current=page]").count() >= 1, label
+    assert page.goto(f"{live_server.url}/favicon.ico").status == 200
+    no_policy_violations(page)
+    errors = [m for m in page.console_messages if "error" in m.lower()]
+    assert not errors, errors

@@ -164,7 +164,7 @@ def test_the_other_page_actions_write_their_audit_entries(client, superuser, mak
     client.post(reverse("admin:stuck_leases"), {"job": [str(stuck.pk)], "reason": "worker gone"})
     client.post(
         reverse("admin:bulk") + "?state__exact=dead",
-        {"action_name": "retry_now", "reason": "the fix is deployed"},
+        {"action_name": "retry_now", "reason": "the fix is deployed", "confirm": "yes", "eligible": 1},
     )
     alert = an_alert()
     client.post(reverse("admin:dashboard_alert_act", args=[alert.pk]), {"action": "acknowledge", "comment": "on it"})

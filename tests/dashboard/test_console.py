@@ -263,6 +263,68 @@ def test_the_jobs_list_searches_exact_ids_and_never_counts_everything(client, lo
     assert client.get(changelist, {"pool": "crawl", "state__exact": "planned"}).status_code == 200
 
 
+def test_short_ids_are_found_in_the_list_and_in_urls_never_a_500(client, login, db):
+    import uuid
+
+    from bench.throughput import plan_synthetic
+
+    login(VIEWERS)
+    first, second = uuid.UUID("abcdef12-3456-4000-8000-000000000001"), uuid.UUID("abcdef12-9999-4000-8000-000000000002")
+    for job_id in (first, second):
+        plan_synthetic(pool="crawl", tag="short", payload={}, job_id=job_id)
+    changelist = reverse("admin:jobs_job_changelist")
+    both = client.get(changelist, {"q": "abcdef12"}).content.decode()
+    assert "2 results" in both
+    assert "1 result" in client.get(changelist, {"q": "abcdef12-99"}).content.decode()
+    assert "0 results" in client.get(changelist, {"q": "abcde"}).content.decode(), "under 6 digits: no prefix search"
+
+    def change(object_id):
+        return client.get(f"/admin/jobs/job/{object_id}/change/")
+
+    assert change("abcdef12").url == f"{changelist}?q=abcdef12", "ambiguous: the list of its matches"
+    assert change(first).status_code == 200
+    assert change("ABCDEF12-3456").url == reverse("admin:jobs_job_change", args=[first])
+    assert change("0123456789").status_code == 404 and change("zz'; --").status_code == 404
+    assert change("078f7272").status_code == 404, "the issue's 500"
+
+
+def test_the_bulk_dry_run_fits_the_filter_and_only_the_confirmed_dry_run_starts(client, login, make_job):
+    from dashboard.models import BulkOperation
+    from dashboard.operations.bulk import bulk_step
+
+    login(OPERATORS)
+    planned = [make_job("crawl", pool="crawl") for _ in range(2)]
+    stored = [job_in_state(make_job("crawl", pool="crawl"), State.RESULT_STORED) for _ in range(3)]
+    bulk_url = reverse("admin:bulk")
+    for state, action, eligible in (
+        ("planned", "cancel", 2),
+        ("result_stored", "confirm", 3),
+        ("dead", "retry_now", 0),
+    ):
+        preview = client.get(f"{bulk_url}?state__exact={state}").context["preview"]
+        assert (preview["action"], preview["eligible"]) == (action, eligible), state
+    page = client.get(f"{bulk_url}?state__exact=result_stored").content.decode()
+    assert 'value="Start: Confirm the outcome 3 jobs"' in page and 'name="action_name" value="confirm"' in page
+    assert 'data-action="cancel"' in page and "<select" not in page, "another action is another dry run, not a select"
+
+    url = f"{bulk_url}?state__exact=result_stored"
+    unconfirmed = client.post(url, {"action_name": "confirm", "reason": "checked", "eligible": 3})
+    assert "tick the confirmation" in unconfirmed.content.decode()
+    stale = client.post(url, {"action_name": "confirm", "reason": "checked", "eligible": 2, "confirm": "yes"})
+    assert "the dry run changed: 3 jobs are eligible" in stale.content.decode()
+    other = client.post(url, {"action_name": "retry_now", "reason": "checked", "eligible": 3, "confirm": "yes"})
+    assert "no job matching this filter is eligible" in other.content.decode(), "a stored result is not retried"
+    assert not BulkOperation.objects.exists()
+
+    started = client.post(url, {"action_name": "confirm", "reason": "checked by hand", "eligible": 3, "confirm": "yes"})
+    assert started.status_code == 302 and BulkOperation.objects.get().action == "confirm"
+    while bulk_step():
+        pass
+    assert {Job.objects.get(pk=j.pk).state for j in stored} == {State.DONE}
+    assert {Job.objects.get(pk=j.pk).state for j in planned} == {State.PLANNED}
+    assert Job.objects.get(pk=stored[0].pk).completion_reason == "checked by hand"
+
+
 def test_a_bulk_action_on_a_filter_is_previewed_pinned_and_run_in_batches(client, login, make_job, db_clock):
     from dashboard.models import BulkOperation
     from dashboard.operations.bulk import bulk_step
@@ -275,7 +337,7 @@ def test_a_bulk_action_on_a_filter_is_previewed_pinned_and_run_in_batches(client
     preview = client.get(url).content.decode()
     assert 'id="bulk-eligible">5<' in preview and "1 planned" in preview
     assert "is not a filter" in client.get(reverse("admin:bulk") + "?payload=x").content.decode()
-    response = client.post(url, {"action_name": "retry_now", "reason": "parser fixed"})
+    response = client.post(url, {"action_name": "retry_now", "reason": "parser fixed", "confirm": "yes", "eligible": 5})
     operation = BulkOperation.objects.get()
     assert response.url == reverse("admin:dashboard_bulkoperation_change", args=[operation.pk])
     assert (operation.eligible, operation.filter, operation.state) == (5, {"type": "crawl"}, "running")
@@ -347,3 +409,29 @@ def test_the_pools_page_shows_a_stall_and_the_workers_page_how_each_worker_ended
     assert "claiming" in pools, "the other pools"
     workers = client.get(reverse("admin:workers_workerprocess_changelist")).content.decode()
     assert "worker host-a:77 killed by SIGKILL" in workers
+
+
+def test_live_parts_answer_htmx_alone_and_carry_the_navigation_counts(client, login, make_job, worker):
+    from jobs.batches import batch_create
+
+    login(OPERATORS)
+    stuck = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
+    Job.objects.filter(pk=stuck.pk).update(lease_expires_at=database_now(), heartbeat_at=None)
+    snapshot_refresh()
+    home = client.get(reverse("admin:index")).content.decode()
+    assert 'id="console-nav"' in home and 'data-live hx-get="/admin/"' in home and "View site" not in home
+    assert 'data-count="stuck"' in home and "htmx-2.min.js" in home and "dashboard/live.js" in home
+    live = client.get(reverse("admin:index"), headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in live and 'id="pipeline"' in live and 'id="home-stuck"' in live
+    assert 'id="console-nav" aria-label="Console" hx-swap-oob="true"' in live, "the counts come along"
+    assert '<span class="nav-count nav-count-alarm">1</span>' in live, "one stuck lease"
+
+    batch, _ = batch_create(key="b", name="b", created_by="t")
+    make_job("crawl", pool="crawl", batch_id=batch.pk)
+    url = reverse("admin:jobs_batch_change", args=[batch.pk])
+    part = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in part and 'id="batch-ended"' in part and "of <strong>1</strong> members" in part
+    assert client.get(reverse("admin:jobs_batch_change", args=["x"])).status_code in (302, 404)
+    changelist = client.get(reverse("admin:jobs_job_changelist")).content.decode()
+    assert 'id="console-nav"' in changelist and 'aria-current="page"' in changelist
+    assert client.get("/favicon.ico").status_code == 301

@@ -179,7 +179,7 @@ def _all_write_paths(worker):
     paths["review_queue_job"] = lambda job: leases.review_queue_job(job.id, actor="t", cause="deadline passed")
     for name in HUMAN:
         paths[name] = lambda job, name=name: leases.transition_apply(job.id, name, actor="t", cause="t", reason="t")
-    for name in ("retry_now", "cancel"):  # the set-based forms bulk actions use
+    for name in ("retry_now", "cancel", "confirm"):  # the set-based forms bulk actions use
         paths[f"bulk_{name}"] = lambda job, name=name: leases.transition_many(
             name, [job.id], actor="t", cause="t", reason="t"
         )
@@ -187,7 +187,7 @@ def _all_write_paths(worker):
 
 
 @pytest.mark.parametrize("state", ALL_STATES)
-@pytest.mark.parametrize("name", ["retry_now", "cancel"])
+@pytest.mark.parametrize("name", ["retry_now", "cancel", "confirm"])
 def test_bulk_transitions_take_exactly_the_declared_sources(make_job, state, name):
     job = job_in_state(make_job(), state)
     expected = {target for source, target, n in DECLARED if n == name and source == state}
