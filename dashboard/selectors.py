@@ -6,17 +6,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from dashboard.display import ago
 from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot
+from dashboard.operations.stuck import stuck_jobs
 from jobs.batches import batches_progress
 from jobs.leadership import CONTROL
-from jobs.models import Attempt, Batch, Job, LeaderLease, State, StepEvent, database_now
+from jobs.models import Attempt, Batch, LeaderLease, State, StepEvent, database_now
 from workers.runtime.models import WorkerProcess
-from workers.runtime.registry import registry
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
 
 OPEN_BATCHES = 5  # the newest running batches on the home page; the rest on the batch list
@@ -78,25 +78,8 @@ def home_context() -> dict:
     }
 
 
-def _stuck(now) -> QuerySet:
-    """Leased jobs whose lease expired, or whose heartbeat is older than k of their type's intervals
-    (the leased set's partial index)."""
-    k = settings.LEITSTAND_CONSOLE["stuck_heartbeat_intervals"]
-    silent = Q()
-    for declared in registry.all():
-        silent |= Q(type=declared.name, heartbeat_at__lt=now - timedelta(seconds=declared.heartbeat_seconds * k))
-    silent |= ~Q(type__in=[t.name for t in registry.all()]) & Q(heartbeat_at__lt=now - timedelta(seconds=10 * k))
-    silent |= Q(heartbeat_at__isnull=True, state_changed_at__lt=now - timedelta(seconds=10 * k))
-    return Job.objects.filter(state__in=(State.RESERVED, State.RUNNING)).filter(Q(lease_expires_at__lt=now) | silent)
-
-
-def stuck_count(now) -> int:
-    """How many leases ``stuck_leases`` lists (the snapshot's count, for the home and the navigation)."""
-    return _stuck(now).count()
-
-
 def stuck_leases(limit: int = 200) -> list[dict]:
-    """``_stuck``'s jobs, one query with the last step and rescues as subqueries."""
+    """``stuck_jobs``, one query with the last step and rescues as subqueries."""
     now = database_now()
     last_step = StepEvent.objects.filter(job=OuterRef("pk")).order_by("-id").values("step")[:1]
     rescued = (
@@ -109,7 +92,7 @@ def stuck_leases(limit: int = 200) -> list[dict]:
         .values("n")
     )
     jobs = (
-        _stuck(now)
+        stuck_jobs(now)
         .annotate(last_step=Subquery(last_step), rescued=Coalesce(Subquery(rescued), 0))
         .only(
             "id",

@@ -18,7 +18,7 @@ from django.db import connection
 
 from dashboard.models import ConsoleSnapshot
 from dashboard.operations.storage import storage_figures
-from dashboard.selectors import stuck_count
+from dashboard.operations.stuck import stuck_count
 from jobs.models import TERMINAL_STATES, Attempt, LeitstandNow, State, database_now
 from workers.runtime.registry import registry
 

@@ -155,3 +155,18 @@ def console_nav(context, oob=False):
         current = request.path == url if name == "admin:index" else request.path.startswith(url)
         links.append({"label": label, "url": url, "count": counts.get(count), "current": current, "key": count})
     return {"links": links, "oob": oob}
+
+
+_MARKDOWN = None
+
+
+@register.filter
+def markdown(text: str) -> str:
+    """Markdown rendered by markdown-it-py (CommonMark and tables) with raw HTML off: HTML in the
+    text is escaped, and links to javascript:, vbscript: and file: URLs are not made."""
+    global _MARKDOWN
+    if _MARKDOWN is None:
+        from markdown_it import MarkdownIt
+
+        _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return mark_safe(_MARKDOWN.render(text or ""))  # noqa: S308 - the renderer escapes every HTML it is given

@@ -178,7 +178,17 @@ def test_the_home_shows_active_alerts_with_their_runbooks(make_job, db_clock, cl
     )
     runbook = client.get(reverse("admin:runbook", args=["pool_no_consumers"])).content.decode()
     assert "systemctl start leitstand-pool@" in runbook
+    assert '<article class="runbook" id="runbook"><h1>pool_no_consumers — ' in runbook, "rendered, not raw Markdown"
     assert client.get(reverse("admin:runbook", args=["no_such_rule"])).status_code == 404
+
+
+def test_markdown_is_rendered_with_html_escaped_and_no_script_links():
+    from dashboard.templatetags.console import markdown
+
+    rendered = markdown("# Title\n\n<script>alert(1)</script> [x](javascript:alert(1)) `code`\n\n| a |\n|---|\n| 1 |")
+    assert "<h1>Title</h1>" in rendered and "<code>code</code>" in rendered and "<table>" in rendered
+    assert "<script>" not in rendered and "&lt;script&gt;" in rendered
+    assert 'href="javascript:' not in rendered
 
 
 def test_every_rule_has_a_runbook_and_settings():
