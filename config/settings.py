@@ -195,6 +195,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("LEITSTAND_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = "config.formats"  # ISO dates and times with seconds on every console page
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("LEITSTAND_STATIC_ROOT", str(BASE_DIR / "var" / "static")))

@@ -30,3 +30,17 @@ def ago(seconds: float) -> str:
     if seconds < 172_800:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86_400:.1f} d"
+
+
+def duration(milliseconds: float | None) -> str:
+    """A step's or an attempt's duration as people read it: "0.9 ms", "48 ms", "1.2 s", "3 min 4 s"."""
+    if milliseconds is None:
+        return "—"
+    if milliseconds < 10:
+        return f"{milliseconds:.1f} ms"
+    if milliseconds < 1000:
+        return f"{milliseconds:.0f} ms"
+    seconds = milliseconds / 1000
+    if seconds < 90:
+        return f"{seconds:.1f} s"
+    return f"{seconds // 60:.0f} min {seconds % 60:.0f} s"

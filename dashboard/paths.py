@@ -81,7 +81,7 @@ def type_paths(job_type: JobType) -> dict:
         """
         SELECT s.step, count(*),
                count(*) FILTER (WHERE s.outcome = 'ok'), count(*) FILTER (WHERE s.outcome = 'skipped'),
-               count(*) FILTER (WHERE s.outcome = 'failed'),
+               count(*) FILTER (WHERE s.outcome = 'failed'), count(*) FILTER (WHERE s.outcome = 'deferred'),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY s.duration_ms),
                percentile_cont(0.99) WITHIN GROUP (ORDER BY s.duration_ms)
         FROM (SELECT job_id, lease_version FROM recent ORDER BY id DESC LIMIT %(funnel)s) r
@@ -117,13 +117,14 @@ def type_paths(job_type: JobType) -> dict:
                 "finished": ok,
                 "skipped": skipped,
                 "failed": failed,
+                "deferred": deferred,
                 "median_ms": p50,
                 "p99_ms": p99,
                 "declared": step in order,
                 "bar": round(300 * n / started) if started else 0,
                 "bar_ok": round(300 * ok / started) if started else 0,
             }
-            for step, n, ok, skipped, failed, p50, p99 in funnel_rows
+            for step, n, ok, skipped, failed, deferred, p50, p99 in funnel_rows
         ],
         "endings": endings.most_common(),
         "divergent": [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from jobs import services as job_services
 from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease, State
@@ -59,8 +60,27 @@ def case(job: Job) -> dict:
         "candidate_thumbnail": finding.thumbnail if finding else None,
         "asset_image": finding.asset.image if finding else None,
         "escalation": ReviewEscalation.objects.filter(job=job).first(),
-        "transitions": list(job.transitions.order_by("id")),
+        # Decisions and review events; the engine's claims and releases stay on the job page.
+        "transitions": list(
+            job.transitions.filter(Q(to_state__in=REVIEW_HISTORY) | Q(from_state=State.READY_FOR_REVIEW)).order_by("id")
+        ),
+        "position": queue_position(job),
     }
+
+
+# The states a case's history shows (how it came to review and how it left it).
+REVIEW_HISTORY = (State.UNCLEAR, State.READY_FOR_REVIEW, State.DONE, State.RECHECK_DUE, State.CANCELLED, State.DEAD)
+
+
+def queue_position(job: Job) -> tuple[int, int] | None:
+    """(n, N): the case is the n-th oldest of the N open cases (None when it is not open)."""
+    if job.state != State.READY_FOR_REVIEW:
+        return None
+    open_cases = Job.objects.filter(state=State.READY_FOR_REVIEW)
+    older = open_cases.filter(
+        Q(state_changed_at__lt=job.state_changed_at) | Q(state_changed_at=job.state_changed_at, id__lt=job.id)
+    )
+    return older.count() + 1, open_cases.count()
 
 
 def decide(*, job_id, verdict: str, reason: str, actor: str, user) -> str:

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -37,6 +37,7 @@ from jobs.models import (
 )
 from jobs.services import JobInputError, ReviewHeld, job_release
 from workers.runtime.registry import registry
+from workers.runtime.services import pool_pause, pool_resume
 
 
 class ConsoleSite(admin.AdminSite):
@@ -58,6 +59,7 @@ class ConsoleSite(admin.AdminSite):
             path("flow/", self.admin_view(self.flow), name="flow"),
             path("rules/", self.admin_view(self.business_rules), name="business_rules"),
             path("deadletters/", self.admin_view(self.dead_letters), name="dead_letters"),
+            path("pools/<slug:pool>/act/", self.admin_view(self.pool_act), name="pool_act"),
         ]
         return views + super().get_urls()
 
@@ -330,6 +332,40 @@ class ConsoleSite(admin.AdminSite):
         except JobInputError as refused:
             context["error"] = str(refused)
         return TemplateResponse(request, "admin/console/bulk.html", context)
+
+    # --- pause and resume a pool (from the home) -------------------------------------------------
+
+    def pool_act(self, request, pool):
+        """Pause or resume ``pool`` with a reason (POST, operators; audited), then back to the home."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        action = request.POST.get("action")
+        reason = request.POST.get("reason", "").strip()
+        if action not in ("pause", "resume"):
+            messages.error(request, "Choose pause or resume.")
+        elif not reason:
+            messages.error(request, f"A reason is required to {action} the pool {pool}.")
+        else:
+            service = pool_pause if action == "pause" else pool_resume
+
+            def apply() -> str:
+                service(pool=pool, actor=_actor(request), reason=reason, user=request.user)
+                return f"{action}d"
+
+            try:
+                audited(
+                    request,
+                    action=f"pool.{action}",
+                    target=f"pool {pool}",
+                    reason=reason,
+                    permission=OPERATE_PERMISSION,
+                    apply=apply,
+                )
+            except JobInputError as refused:
+                messages.error(request, str(refused))
+            else:
+                messages.success(request, f"Pool {pool} {action}d: {reason}")
+        return HttpResponseRedirect(reverse("admin:index") + "#pipeline")
 
     # --- stuck leases ---------------------------------------------------------------------------
 

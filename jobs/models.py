@@ -519,6 +519,7 @@ class StepEvent(models.Model):
         OK = "ok"
         FAILED = "failed"
         SKIPPED = "skipped"
+        DEFERRED = "deferred"  # the job was handed back for later (a busy or resting host): not a failure
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps", db_index=False, db_constraint=False)
     lease_version = models.PositiveIntegerField()

@@ -19,6 +19,7 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
@@ -26,7 +27,7 @@ from django_fsm import TransitionNotAllowed
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
 from dashboard.diagram import state_diagram
-from dashboard.display import ago
+from dashboard.display import ago, duration
 from dashboard.explain import job_explain
 from dashboard.models import ArchivedJob, ArchiveFile
 from dashboard.operations.archive import AUDIT, ArchiveUnreadable, archived_document
@@ -85,9 +86,13 @@ class AttemptInline(ReadOnlyInline):
 
 class StepEventInline(ReadOnlyInline):
     model = StepEvent
-    fields = ("lease_version", "step", "outcome", "started_at", "duration_ms", "data")
+    fields = ("lease_version", "step", "outcome", "started_at", "took", "data")
     readonly_fields = fields
     ordering = ("lease_version", "id")
+
+    @admin.display(description="took")
+    def took(self, event):
+        return duration(event.duration_ms)
 
 
 class EffectInline(ReadOnlyInline):
@@ -308,12 +313,13 @@ class JobAdmin(ReadOnlyAdmin):
         "state_badge",
         "priority",
         "attempt",
+        "subject",
+        "correlation",
         "age",
         "in_state_for",
-        "lease_owner",
         "heartbeat_age",
-        "next_attempt_at",
-        "error_class",
+        "next_attempt",
+        "error",
     )
     list_display_links = ("short_id",)
     list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter, BatchFilter, StepFilter)
@@ -326,8 +332,26 @@ class JobAdmin(ReadOnlyAdmin):
     list_per_page = 50
     actions = [cancel_jobs, retry_jobs_now]
     inlines = [AttemptInline, StepEventInline, TransitionInline, EffectInline, RecheckPlanInline]
-    readonly_fields = ("children",)
+    readonly_fields = ("children", "attempts_counted")
     change_form_template = "admin/jobs/job/console_change_form.html"
+
+    def get_fields(self, request, obj=None):
+        """The record's fields, with the attempts counter explained where it is (not at the end)."""
+        fields = [f for f in super().get_fields(request, obj) if f != "attempts_counted"]
+        return [name for f in fields for name in ((f, "attempts_counted") if f == "attempts" else (f,))]
+
+    @admin.display(description="attempt rows")
+    def attempts_counted(self, job):
+        rows = job.attempt_log.count()
+        if rows == job.attempts:
+            return f"{rows}, each counted against the retry budget ({job.max_attempts})"
+        return (
+            f"{rows} attempts below, {job.attempts} of them counted against the retry budget ({job.max_attempts}): "
+            "a retry now starts the count afresh, and a lease handed back (a stopping pool, a politeness "
+            "deferral) or taken from a worker that died before it started keeps the job's place without "
+            "spending an attempt"
+        )
+
     change_list_template = "admin/jobs/job/console_change_list.html"
 
     def get_search_results(self, request, queryset, search_term):
@@ -509,7 +533,38 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="heartbeat")
     def heartbeat_age(self, job):
-        return f"{ago((self._now - job.heartbeat_at).total_seconds())} ago" if job.heartbeat_at else "—"
+        if not job.heartbeat_at:
+            return "—"
+        return format_html(
+            '<span title="lease owner {}">{} ago</span>',
+            job.lease_owner or "none",
+            ago((self._now - job.heartbeat_at).total_seconds()),
+        )
+
+    @admin.display(description="about")
+    def subject(self, job):
+        """What the job is about: the URL it fetches or analyses, else its source."""
+        payload = job.payload if isinstance(job.payload, dict) else {}
+        text = str(payload.get("url") or payload.get("page_url") or payload.get("image_url") or job.source or "")
+        return _clipped(text, 48)
+
+    @admin.display(description="correlation", ordering="correlation_id")
+    def correlation(self, job):
+        return _clipped(job.correlation_id, 24)
+
+    @admin.display(description="next attempt", ordering="next_attempt_at")
+    def next_attempt(self, job):
+        if not job.next_attempt_at:
+            return "—"
+        return format_html(
+            '<span title="{}">in {}</span>',
+            f"{timezone.localtime(job.next_attempt_at):%Y-%m-%d %H:%M:%S}",
+            ago((job.next_attempt_at - self._now).total_seconds()),
+        )
+
+    @admin.display(description="error", ordering="error_class")
+    def error(self, job):
+        return _clipped(job.error_class.rsplit(".", 1)[-1], 28, title=job.error_class)
 
     class Media:
         css = {"all": ["dashboard/console.css"]}
@@ -566,6 +621,14 @@ class EffectAdmin(ReadOnlyAdmin):
 class StepEventAdmin(ReadOnlyAdmin):
     list_display = ("job", "lease_version", "step", "outcome", "started_at", "duration_ms")
     list_filter = ("outcome", "step")
+
+
+def _clipped(text: str, width: int, *, title: str | None = None) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis; the whole of it (or ``title``) on hover."""
+    if not text:
+        return "—"
+    shown = text if len(text) <= width else text[: width - 1] + "…"
+    return format_html('<span title="{}">{}</span>', title or text, shown)
 
 
 def _as_uuid(term: str) -> uuid.UUID | None:

@@ -170,3 +170,68 @@ def markdown(text: str) -> str:
 
         _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
     return mark_safe(_MARKDOWN.render(text or ""))  # noqa: S308 - the renderer escapes every HTML it is given
+
+
+@register.inclusion_tag("admin/jobs/job/state_tabs.html", takes_context=True)
+def state_tabs(context):
+    """Tabs over the jobs list, one per state with its count from the snapshot (open states exact as
+    of its age, finished ones as of their last full count); the other filters are kept."""
+    from dashboard.models import ConsoleSnapshot
+    from jobs.models import State
+
+    request = context["request"]
+    data = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
+    totals: dict[str, int] = {}
+    for figures in data.get("pipeline", {}).get("types", {}).values():
+        for state, count in figures.get("states", {}).items():
+            totals[state] = totals.get(state, 0) + count
+    kept = [(k, v) for k, v in request.GET.items() if k not in ("state__exact", "p")]
+    current = request.GET.get("state__exact", "")
+    tabs = [{"label": "all", "url": "?" + urlencode(kept), "count": None, "current": not current}]
+    for state in State:
+        tabs.append(
+            {
+                "label": state.label,
+                "url": "?" + urlencode([*kept, ("state__exact", state.value)]),
+                "count": totals.get(state.value, 0),
+                "current": current == state.value,
+            }
+        )
+    return {"tabs": tabs}
+
+
+@register.simple_tag
+def hash_grid(candidate: str, original: str, cell: int = 14):
+    """The two 64-bit difference hashes as an 8 × 8 grid, one cell per bit: the bits that differ
+    filled (the score counts them). Nothing when a hash is not 16 hex digits."""
+    try:
+        a, b = int(candidate, 16), int(original, 16)
+    except (TypeError, ValueError):
+        return ""
+    if len(candidate) != 16 or len(original) != 16:
+        return ""
+    differ = a ^ b
+    cells = []
+    for bit in range(64):
+        row, column = divmod(bit, 8)
+        on = differ >> (63 - bit) & 1
+        cells.append(
+            format_html(
+                '<rect x="{}" y="{}" width="{}" height="{}" class="{}"><title>bit {}: {}</title></rect>',
+                column * cell,
+                row * cell,
+                cell - 1,
+                cell - 1,
+                "bit-differs" if on else "bit-same",
+                bit,
+                "differs" if on else "same",
+            )
+        )
+    size = 8 * cell
+    return format_html(
+        '<svg class="hash-grid" id="hash-grid" width="{}" height="{}" role="img" aria-label="{} of 64 bits differ">{}</svg>',
+        size,
+        size,
+        bin(differ).count("1"),
+        mark_safe("".join(cells)),  # noqa: S308 - each cell is built by format_html above
+    )

@@ -26,6 +26,20 @@ def test_a_reviewer_decides_a_case_with_the_keyboard(page_as, live_server):
     page.click("#start-review")
     page.wait_for_selector("#candidate-image")
     assert page.is_visible("#asset-image")
+    widths = "[document.getElementById('candidate-image').width, document.getElementById('asset-image').width]"
+    assert page.evaluate(widths) == [420, 420], "the same scale"
+    for view in ("overlay", "swipe", "difference"):
+        page.click(f"button[data-view={view}]")
+        assert page.is_visible("#review-canvas") and not page.is_visible("#review-pair")
+        assert page.get_attribute("#review-canvas", "data-view") == view
+        drawn = page.evaluate(
+            "(() => { const c = document.getElementById('review-canvas');"
+            " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            " let n = 0; for (let i = 0; i < d.length; i += 4) { if (d[i] || d[i + 1] || d[i + 2]) n++; } return n; })()"
+        )
+        assert drawn > 0, f"the {view} view draws the images"
+    page.click("button[data-view=side]")
+    assert page.is_visible("#review-pair")
     page.keyboard.press("?")
     assert page.is_visible("#review-help")
     page.keyboard.press("n")

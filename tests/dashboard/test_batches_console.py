@@ -38,7 +38,7 @@ def test_the_batch_list_shows_progress_and_the_sizing_rule(client, login, batch)
 def test_the_batch_page_shows_counters_rate_eta_and_members(client, login, batch):  # noqa: F811
     login("viewer")
     page = client.get(f"/admin/jobs/batch/{batch.pk}/change/").content.decode()
-    assert "<strong>2</strong> of <strong>10</strong> members ended" in page
+    assert '<strong data-key="ended" id="batch-ended">2</strong> of <strong>10</strong> members ended' in page
     assert "misses it" in page and "ETA" in page
     outsider = Job.objects.create(type="synthetic", pool="crawl", idempotency_key="not-a-member", correlation_id="x")
     members = client.get(f"/admin/jobs/job/?batch={batch.pk}")

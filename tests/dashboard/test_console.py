@@ -56,7 +56,7 @@ def review_case(key="c1", score=0.8):
         evidence={
             "differing_bits": 13,
             "bands": {"match_at": 0.9, "no_match_below": 0.75},
-            "candidate_dhash": "00ff",
+            "candidate_dhash": f"{int(asset.dhash, 16) ^ 0x1FFF:016x}",  # 13 bits differ
             "asset_dhash": asset.dhash,
             "page_url": "p",
             "format": "PNG",
@@ -435,3 +435,69 @@ def test_live_parts_answer_htmx_alone_and_carry_the_navigation_counts(client, lo
     changelist = client.get(reverse("admin:jobs_job_changelist")).content.decode()
     assert 'id="console-nav"' in changelist and 'aria-current="page"' in changelist
     assert client.get("/favicon.ico").status_code == 301
+
+
+def test_pools_are_paused_and_resumed_from_the_home_with_a_reason(client, login):
+    login(VIEWERS)
+    act = reverse("admin:pool_act", args=["crawl"])
+    assert client.post(act, {"action": "pause", "reason": "x"}).status_code == 403
+    assert not Pool.objects.filter(name="crawl", is_paused=True).exists(), "a viewer cannot pause"
+    login(OPERATORS)
+    home = client.get(reverse("admin:index")).content.decode()
+    assert f'action="{act}"' in home and 'hx-preserve="true"' in home
+    assert client.get(act).status_code == 405
+    client.post(act, {"action": "pause", "reason": " "})
+    assert not Pool.objects.filter(name="crawl", is_paused=True).exists(), "a reason is required"
+    client.post(act, {"action": "pause", "reason": "the site asked us to slow down"})
+    pool = Pool.objects.get(name="crawl")
+    assert pool.is_paused and pool.reason == "the site asked us to slow down"
+    assert "Resume" in client.get(reverse("admin:index")).content.decode()
+    client.post(act, {"action": "resume", "reason": "they are fine again"})
+    assert not Pool.objects.get(name="crawl").is_paused
+    audit = list(AuditEntry.objects.filter(target="pool crawl").values_list("action", "result"))
+    assert audit[-2:] == [("pool.pause", "paused"), ("pool.resume", "resumed")] and audit[0][1].startswith("refused")
+    pools = client.get(reverse("admin:workers_pool_changelist")).content.decode()
+    assert '<span class="badge live">running</span>' in pools and "icon-no.svg" not in pools
+
+
+def test_the_jobs_list_says_what_a_job_is_about_and_times_have_seconds(client, login, make_job):
+    from dashboard.display import duration
+
+    login(VIEWERS)
+    job = make_job("crawl", pool="crawl", correlation_id="import-2026-12-01", payload={"url": "https://a.example/x"})
+    snapshot_refresh()
+    page = client.get(reverse("admin:jobs_job_changelist"), {"type__exact": "crawl"}).content.decode()
+    assert "https://a.example/x" in page and "import-2026-12-01" in page
+    assert '?type__exact=crawl&amp;state__exact=planned">planned <span class="nav-count">1</span>' in page
+    record = client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
+    assert "Attempt rows:" in record and job.created_at.strftime("%Y-%m-%d %H:%M:%S") in record
+    assert [duration(v) for v in (0.9478739999906338, 48.2, 1234.0, 185_000.0, None)] == [
+        "0.9 ms",
+        "48 ms",
+        "1.2 s",
+        "3 min 5 s",
+        "—",
+    ]
+
+
+def test_a_case_shows_its_place_in_the_queue_the_bits_that_differ_and_only_review_history(client, login):
+    login(REVIEWERS)
+    older, case = review_case("r1", 0.8), review_case("r2", 0.8)
+    snapshot_refresh()
+    home = client.get(reverse("admin:index")).content.decode()
+    assert 'id="review-start"' in home and 'id="home-start-review"' in home, "a reviewer's home starts with the queue"
+    page = client.get(reverse("admin:review_case", args=[case.pk])).content.decode()
+    assert '<strong id="case-position">Case 2 of 2</strong>' in page
+    assert 'id="hash-grid"' in page and "bits differ" in page and 'data-view="difference"' in page
+    from jobs.models import Transition
+
+    Transition.objects.create(
+        job=case, from_state="running", to_state="unclear", lease_version=1, cause="undecided", actor="w"
+    )
+    page = client.get(reverse("admin:review_case", args=[case.pk])).content.decode()
+    history = page[page.index("<h2>History</h2>") :]
+    assert "running → unclear" in history and "undecided" in history
+    assert "∅ → planned" not in history, "the engine's own transitions stay on the job page"
+    client.post(reverse("admin:review_case", args=[older.pk]), {"take": "1"})
+    held = client.get(reverse("admin:review_case", args=[older.pk])).content.decode()
+    assert 'id="hold-countdown" data-expires="' in held and "Case 1 of 2" in held

@@ -42,6 +42,7 @@ def test_the_paths_page_shows_frequencies_drop_off_and_divergent_attempts(client
     assert 'aria-label="8 of 8 finished"' in page, "all eight started fetch and finished it"
     assert 'aria-label="5 of 5 finished"' in page, "parse: started by five"
     assert "partial (failed or interrupted after some steps) <strong>1</strong>" in page
+    assert '<th class="num">failed</th><th class="num">deferred</th>' in page, "politeness is not a failure"
     assert client.get("/admin/paths/?type=nope").status_code == 404
 
 

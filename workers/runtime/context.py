@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from jobs import leases
 from jobs.effects import effect_apply_once
+from jobs.errors import Deferred
 
 logger = logging.getLogger("leitstand.handler")
 
@@ -124,8 +125,9 @@ class JobContext:
     def step(self, name: str, **data: Any) -> Iterator[dict]:
         """Record a structured step: ``with ctx.step("fetch", url=u) as info: info["status"] = 200``.
 
-        The step's outcome is ``failed`` when its block raises, else ``ok`` (or ``skipped`` when the
-        block sets ``info["skipped"] = True``). Events are written with the next heartbeat or the
+        The step's outcome is ``failed`` when its block raises, ``deferred`` when it defers the job
+        (``jobs.errors.Deferred``: a busy or resting host, not a failure), else ``ok`` (or ``skipped``
+        when the block sets ``info["skipped"] = True``). Events are written with the next heartbeat or the
         job's result, fenced by the lease.
         """
         started_wall, started = timezone.now(), time.monotonic()
@@ -133,6 +135,10 @@ class JobContext:
         outcome = "ok"
         try:
             yield info
+        except Deferred as exc:
+            outcome = "deferred"
+            info["deferred"] = str(exc)[:500]
+            raise
         except BaseException as exc:
             outcome = "failed"
             info["error"] = f"{type(exc).__name__}: {exc}"[:500]
