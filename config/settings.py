@@ -404,6 +404,8 @@ LEITSTAND_CONSOLE = {
     "stuck_heartbeat_intervals": env_float("LEITSTAND_STUCK_HEARTBEAT_INTERVALS", 3, minimum=1),
     # How long a reviewer holds a case they opened (renewed while they work on it).
     "review_lease_seconds": env_float("LEITSTAND_REVIEW_LEASE_SECONDS", 300, minimum=10),
+    # The trend charts' per-minute rollups (per job type) are kept this long.
+    "rollup_days": env_float("LEITSTAND_ROLLUP_DAYS", 8, minimum=1),
 }
 
 # History retention (docs/operations.md, "Retention and the archive"): days a job is kept after it

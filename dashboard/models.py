@@ -5,6 +5,29 @@ from django.db import models
 from jobs.models import LeitstandNow
 
 
+class Rollup(models.Model):
+    """One job type's figures for one minute, recorded by the control process for the trend charts
+    (``dashboard/operations/trends.py``); kept ``LEITSTAND_ROLLUP_DAYS``."""
+
+    minute = models.DateTimeField(help_text="The minute's start (database time).")
+    job_type = models.CharField(max_length=64)
+    pool = models.CharField(max_length=64, blank=True)
+    due = models.PositiveIntegerField(default=0, help_text="Planned jobs at the minute's end (due or not yet).")
+    running = models.PositiveIntegerField(default=0, help_text="Reserved or running at the minute's end.")
+    waiting_retry = models.PositiveIntegerField(default=0, help_text="Failed, waiting for their next attempt.")
+    done = models.PositiveIntegerField(default=0, help_text="Jobs that ended done within the minute.")
+    dead = models.PositiveIntegerField(default=0, help_text="Jobs that ended dead within the minute.")
+    oldest_due_seconds = models.FloatField(null=True)
+    p50_ms = models.FloatField(null=True, help_text="Run time of the type's latest attempts, median.")
+    p95_ms = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["minute", "job_type"], name="rollup_minute_type_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.job_type} at {self.minute:%Y-%m-%d %H:%M}"
+
+
 class ConsoleSnapshot(models.Model):
     """Figures that would cost a scan of millions of jobs per page view, computed every few seconds
     by the control process and read by the console home with one query."""

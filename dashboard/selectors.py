@@ -13,6 +13,7 @@ from dashboard.display import ago
 from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot
 from dashboard.operations.stuck import stuck_jobs
+from dashboard.operations.trends import RANGES as TREND_RANGES
 from jobs.batches import batches_progress
 from jobs.leadership import CONTROL
 from jobs.models import Attempt, Batch, LeaderLease, State, StepEvent, database_now
@@ -71,6 +72,7 @@ def home_context() -> dict:
         "leader": leader,
         "leader_expired": leader is not None and leader.expires_at < now,
         "states": [s.value for s in State],
+        "trend_ranges": list(TREND_RANGES),
         "recent_audit": AuditEntry.objects.order_by("-at")[:8],
         "active_alerts": Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).order_by(
             "state", "-fired_at"

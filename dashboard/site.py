@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -23,6 +23,7 @@ from dashboard.models import Alert, RuleViolation
 from dashboard.operations import alerts, bulk
 from dashboard.operations.deadletters import WINDOWS, dead_letter_groups, dead_letters_snapshot
 from dashboard.operations.rules import RULES as BUSINESS_RULES
+from dashboard.operations.trends import trend_series
 from dashboard.paths import type_paths
 from dashboard.selectors import home_context, stuck_leases
 from jobs.leases import JobNotFound, StaleAttempt
@@ -60,6 +61,7 @@ class ConsoleSite(admin.AdminSite):
             path("rules/", self.admin_view(self.business_rules), name="business_rules"),
             path("deadletters/", self.admin_view(self.dead_letters), name="dead_letters"),
             path("pools/<slug:pool>/act/", self.admin_view(self.pool_act), name="pool_act"),
+            path("trends/", self.admin_view(self.trends), name="trends"),
         ]
         return views + super().get_urls()
 
@@ -332,6 +334,17 @@ class ConsoleSite(admin.AdminSite):
         except JobInputError as refused:
             context["error"] = str(refused)
         return TemplateResponse(request, "admin/console/bulk.html", context)
+
+    # --- trends (the home's charts) ------------------------------------------------------------
+
+    def trends(self, request):
+        """The trend charts' series as JSON: ``?type=<job type>`` (default all) ``&range=1h|24h|7d``."""
+        _require(request, "jobs.view_job")
+        try:
+            series = trend_series(job_type=request.GET.get("type", ""), span=request.GET.get("range", "1h"))
+        except ValueError as refused:
+            return JsonResponse({"error": str(refused)}, status=400)
+        return JsonResponse(series)
 
     # --- pause and resume a pool (from the home) -------------------------------------------------
 

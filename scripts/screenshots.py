@@ -41,7 +41,9 @@ def main() -> None:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
         operator = login(browser, url, "operator")
         operator.goto(f"{url}/admin/")
+        operator.wait_for_selector("#trends[data-drawn]")  # the charts are drawn after the page
         operator.screenshot(path=OUT / "home.png", full_page=True)
+        operator.locator("#trends").screenshot(path=OUT / "trends.png")
         job = first_link(
             operator,
             f"{url}/admin/jobs/job/?type__exact=analysis&state__exact=recheck_due",

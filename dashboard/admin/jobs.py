@@ -335,6 +335,12 @@ class JobAdmin(ReadOnlyAdmin):
     readonly_fields = ("children", "attempts_counted")
     change_form_template = "admin/jobs/job/console_change_form.html"
 
+    def get_object(self, request, object_id, from_field=None):
+        job = getattr(request, "console_job", None)
+        if job is not None and from_field is None and str(job.pk) == str(object_id):
+            return job
+        return super().get_object(request, object_id, from_field)
+
     def get_fields(self, request, obj=None):
         """The record's fields, with the attempts counter explained where it is (not at the end)."""
         fields = [f for f in super().get_fields(request, obj) if f != "attempts_counted"]
@@ -342,7 +348,7 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="attempt rows")
     def attempts_counted(self, job):
-        rows = job.attempt_log.count()
+        rows = job.attempt_rows if hasattr(job, "attempt_rows") else job.attempt_log.count()
         if rows == job.attempts:
             return f"{rows}, each counted against the retry budget ({job.max_attempts})"
         return (
@@ -400,7 +406,8 @@ class JobAdmin(ReadOnlyAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         if _as_uuid(object_id) is None:  # a short ID: its one job, the jobs it could be, or none
             return self._short_id(request, object_id)
-        job = Job.objects.filter(pk=object_id).first()
+        job = Job.objects.filter(pk=object_id).annotate(attempt_rows=Count("attempt_log")).first()
+        request.console_job = job  # get_object hands the admin this one: the page reads the job once
         if job is None and (archived := self._archived_page(request, object_id)) is not None:
             return archived
         context = dict(extra_context or {})

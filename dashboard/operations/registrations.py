@@ -10,6 +10,7 @@ from dashboard.operations.deadletters import dead_letters_refresh
 from dashboard.operations.retention import retention_sweep
 from dashboard.operations.rules import rules_evaluate
 from dashboard.operations.snapshot import snapshot_refresh
+from dashboard.operations.trends import rollups_record
 from workers.runtime.job_types import delivery_timing
 from workers.runtime.registry import JobType, register
 from workers.runtime.sweeps import Stage, register_sweep
@@ -30,6 +31,7 @@ def runtime_register() -> None:
     console = settings.LEITSTAND_CONSOLE
     register_sweep("bulk-actions", bulk_step, stage=Stage.PLAN)
     register_sweep("console-snapshot", snapshot_refresh, stage=Stage.OBSERVE, every_seconds=console["snapshot_seconds"])
+    register_sweep("trend-rollups", rollups_record, stage=Stage.OBSERVE, every_seconds=15)  # each minute once
     register_sweep(
         "dead-letters", dead_letters_refresh, stage=Stage.OBSERVE, every_seconds=console["deadletters_seconds"]
     )

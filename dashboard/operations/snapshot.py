@@ -16,7 +16,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import connection
 
-from dashboard.models import ConsoleSnapshot
+from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.storage import storage_figures
 from dashboard.operations.stuck import stuck_count
 from jobs.models import TERMINAL_STATES, Attempt, LeitstandNow, State, database_now
@@ -204,6 +204,7 @@ def snapshot_refresh() -> dict:
         "business": business_figures(now),
         "storage": storage_measure(now, previous),
         "stuck_leases": stuck_count(now),
+        "alerts_firing": Alert.objects.filter(state=Alert.State.FIRING).count(),
     }
     took_ms = (time.perf_counter() - started) * 1000
     ConsoleSnapshot.objects.update_or_create(

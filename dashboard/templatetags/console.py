@@ -119,7 +119,7 @@ def progress_bar(progress, width=220, height=14):
 
 
 # The console's navigation: (label, URL name, permission, count key). Counts come from the snapshot
-# the control process refreshes every few seconds (one row) and the firing alerts (a small table).
+# the control process refreshes every few seconds (one row, read once per request).
 NAVIGATION = [
     ("Home", "admin:index", None, None),
     ("Jobs", "admin:jobs_job_changelist", "jobs.view_job", None),
@@ -135,17 +135,25 @@ NAVIGATION = [
 ]
 
 
+def _snapshot(request) -> dict:
+    """The console snapshot's figures, read once per request (the navigation and the tabs share it)."""
+    if not hasattr(request, "console_snapshot"):
+        from dashboard.models import ConsoleSnapshot
+
+        data = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first()
+        request.console_snapshot = data or {}
+    return request.console_snapshot
+
+
 @register.inclusion_tag("admin/console/nav.html", takes_context=True)
 def console_nav(context, oob=False):
     """The navigation bar; ``oob``: sent with a live part, to replace the page's (its counts)."""
-    from dashboard.models import Alert, ConsoleSnapshot
-
     request = context["request"]
-    data = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
+    data = _snapshot(request)
     counts = {
         "stuck": data.get("stuck_leases"),
         "review": data.get("business", {}).get("review", {}).get("backlog"),
-        "alerts": Alert.objects.filter(state=Alert.State.FIRING).count(),
+        "alerts": data.get("alerts_firing"),
     }
     links = []
     for label, name, permission, count in NAVIGATION:
@@ -176,11 +184,10 @@ def markdown(text: str) -> str:
 def state_tabs(context):
     """Tabs over the jobs list, one per state with its count from the snapshot (open states exact as
     of its age, finished ones as of their last full count); the other filters are kept."""
-    from dashboard.models import ConsoleSnapshot
     from jobs.models import State
 
     request = context["request"]
-    data = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
+    data = _snapshot(request)
     totals: dict[str, int] = {}
     for figures in data.get("pipeline", {}).get("types", {}).values():
         for state, count in figures.get("states", {}).items():

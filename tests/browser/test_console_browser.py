@@ -193,3 +193,26 @@ def test_the_navigation_reaches_every_console_page_without_errors(page_as, live_
     no_policy_violations(page)
     errors = [m for m in page.console_messages if "error" in m.lower()]
     assert not errors, errors
+
+
+def test_the_home_draws_the_trend_charts_with_axes_and_values(page_as, live_server, make_job):
+    from datetime import timedelta
+
+    from dashboard.models import Rollup
+
+    now = database_now().replace(second=0, microsecond=0)
+    for minutes_ago in range(1, 30):
+        Rollup.objects.create(
+            minute=now - timedelta(minutes=minutes_ago), job_type="crawl", due=minutes_ago, done=2, p50_ms=40, p95_ms=90
+        )
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/")
+    expect(page.locator("#trends")).to_have_attribute("data-drawn", "/1h", timeout=10_000)
+    assert page.locator("#trends canvas").count() == 4, "four charts"
+    assert page.locator("#trend-queue .u-legend").is_visible() and "due" in page.text_content("#trend-queue .u-legend")
+    assert int(page.get_attribute("#trends", "data-points")) == 29
+    page.click("#trend-ranges button[data-range='24h']")
+    expect(page.locator("#trends")).to_have_attribute("data-drawn", "/24h", timeout=10_000)
+    page.select_option("#trend-type", "crawl")
+    expect(page.locator("#trends")).to_have_attribute("data-drawn", "crawl/24h", timeout=10_000)
+    no_policy_violations(page)
