@@ -275,7 +275,7 @@ class ConsoleSite(admin.AdminSite):
             group.cells = list(zip(group.counts, group.links["windows"]))
         return TemplateResponse(
             request,
-            "admin/console/deadletters.html",
+            "admin/console/_deadletters_live.html" if request.htmx else "admin/console/deadletters.html",
             {
                 **self.each_context(request),
                 "title": f"Dead letters of batch {batch.name}" if batch else "Dead letters",
@@ -415,7 +415,7 @@ class ConsoleSite(admin.AdminSite):
             return HttpResponseRedirect(reverse("admin:stuck_leases"))
         return TemplateResponse(
             request,
-            "admin/console/stuck.html",
+            "admin/console/_stuck_live.html" if request.htmx else "admin/console/stuck.html",
             {
                 **self.each_context(request),
                 "title": "Stuck leases",

@@ -82,6 +82,7 @@ class BatchAdmin(ReadOnlyAdmin):
                     for i, (at, count) in enumerate(timeline)
                 ],
                 timeline_width=14 * len(timeline),
+                timeline_top=max((count for _, count in timeline), default=0),
                 bucket=ago(bucket.total_seconds()),
                 members_url=reverse("admin:jobs_job_changelist") + f"?batch={batch.pk}",
                 dead_letters=dead_letter_groups(batch_id=batch.pk)[:10],

@@ -295,6 +295,9 @@ def job_path_context(job: Job) -> dict:
     }
 
 
+# A job page keeps itself current while the job can still move by itself (not once it ended).
+LIVE_STATES = tuple(state for state in State if state not in (State.DONE, State.DEAD, State.CANCELLED))
+
 # Console actions on one job: (label, permission, service).
 JOB_ACTIONS = {
     "retry_now": ("Retry now", OPERATE_PERMISSION),
@@ -415,8 +418,14 @@ class JobAdmin(ReadOnlyAdmin):
             context.update(
                 why=job_explain(job, now=database_now()),
                 actions_now=self.actions_now(request, job),
+                live_states=LIVE_STATES,
                 **job_path_context(job),
             )
+            if request.htmx:  # the live part alone (templates/admin/jobs/job/_live.html)
+                if not self.has_view_permission(request, job):
+                    raise PermissionDenied("seeing a job needs the permission to view jobs")
+                context.update(original=job, live_refresh=True)
+                return TemplateResponse(request, "admin/jobs/job/_live.html", context)
         return super().change_view(request, object_id, form_url, context)
 
     def _short_id(self, request, object_id: str):

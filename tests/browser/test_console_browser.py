@@ -216,3 +216,15 @@ def test_the_home_draws_the_trend_charts_with_axes_and_values(page_as, live_serv
     page.select_option("#trend-type", "crawl")
     expect(page.locator("#trends")).to_have_attribute("data-drawn", "crawl/24h", timeout=10_000)
     no_policy_violations(page)
+
+
+def test_a_job_page_follows_its_job_without_a_reload(page_as, live_server, make_job):
+    job = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")
+    assert page.text_content("#why .badge") == "running"
+    page.evaluate("window.notReloaded = true")
+    Job.objects.filter(pk=job.pk).update(state=State.FAILED, next_attempt_at=database_now())
+    expect(page.locator("#why .badge")).to_have_text("failed", timeout=15_000)
+    assert page.evaluate("window.notReloaded")
+    no_policy_violations(page)

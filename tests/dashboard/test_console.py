@@ -431,6 +431,7 @@ def test_live_parts_answer_htmx_alone_and_carry_the_navigation_counts(client, lo
     url = reverse("admin:jobs_batch_change", args=[batch.pk])
     part = client.get(url, headers={"HX-Request": "true"}).content.decode()
     assert "<html" not in part and 'id="batch-ended"' in part and "of <strong>1</strong> members" in part
+    assert 'id="batch-timeline"' in part and '<g class="axis">' in part, "the chart has axes"
     assert client.get(reverse("admin:jobs_batch_change", args=["x"])).status_code in (302, 404)
     changelist = client.get(reverse("admin:jobs_job_changelist")).content.decode()
     assert 'id="console-nav"' in changelist and 'aria-current="page"' in changelist
@@ -501,3 +502,24 @@ def test_a_case_shows_its_place_in_the_queue_the_bits_that_differ_and_only_revie
     client.post(reverse("admin:review_case", args=[older.pk]), {"take": "1"})
     held = client.get(reverse("admin:review_case", args=[older.pk])).content.decode()
     assert 'id="hold-countdown" data-expires="' in held and "Case 1 of 2" in held
+
+
+def test_the_stuck_leases_dead_letters_and_a_running_job_keep_themselves_current(client, login, make_job):
+    login(OPERATORS)
+    stuck = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
+    Job.objects.filter(pk=stuck.pk).update(lease_expires_at=database_now(), heartbeat_at=None)
+    job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    htmx = {"HX-Request": "true"}
+    for url, part in (
+        (reverse("admin:stuck_leases"), 'id="stuck-table"'),
+        (reverse("admin:dead_letters"), 'id="dead-letter-groups"'),
+        (reverse("admin:jobs_job_change", args=[stuck.pk]), 'id="why"'),
+    ):
+        page = client.get(url).content.decode()
+        assert "data-live hx-get=" in page and part in page, url
+        live = client.get(url, headers=htmx).content.decode()
+        assert "<html" not in live and part in live, url
+    job_part = client.get(reverse("admin:jobs_job_change", args=[stuck.pk]), headers=htmx).content.decode()
+    assert 'id="job-path" hx-swap-oob="true"' in job_part, "the path comes along"
+    done = job_in_state(make_job("crawl", pool="crawl"), State.DONE)
+    assert "data-live" not in client.get(reverse("admin:jobs_job_change", args=[done.pk])).content.decode(), "ended"

@@ -4,7 +4,8 @@
 // - a "live / paused" switch (.live-toggle), remembered per browser; paused parts send no request;
 // - the age of what is shown (.live-age): when the page last got the part, and the data's own age
 //   from the part (data-age on an element inside it);
-// - what changed since the last refresh is highlighted for a moment (elements with data-key).
+// - what changed since the last refresh is highlighted for a moment (elements with data-key);
+// - a part in which the person ticked a box or is typing waits until they are done.
 (function () {
   "use strict";
   var STORE = "leitstand-live-paused";
@@ -40,8 +41,14 @@
     showState();
   });
 
+  // A part that holds the person's input (a ticked box, a field being typed in) waits for them.
+  function holdsInput(part) {
+    return part.querySelector("input:checked") !== null || part.contains(document.activeElement);
+  }
+
   document.addEventListener("htmx:beforeRequest", function (event) {
-    if (event.detail.elt.hasAttribute("data-live") && paused()) event.preventDefault();
+    var part = event.detail.elt;
+    if (part.hasAttribute("data-live") && (paused() || holdsInput(part))) event.preventDefault();
   });
 
   document.addEventListener("htmx:beforeSwap", function (event) {
