@@ -70,6 +70,7 @@ class JobOut(Schema):
     processing_version: str
     priority: int
     source: str
+    subject: str = Field(description="What the job is about, as its type declares it (crawl, analysis: the URL).")
     payload: dict[str, Any]
     created_at: datetime
     due_at: datetime
@@ -194,18 +195,22 @@ def jobs_list(
     correlation_id: Text | None = None,
     type: Text | None = None,
     state: Text | None = None,
+    subject: Text | None = None,
     updated_after: datetime | None = None,
     cursor: Text | None = None,
     limit: int = Query(50, ge=1, le=500),
 ):
     """This client's jobs (every job with ``jobs:all``) in the order of their last state change (oldest
-    first), keyset-paginated: a page never skips or repeats a job while others change."""
+    first), keyset-paginated: a page never skips or repeats a job while others change. ``subject``
+    is a prefix of what the jobs are about (a URL: ``https://shop.example/`` finds every job of it)."""
     require(request, "jobs:read")
     jobs = owned(request, Job.objects.all())
     if correlation_id:
         jobs = jobs.filter(correlation_id=correlation_id)
     if type:
         jobs = jobs.filter(type=type)
+    if subject:
+        jobs = jobs.filter(subject__startswith=subject)
     if state:
         if state not in State.values:
             raise HttpError(422, f"state must be one of {', '.join(State.values)}")

@@ -53,7 +53,7 @@ urlpatterns = [path("admin/", admin.site.urls), path("stock/", stock_site.urls),
 LOAD_SQL = """
 INSERT INTO jobs_job (id, type, pool, idempotency_key, correlation_id, state, priority, payload, created_at, due_at,
                       state_changed_at, finished_at, lease_owner, lease_version, lease_expires_at, heartbeat_at,
-                      attempts, max_attempts, error_class, error_message, completion_reason, source)
+                      attempts, max_attempts, error_class, error_message, completion_reason, source, subject)
 SELECT gen_random_uuid(), t.type, t.type, 'bench-' || g, 'corr-' || (g / 3), s.state, g %% 10, '{}'::jsonb,
        now() - (g %% 604800) * interval '1 second', now() - (g %% 604800) * interval '1 second' + interval '1 second',
        now() - (g %% 3600) * interval '1 second',
@@ -61,7 +61,9 @@ SELECT gen_random_uuid(), t.type, t.type, 'bench-' || g, 'corr-' || (g / 3), s.s
        CASE WHEN s.state IN ('running', 'reserved') THEN 'bench-host:' || (g %% 50) || '/' || t.type ELSE '' END,
        1, CASE WHEN s.state IN ('running', 'reserved') THEN now() + interval '60 seconds' END,
        CASE WHEN s.state IN ('running', 'reserved') THEN now() - (g %% 20) * interval '1 second' END,
-       1, 5, CASE WHEN s.state = 'dead' THEN 'httpx.ReadTimeout' ELSE '' END, '', '', 'source-' || (g %% 20)
+       1, 5, CASE WHEN s.state = 'dead' THEN 'httpx.ReadTimeout' ELSE '' END, '', '', 'source-' || (g %% 20),
+       CASE WHEN t.type = 'recheck' THEN 'recheck plan ' || (g / 20)
+            ELSE 'https://site-' || (g %% 500) || '.example/page/' || g END
 FROM generate_series(%(start)s, %(stop)s) AS g,
      LATERAL (SELECT CASE WHEN g %% 20 < 8 THEN 'crawl' WHEN g %% 20 < 17 THEN 'analysis' ELSE 'recheck' END AS type) AS t,
      LATERAL (SELECT CASE
@@ -150,6 +152,7 @@ def pages(sample: Job, dead: Job) -> dict[str, str]:
         "jobs list, dead letters of one group": "/admin/jobs/job/?state__exact=dead&type__exact=crawl"
         "&error_class=httpx.ReadTimeout&step=fetch",
         "jobs list, search an 8-digit ID prefix": f"/admin/jobs/job/?q={str(dead.id)[:8]}",
+        "jobs list, about one site (subject prefix)": "/admin/jobs/job/?subject=https://site-42.example/",
     }
 
 

@@ -209,6 +209,7 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
             "key_namespace": "",
             "request_hash": "",
             "client_id": None,
+            "subject": "",
             **columns,
             "parent_id": _as_uuid(parent_id) if parent_id else None,
             "payload": Jsonb(payload),

@@ -144,6 +144,13 @@ class Job(ConcurrentTransitionMixin, models.Model):
         db_default=5, default=5, help_text="0 is the most urgent lane, 9 the bulk lane; claims serve lower first."
     )
     source = models.CharField(max_length=255, blank=True, db_default="", default="")
+    subject = models.CharField(
+        max_length=500,
+        blank=True,
+        db_default="",
+        default="",
+        help_text="What the job is about, as its type declares it (a crawl's or an analysis's URL, a recheck's plan).",
+    )
     payload = models.JSONField(db_default={}, default=dict)
 
     created_at = models.DateTimeField(db_default=LeitstandNow())
@@ -213,6 +220,11 @@ class Job(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["type", "state"], name="job_open_idx", condition=~Q(state__in=TERMINAL_STATES)),
             # The jobs list, newest first (created_at never changes, so this costs inserts only).
             models.Index(fields=["-created_at"], name="job_created_idx"),
+            # Find jobs by what they are about: a prefix of the subject (LIKE 'prefix%' needs the
+            # pattern operator class); only jobs that have one.
+            models.Index(
+                fields=["subject"], name="job_subject_idx", opclasses=["varchar_pattern_ops"], condition=~Q(subject="")
+            ),
             # The dead-letter queue, newest first (the console's list and bulk retries of a filter):
             # dead jobs rarely change, so this index costs one entry per job that dies.
             models.Index(fields=["-created_at"], name="job_dead_idx", condition=Q(state="dead")),

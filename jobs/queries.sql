@@ -18,10 +18,11 @@
 -- namespace, idempotency key) exists. Returns the new job's id, or no row.
 WITH created AS (
     INSERT INTO jobs_job (id, type, pool, key_namespace, idempotency_key, request_hash, client_id, correlation_id,
-                          parent_id, batch_id, schema_version, priority, source, payload, max_attempts, due_at, state)
+                          parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
+                          due_at, state)
     VALUES (%(id)s, %(type)s, %(pool)s, %(key_namespace)s, %(idempotency_key)s, %(request_hash)s, %(client_id)s,
             %(correlation_id)s, %(parent_id)s, %(batch_id)s, %(schema_version)s, %(priority)s, %(source)s,
-            %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
+            %(subject)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
     RETURNING id, state, lease_version
 ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -107,6 +108,22 @@ def text_check(field: str, value, *, limit: int = 255) -> None:
         raise JobInputError(field, "must contain printable characters only (no line breaks or control characters)")
 
 
+# What a job is about, per type (``subject_register``: the app that declares the type says how to
+# read it from the payload); a type without one has no subject.
+_SUBJECTS: dict[str, Callable[[dict], str]] = {}
+SUBJECT_LENGTH = 500
+
+
+def subject_register(job_type: str, subject: Callable[[dict], str]) -> None:
+    _SUBJECTS[job_type] = subject
+
+
+def subject_of(job_type: str, payload: dict) -> str:
+    """The job's subject, cut to the column's length (a prefix search still finds it)."""
+    read = _SUBJECTS.get(job_type)
+    return str(read(payload) or "")[:SUBJECT_LENGTH] if read else ""
+
+
 def job_create(
     *,
     type: str,
@@ -170,6 +187,7 @@ def job_create(
             client_id, key_namespace = parent["client_id"], parent["key_namespace"]
         created = leases.insert_planned(
             id=job_id,
+            subject=subject_of(type, payload),
             type=type,
             pool=pool,
             key_namespace=key_namespace,

@@ -24,6 +24,11 @@ from workers.runtime.context import Done, JobContext, Skipped
 PROCESSING_VERSION = "recheck@1"
 
 
+def subject(payload: dict) -> str:
+    """A recheck is about its plan (every check of one plan shares the prefix)."""
+    return f"recheck plan {payload.get('plan_id')}" if payload.get("plan_id") else ""
+
+
 def parse(payload: dict) -> tuple[int, int]:
     if set(payload) != {"plan_id", "sequence"}:
         raise PermanentError('the recheck payload is exactly {"plan_id": <int>, "sequence": <int>}')

@@ -18,6 +18,7 @@ def runtime_register() -> None:
         JobType(
             name="recheck",
             parse_payload=handler.parse,
+            subject=handler.subject,
             description="Check a reported copy again and let its recheck plan's policy decide what follows.",
             handler=handler.handle,
             pool="recheck",

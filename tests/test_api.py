@@ -312,3 +312,14 @@ def test_a_batch_with_a_bad_job_creates_nothing(client, bearer):
         "/api/v1/batches", json.dumps(batch_body(key="x", jobs=[])), content_type="application/json", **writer
     )
     assert empty.status_code == 422 and empty.json()["invalid_fields"][0]["field"] == "jobs"
+
+
+def test_jobs_are_listed_by_what_they_are_about(client, bearer, make_job):
+    """A crawl job's subject is its URL (declared by the type, stored at submission): the PHP core
+    finds every job of a site by the URL's prefix."""
+    reader = bearer("jobs:read", "jobs:all")
+    for path in ("a.example/x", "a.example/y", "b.example/z"):
+        make_job("crawl", pool="crawl", payload={"source_id": 1, "url": f"https://{path}", "depth": 0, "run": "r"})
+    found = client.get("/api/v1/jobs", {"subject": "https://a.example/"}, **reader).json()["items"]
+    assert sorted(job["subject"] for job in found) == ["https://a.example/x", "https://a.example/y"]
+    assert client.get("/api/v1/jobs", {"subject": "https://c.example/"}, **reader).json()["items"] == []

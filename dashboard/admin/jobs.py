@@ -232,6 +232,15 @@ class LinkFilter(admin.SimpleListFilter):
         raise NotImplementedError
 
 
+class SubjectFilter(LinkFilter):
+    """``?subject=<prefix>``: jobs about a URL (or plan) starting with it (the subject's prefix index)."""
+
+    title, parameter_name = "about", "subject"
+
+    def condition(self, value):
+        return Q(subject__startswith=value)
+
+
 class ParentFilter(LinkFilter):
     """``?parent=<job id>``: the children of a job (linked from the job page)."""
 
@@ -316,7 +325,7 @@ class JobAdmin(ReadOnlyAdmin):
         "state_badge",
         "priority",
         "attempt",
-        "subject",
+        "about",
         "correlation",
         "age",
         "in_state_for",
@@ -325,7 +334,17 @@ class JobAdmin(ReadOnlyAdmin):
         "error",
     )
     list_display_links = ("short_id",)
-    list_filter = ("state", TypeFilter, PoolFilter, PriorityFilter, SourceFilter, ParentFilter, BatchFilter, StepFilter)
+    list_filter = (
+        "state",
+        TypeFilter,
+        PoolFilter,
+        PriorityFilter,
+        SourceFilter,
+        SubjectFilter,
+        ParentFilter,
+        BatchFilter,
+        StepFilter,
+    )
     extra_lookups = ("error_class", "finished_at__gt")  # the dead-letter groups' links
     search_fields = ("=id", "=correlation_id", "=idempotency_key")
     ordering = ("-created_at",)
@@ -364,12 +383,13 @@ class JobAdmin(ReadOnlyAdmin):
     change_list_template = "admin/jobs/job/console_change_list.html"
 
     def get_search_results(self, request, queryset, search_term):
-        # Correlation IDs and keys are matched exactly, IDs exactly or by a prefix of at least 6 hex
-        # digits (the list's short IDs; a range on the primary key); a malformed ID is not an error.
+        # Correlation IDs and keys are matched exactly, subjects by their prefix (the subject index), IDs
+        # exactly or by a prefix of at least 6 hex digits (the list's short IDs; a range on the primary
+        # key); a malformed ID is not an error.
         term = search_term.strip()
         if not term:
             return queryset, False
-        query = Q(correlation_id=term) | Q(idempotency_key=term)
+        query = Q(correlation_id=term) | Q(idempotency_key=term) | Q(subject__startswith=term)
         if job_id := _as_uuid(term):
             query |= Q(id=job_id)
         elif bounds := id_prefix_range(term):
@@ -557,12 +577,10 @@ class JobAdmin(ReadOnlyAdmin):
             ago((self._now - job.heartbeat_at).total_seconds()),
         )
 
-    @admin.display(description="about")
-    def subject(self, job):
-        """What the job is about: the URL it fetches or analyses, else its source."""
-        payload = job.payload if isinstance(job.payload, dict) else {}
-        text = str(payload.get("url") or payload.get("page_url") or payload.get("image_url") or job.source or "")
-        return _clipped(text, 48)
+    @admin.display(description="about", ordering="subject")
+    def about(self, job):
+        """What the job is about (its subject: the URL it fetches or analyses, its plan), else its source."""
+        return _clipped(job.subject or job.source, 48)
 
     @admin.display(description="correlation", ordering="correlation_id")
     def correlation(self, job):

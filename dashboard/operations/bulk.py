@@ -38,6 +38,7 @@ FILTER_KEYS = {
     "error_class": "error_class",
     "batch": "batch",
     "step": "step",
+    "subject": "subject",
 }
 BATCH = 200
 
@@ -78,7 +79,7 @@ def matching(job_filter: dict) -> QuerySet:
     query = Job.objects.all()
     for field, value in job_filter.items():
         if field == "q":  # as the jobs list searches (dashboard/admin/jobs.py)
-            match = Q(correlation_id=value) | Q(idempotency_key=value)
+            match = Q(correlation_id=value) | Q(idempotency_key=value) | Q(subject__startswith=value)
             try:
                 match |= Q(id=uuid.UUID(value))
             except ValueError:
@@ -87,6 +88,8 @@ def matching(job_filter: dict) -> QuerySet:
             query = query.filter(match)
         elif field == "step":
             query = query.filter(ended_in_step(value))
+        elif field == "subject":  # a prefix, as the jobs list filters
+            query = query.filter(subject__startswith=value)
         else:
             query = query.filter(**{field: value})
     return query

@@ -523,3 +523,28 @@ def test_the_stuck_leases_dead_letters_and_a_running_job_keep_themselves_current
     assert 'id="job-path" hx-swap-oob="true"' in job_part, "the path comes along"
     done = job_in_state(make_job("crawl", pool="crawl"), State.DONE)
     assert "data-live" not in client.get(reverse("admin:jobs_job_change", args=[done.pk])).content.decode(), "ended"
+
+
+def test_jobs_are_found_by_what_they_are_about_on_every_path_that_creates_them(client, login, make_job):
+    from dashboard.operations.bulk import bulk_preview
+    from rechecks.handler import subject as recheck_subject
+    from workers.pipeline.analysis import subject as analysis_subject
+
+    login(OPERATORS)
+    crawl = {"source_id": 1, "depth": 0, "run": "r"}
+    for path in ("a.example/x", "a.example/y", "b.example/z"):
+        make_job("crawl", pool="crawl", payload={**crawl, "url": f"https://{path}"})
+    synthetic = make_job("synthetic", pool="crawl", payload={})
+    assert Job.objects.get(pk=synthetic.pk).subject == "", "a type without a subject"
+    changelist = reverse("admin:jobs_job_changelist")
+    assert "2 results" in client.get(changelist, {"subject": "https://a.example/"}).content.decode()
+    assert "1 result" in client.get(changelist, {"q": "https://b.example/"}).content.decode()
+    assert bulk_preview("cancel", {"subject": "https://a.example/"})["eligible"] == 2
+    case = review_case("subject")  # an analysis job: about its candidate's image
+    assert Job.objects.get(pk=case.pk).subject == "https://galerie.example/subject.png"
+    assert analysis_subject({"candidate_id": "x"}) == "" and recheck_subject({"plan_id": 7, "sequence": 1}) == (
+        "recheck plan 7"
+    )
+    parent = make_job("crawl", pool="crawl", payload={**crawl, "url": "https://p.example/"})
+    child = make_job("crawl", pool="crawl", parent_id=parent.pk, payload={**crawl, "url": "https://p.example/c"})
+    assert Job.objects.get(pk=child.pk).subject == "https://p.example/c", "a spawned child gets its own"

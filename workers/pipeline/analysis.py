@@ -37,6 +37,14 @@ PROCESSING_VERSION = "analysis@1"
 TIGHT_VERSION, TIGHT_BANDS = "analysis@2-tight", {"match_at": 0.95, "no_match_below": 0.85}
 
 
+def subject(payload: dict) -> str:
+    """An analysis job is about the image it compares: its candidate's URL."""
+    candidate_id = payload.get("candidate_id")
+    if isinstance(candidate_id, bool) or not isinstance(candidate_id, int):
+        return ""
+    return Candidate.objects.filter(pk=candidate_id).values_list("image_url", flat=True).first() or ""
+
+
 def parse(payload: dict) -> int:
     if set(payload) != {"candidate_id"}:
         raise PermanentError('the analysis payload is exactly {"candidate_id": <int>}')

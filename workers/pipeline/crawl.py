@@ -34,6 +34,11 @@ class CrawlSpec:
     run: str
 
 
+def subject(payload: dict) -> str:
+    """A crawl job is about the page it fetches."""
+    return str(payload.get("url") or "")
+
+
 def parse(payload: dict) -> CrawlSpec:
     unknown = set(payload) - {"source_id", "url", "depth", "run"}
     if unknown:

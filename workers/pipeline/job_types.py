@@ -12,6 +12,7 @@ def job_types_register() -> None:
         JobType(
             name="crawl",
             parse_payload=crawl.parse,
+            subject=crawl.subject,
             description="Fetch one page of a source: candidates for its images, crawl jobs for its in-scope links.",
             handler=crawl.handle,
             pool="crawl",
@@ -26,6 +27,7 @@ def job_types_register() -> None:
         JobType(
             name="analysis",
             parse_payload=analysis.parse,
+            subject=analysis.subject,
             description="Download a candidate image and compare it with the protected assets.",
             handler=analysis.handle,
             pool="analysis",

@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobs.pathspec import PathSpec, PathSpecError
 from jobs.retry import RetryPolicy
+from jobs.services import subject_register
 
 
 class UnknownJobType(LookupError):
@@ -50,6 +51,9 @@ class JobType:
     # Checks a payload at submission (raises PermanentError naming the field): a job the handler
     # would refuse is refused before it exists (the API answers 422).
     parse_payload: Callable[[dict], object] | None = field(default=None, compare=False)
+    # What a job of this type is about, read from its payload at submission (stored and indexed as
+    # the job's subject: the console and the API find jobs by its prefix); None: no subject.
+    subject: Callable[[dict], str] | None = field(default=None, compare=False)
     # Other handler versions (processing version → handler) for shadow runs on the same input.
     shadow_versions: Mapping[str, Callable] = field(default_factory=dict, compare=False)
     paths: PathSpec = field(init=False, compare=False, repr=False)  # compiled from expected_paths
@@ -89,6 +93,8 @@ class Registry:
         if job_type.name in self._types:
             raise ImproperlyConfigured(f"job type {job_type.name!r} is registered twice")
         self._types[job_type.name] = job_type
+        if job_type.subject is not None:
+            subject_register(job_type.name, job_type.subject)
         return job_type
 
     def get(self, name: str) -> JobType:
