@@ -19,6 +19,7 @@ from api.auth import jobs_budget_spend, owned, request_fingerprint, require, sub
 from api.fields import Text, utc
 from api.rechecks import RecheckPlanOut, plan_out
 from jobs.models import Job, State
+from jobs.selectors import subject_prefix
 from jobs.services import job_cancel
 from rechecks.models import RecheckPlan
 from workers.runtime.services import job_submit
@@ -210,7 +211,7 @@ def jobs_list(
     if type:
         jobs = jobs.filter(type=type)
     if subject:
-        jobs = jobs.filter(subject__startswith=subject)
+        jobs = jobs.filter(subject_prefix(subject))
     if state:
         if state not in State.values:
             raise HttpError(422, f"state must be one of {', '.join(State.values)}")

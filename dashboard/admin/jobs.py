@@ -49,7 +49,7 @@ from jobs.models import (
     Transition,
     database_now,
 )
-from jobs.selectors import id_prefix_range
+from jobs.selectors import id_prefix_range, subject_prefix
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Source
@@ -238,7 +238,7 @@ class SubjectFilter(LinkFilter):
     title, parameter_name = "about", "subject"
 
     def condition(self, value):
-        return Q(subject__startswith=value)
+        return subject_prefix(value)
 
 
 class ParentFilter(LinkFilter):
@@ -389,7 +389,7 @@ class JobAdmin(ReadOnlyAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        query = Q(correlation_id=term) | Q(idempotency_key=term) | Q(subject__startswith=term)
+        query = Q(correlation_id=term) | Q(idempotency_key=term) | subject_prefix(term)
         if job_id := _as_uuid(term):
             query |= Q(id=job_id)
         elif bounds := id_prefix_range(term):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin
@@ -15,20 +16,37 @@ from workers.runtime.selectors import pools_with_consumers
 from workers.runtime.services import pool_pause, pool_resume
 
 
-@admin.action(description="Pause selected pools (no new work is claimed)", permissions=["operate"])
+@admin.action(description="Pause selected pools (no new work is claimed)…", permissions=["operate"])
 def pause_pools(modeladmin, request, queryset):
-    _run_pool_action(modeladmin, request, queryset, pool_pause, "Paused", "pool.pause")
+    return _run_pool_action(modeladmin, request, queryset, pool_pause, "Paused", "pool.pause")
 
 
-@admin.action(description="Resume selected pools", permissions=["operate"])
+@admin.action(description="Resume selected pools…", permissions=["operate"])
 def resume_pools(modeladmin, request, queryset):
-    _run_pool_action(modeladmin, request, queryset, pool_resume, "Resumed", "pool.resume")
+    return _run_pool_action(modeladmin, request, queryset, pool_resume, "Resumed", "pool.resume")
 
 
 def _run_pool_action(modeladmin, request, queryset, service, verb, action):
-    actor = f"user:{request.user.get_username()}"
+    """First a page that asks why (the action's second step, as Django's delete confirmation), then
+    the change with that reason, audited per pool."""
     names = list(queryset.values_list("name", flat=True))
-    reason = f"{verb.lower()} from the console"
+    reason = request.POST.get("reason", "").strip()
+    if not reason:
+        return TemplateResponse(
+            request,
+            "admin/workers/pool/reason.html",
+            {
+                **modeladmin.admin_site.each_context(request),
+                "title": f"{verb[:-1]} pools: why?",
+                "verb": verb[:-1].lower(),
+                "names": names,
+                "action": request.POST.get("action", ""),
+                "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+                "opts": modeladmin.model._meta,
+                "missing": "reason" in request.POST,
+            },
+        )
+    actor = f"user:{request.user.get_username()}"
     for name in names:
 
         def apply(name=name):

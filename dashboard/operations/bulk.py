@@ -24,7 +24,7 @@ from dashboard.models import BulkOperation
 from dashboard.operations.deadletters import STEP, ended_in_step
 from jobs import leases
 from jobs.models import Job, LeitstandNow, database_now
-from jobs.selectors import id_prefix_range
+from jobs.selectors import id_prefix_range, subject_prefix
 from jobs.services import JobInputError
 
 # In the order a dry run defaults to: the first with eligible jobs (cancelling is the last resort).
@@ -79,7 +79,7 @@ def matching(job_filter: dict) -> QuerySet:
     query = Job.objects.all()
     for field, value in job_filter.items():
         if field == "q":  # as the jobs list searches (dashboard/admin/jobs.py)
-            match = Q(correlation_id=value) | Q(idempotency_key=value) | Q(subject__startswith=value)
+            match = Q(correlation_id=value) | Q(idempotency_key=value) | subject_prefix(value)
             try:
                 match |= Q(id=uuid.UUID(value))
             except ValueError:
@@ -89,7 +89,7 @@ def matching(job_filter: dict) -> QuerySet:
         elif field == "step":
             query = query.filter(ended_in_step(value))
         elif field == "subject":  # a prefix, as the jobs list filters
-            query = query.filter(subject__startswith=value)
+            query = query.filter(subject_prefix(value))
         else:
             query = query.filter(**{field: value})
     return query

@@ -59,8 +59,16 @@ def an_alert():
 CASES = {
     ("jobs.job", "cancel_jobs"): (lambda make_job: make_job(), {}, "job.cancel"),
     ("jobs.job", "retry_jobs_now"): (lambda make_job: job_in_state(make_job(), State.DEAD), {}, "job.retry_now"),
-    ("workers.pool", "pause_pools"): (lambda make_job: Pool.objects.get(name="crawl"), {}, "pool.pause"),
-    ("workers.pool", "resume_pools"): (lambda make_job: Pool.objects.get(name="crawl"), {}, "pool.resume"),
+    ("workers.pool", "pause_pools"): (
+        lambda make_job: Pool.objects.get(name="crawl"),
+        {"reason": "the site asked us to slow down"},
+        "pool.pause",
+    ),
+    ("workers.pool", "resume_pools"): (
+        lambda make_job: Pool.objects.get(name="crawl"),
+        {"reason": "they are fine again"},
+        "pool.resume",
+    ),
     ("workers.source", "start_crawl"): (
         lambda make_job: source_upsert(name="Galerie Süd", base_url="https://sued.example/"),
         {},

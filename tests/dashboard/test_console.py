@@ -548,3 +548,15 @@ def test_jobs_are_found_by_what_they_are_about_on_every_path_that_creates_them(c
     parent = make_job("crawl", pool="crawl", payload={**crawl, "url": "https://p.example/"})
     child = make_job("crawl", pool="crawl", parent_id=parent.pk, payload={**crawl, "url": "https://p.example/c"})
     assert Job.objects.get(pk=child.pk).subject == "https://p.example/c", "a spawned child gets its own"
+
+
+def test_pausing_from_the_pools_page_asks_why_first(client, login):
+    login(OPERATORS)
+    changelist = reverse("admin:workers_pool_changelist")
+    selected = {"action": "pause_pools", "_selected_action": ["crawl"]}
+    asked = client.post(changelist, selected).content.decode()
+    assert 'id="pool-reason-form"' in asked and not Pool.objects.filter(name="crawl", is_paused=True).exists()
+    again = client.post(changelist, {**selected, "reason": "  "}).content.decode()
+    assert "A reason is required" in again and not Pool.objects.filter(name="crawl", is_paused=True).exists()
+    client.post(changelist, {**selected, "reason": "maintenance of the source"})
+    assert Pool.objects.get(name="crawl").reason == "maintenance of the source"

@@ -90,7 +90,10 @@ def test_only_operators_act_on_jobs_leases_and_pools(as_role, role, make_job, wo
     running = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
     stuck = client.post(reverse("admin:stuck_leases"), {"job": [str(running.id)], "reason": "r"})
     Pool.objects.get_or_create(name="crawl")
-    client.post(reverse("admin:workers_pool_changelist"), {"action": "pause_pools", "_selected_action": ["crawl"]})
+    client.post(
+        reverse("admin:workers_pool_changelist"),
+        {"action": "pause_pools", "_selected_action": ["crawl"], "reason": "r"},
+    )
     is_operator = role == OPERATORS
     assert Job.objects.get(pk=dead.pk).state == (State.PLANNED if is_operator else State.DEAD)
     assert Job.objects.get(pk=running.pk).state == (State.PLANNED if is_operator else State.RUNNING)
