@@ -414,6 +414,10 @@ class JobAdmin(ReadOnlyAdmin):
         return response
 
     def changelist_view(self, request, extra_context=None):
+        if request.htmx:  # the live part: the state tabs and their counts
+            if not self.has_view_permission(request):
+                raise PermissionDenied("the jobs list needs the permission to view jobs")
+            return TemplateResponse(request, "admin/jobs/job/state_tabs_live.html", {"request": request})
         self._now = database_now()
         context = dict(extra_context or {})
         term = request.GET.get("q", "").strip()

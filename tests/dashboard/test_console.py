@@ -469,7 +469,13 @@ def test_the_jobs_list_says_what_a_job_is_about_and_times_have_seconds(client, l
     snapshot_refresh()
     page = client.get(reverse("admin:jobs_job_changelist"), {"type__exact": "crawl"}).content.decode()
     assert "https://a.example/x" in page and "import-2026-12-01" in page
-    assert '?type__exact=crawl&amp;state__exact=planned">planned <span class="nav-count">1</span>' in page
+    assert (
+        '?type__exact=crawl&amp;state__exact=planned" data-key="tab:planned">planned <span class="nav-count">1</span>'
+        in page
+    )
+    assert 'id="state-tabs-live" data-live' in page
+    tabs = client.get(reverse("admin:jobs_job_changelist"), {"type__exact": "crawl"}, headers={"HX-Request": "true"})
+    assert 'id="state-tabs"' in tabs.content.decode() and "<html" not in tabs.content.decode()
     record = client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
     assert "Attempt rows:" in record and job.created_at.strftime("%Y-%m-%d %H:%M:%S") in record
     assert [duration(v) for v in (0.9478739999906338, 48.2, 1234.0, 185_000.0, None)] == [
