@@ -80,7 +80,12 @@ def home_context() -> dict:
     }
 
 
-def stuck_leases(limit: int = 200) -> list[dict]:
+# Rows on the stuck-leases page (the oldest heartbeats first; the navigation counts them all). It is a
+# live part, re-rendered every 5 s: 200 rows took 46 ms at 2,500 stuck leases, 100 take about half.
+STUCK_ROWS = 100
+
+
+def stuck_leases(limit: int = STUCK_ROWS) -> list[dict]:
     """``stuck_jobs``, one query with the last step and rescues as subqueries."""
     now = database_now()
     last_step = StepEvent.objects.filter(job=OuterRef("pk")).order_by("-id").values("step")[:1]

@@ -18,7 +18,7 @@ from dashboard.operations.deadletters import dead_letter_groups
 from dashboard.templatetags.console import progress_bar
 from jobs.batches import COUNTERS, Progress, batch_eta, batch_progress, batch_timeline
 from jobs.models import Batch, database_now
-from workers.runtime.sizing import batch_size_recommendation
+from workers.runtime.sizing import batch_size_recommendations
 
 
 @admin.register(Batch)
@@ -58,7 +58,7 @@ class BatchAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request, extra_context=None):
         target = 15
-        sizing = [batch_size_recommendation(pool=pool, target_minutes=target) for pool in settings.LEITSTAND_POOLS]
+        sizing = batch_size_recommendations(pools=list(settings.LEITSTAND_POOLS), target_minutes=target)
         return super().changelist_view(request, {**(extra_context or {}), "sizing": sizing, "target_minutes": target})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

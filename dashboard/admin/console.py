@@ -9,8 +9,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
+from dashboard.display import ago, clock
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
 from dashboard.operations.alerts import alert_acknowledge, alert_resolve
+from jobs.models import database_now
 from jobs.services import JobInputError
 
 
@@ -55,11 +57,13 @@ class AlertEventInline(ReadOnlyInline):
 
 @admin.register(Alert)
 class AlertAdmin(ReadOnlyAdmin):
-    list_display = ("state", "rule", "scope", "fired_at", "last_seen", "diagnosis", "route", "runbook_link")
+    list_display = ("state_shown", "rule_and_scope", "fired_at", "last_seen_ago", "diagnosis_and_runbook", "route")
     list_filter = ("state", "rule", "route")
     ordering = ("state", "-last_seen")
     inlines = [AlertEventInline]
     change_form_template = "admin/dashboard/alert/console_change_form.html"
+    # The list is a live part: it polls its own URL and swaps in the rows of the answer (hx-select).
+    change_list_template = "admin/dashboard/alert/console_change_list.html"
 
     def get_urls(self):
         return [
@@ -86,9 +90,30 @@ class AlertAdmin(ReadOnlyAdmin):
             {**(extra_context or {}), "can_operate": request.user.has_perm("jobs.operate_job")},
         )
 
-    @admin.display(description="runbook")
-    def runbook_link(self, alert):
-        return format_html('<a href="{}">runbook</a>', reverse("admin:runbook", args=[alert.rule]))
+    def changelist_view(self, request, extra_context=None):
+        self._now = database_now()
+        return super().changelist_view(request, {"title": "Alerts", **(extra_context or {})})
+
+    @admin.display(description="state", ordering="state")
+    def state_shown(self, alert):
+        return format_html(
+            '<span class="badge state-{}" data-key="alert:{}">{}</span>', alert.state, alert.pk, alert.state
+        )
+
+    @admin.display(description="rule · scope", ordering="rule")
+    def rule_and_scope(self, alert):
+        return format_html("<strong>{}</strong><br>{}", alert.rule, alert.scope or "all")
+
+    @admin.display(description="last seen", ordering="last_seen")
+    def last_seen_ago(self, alert):
+        seconds = (self._now - alert.last_seen).total_seconds()
+        return format_html('<span title="{}">{} ago</span>', clock(alert.last_seen), ago(seconds))
+
+    @admin.display(description="diagnosis")
+    def diagnosis_and_runbook(self, alert):
+        return format_html(
+            '{} <a href="{}" class="nowrap">runbook →</a>', alert.diagnosis, reverse("admin:runbook", args=[alert.rule])
+        )
 
 
 @admin.register(AuditEntry)

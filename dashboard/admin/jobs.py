@@ -419,7 +419,7 @@ class JobAdmin(ReadOnlyAdmin):
                 raise PermissionDenied("the jobs list needs the permission to view jobs")
             return TemplateResponse(request, "admin/jobs/job/state_tabs_live.html", {"request": request})
         self._now = database_now()
-        context = dict(extra_context or {})
+        context = {"title": "Jobs", **(extra_context or {})}
         term = request.GET.get("q", "").strip()
         job_id = _as_uuid(term)
         matches = Q(correlation_id=term) | Q(job_id=job_id) if job_id else Q(correlation_id=term)

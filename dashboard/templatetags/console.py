@@ -124,7 +124,7 @@ NAVIGATION = [
     ("Home", "admin:index", None, None),
     ("Jobs", "admin:jobs_job_changelist", "jobs.view_job", None),
     ("Stuck leases", "admin:stuck_leases", "jobs.view_job", "stuck"),
-    ("Dead letters", "admin:dead_letters", "jobs.view_job", None),
+    ("Dead letters", "admin:dead_letters", "jobs.view_job", "dead"),
     ("Review", "admin:review_queue", "jobs.view_job", "review"),
     ("Batches", "admin:jobs_batch_changelist", "jobs.view_batch", None),
     ("Paths", "admin:paths", "jobs.view_job", None),
@@ -154,6 +154,7 @@ def console_nav(context, oob=False):
         "stuck": data.get("stuck_leases"),
         "review": data.get("business", {}).get("review", {}).get("backlog"),
         "alerts": data.get("alerts_firing"),
+        "dead": sum(f.get("states", {}).get("dead", 0) for f in data.get("pipeline", {}).get("types", {}).values()),
     }
     links = []
     for label, name, permission, count in NAVIGATION:

@@ -182,6 +182,24 @@ def test_the_home_shows_active_alerts_with_their_runbooks(make_job, db_clock, cl
     assert client.get(reverse("admin:runbook", args=["no_such_rule"])).status_code == 404
 
 
+def test_the_alerts_list_keeps_itself_current(make_job, db_clock, client, django_user_model):
+    """The list polls its own URL (filters kept) and swaps in the rows of the answer: a resolved alert
+    shows as resolved without a reload."""
+    make_job("crawl", pool="crawl")
+    alerts.alerts_evaluate(now=db_clock.now())
+    viewer = django_user_model.objects.create_user("v", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()[VIEWERS])
+    client.force_login(viewer)
+    url = reverse("admin:dashboard_alert_changelist") + "?rule__exact=pool_no_consumers"
+    (alert,) = Alert.objects.filter(rule="pool_no_consumers")
+    page = client.get(url).content.decode()
+    assert f'data-live hx-get="{url}"' in page and 'hx-select="#alerts-rows"' in page
+    assert f'data-key="alert:{alert.pk}">firing</span>' in page
+    Alert.objects.filter(pk=alert.pk).update(state=Alert.State.RESOLVED)
+    polled = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert '<div id="alerts-rows">' in polled and f'data-key="alert:{alert.pk}">resolved</span>' in polled
+
+
 def test_markdown_is_rendered_with_html_escaped_and_no_script_links():
     from dashboard.templatetags.console import markdown
 

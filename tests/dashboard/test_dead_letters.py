@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 import pytest
 
 from dashboard.operations.deadletters import dead_letter_groups, dead_letters_refresh
+from dashboard.operations.snapshot import snapshot_refresh
 from jobs.batches import batch_create
 from jobs.models import Job, State, database_now
 from jobs.paths import attempts_check
@@ -146,3 +147,17 @@ def test_dead_jobs_without_a_finishing_time_are_grouped_too(make_job, client, lo
     login("viewer")
     (group,) = client.get("/admin/deadletters/").context["groups"]
     assert (group.total, group.counts, group.first_seen, group.newest_job_id) == (1, [0] * 5, None, str(job.pk))
+
+
+def test_the_home_the_navigation_and_the_page_count_the_same_dead_letters(client, login, dead):  # noqa: F811
+    """Counts agree across pages once the control process's sweeps have run: the home's dead (all and
+    within the hour), the navigation's count and the dead-letter page's total and 1-h column."""
+    snapshot_refresh()
+    dead_letters_refresh()
+    login("viewer")
+    home = client.get("/admin/")
+    types = home.context["snapshot"]["pipeline"]["types"]
+    groups = client.get("/admin/deadletters/").context["groups"]
+    assert sum(g.total for g in groups) == types["synthetic"]["states"]["dead"] == 7
+    assert sum(g.counts[0] for g in groups) == types["synthetic"]["dead_1h"] == 4
+    assert 'data-count="dead">Dead letters <span class="nav-count">7</span>' in home.content.decode()

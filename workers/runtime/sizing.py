@@ -75,33 +75,46 @@ class Sizing:
 def batch_size_recommendation(*, pool: str, target_minutes: float, window_minutes: float = 15) -> Sizing:
     if pool not in settings.LEITSTAND_POOLS:
         raise JobInputError("pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    (sizing,) = batch_size_recommendations(pools=[pool], target_minutes=target_minutes, window_minutes=window_minutes)
+    return sizing
+
+
+def batch_size_recommendations(*, pools: list[str], target_minutes: float, window_minutes: float = 15) -> list[Sizing]:
+    """The rule for each of ``pools``, measured in one pass over the recent attempts (the batches page)."""
     if not isinstance(target_minutes, (int, float)) or not 0 < target_minutes <= 7 * 24 * 60:
         raise JobInputError("target_minutes", "must be a number of minutes above 0, at most a week")
     if not 1 <= window_minutes <= 24 * 60:
         raise JobInputError("window_minutes", "must be from 1 to 1440")
-    workers = pool_consumers().get(pool, 0)
+    consumers = pool_consumers()
     since = database_now() - timedelta(minutes=window_minutes)
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
+            SELECT pool, count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
             FROM jobs_attempt
-            WHERE id > (SELECT coalesce(max(id), 0) FROM jobs_attempt) - %s AND pool = %s AND finished_at > %s
-              AND started_at IS NOT NULL AND outcome = ANY(%s)""",
-            [RECENT_ATTEMPTS, pool, since, [*RAN_TO_AN_END, Attempt.Outcome.FAILED, Attempt.Outcome.DEAD]],
+            WHERE id > (SELECT coalesce(max(id), 0) FROM jobs_attempt) - %s AND pool = ANY(%s) AND finished_at > %s
+              AND started_at IS NOT NULL AND outcome = ANY(%s)
+            GROUP BY pool""",
+            [RECENT_ATTEMPTS, pools, since, [*RAN_TO_AN_END, Attempt.Outcome.FAILED, Attempt.Outcome.DEAD]],
         )
-        attempts, busy_seconds = cursor.fetchone()
-    busy_minutes = float(busy_seconds) / 60
-    per_worker = attempts / workers / window_minutes if workers else 0.0
-    full_load = attempts / busy_minutes if busy_minutes > 0 else None
-    return Sizing(
-        pool=pool,
-        target_minutes=target_minutes,
-        window_minutes=window_minutes,
-        live_workers=workers,
-        attempts=attempts,
-        busy_minutes=busy_minutes,
-        per_worker_per_minute=per_worker,
-        at_full_load_per_worker_per_minute=full_load,
-        recommended=math.floor(workers * per_worker * target_minutes),
-    )
+        ended = {pool: (attempts, float(seconds)) for pool, attempts, seconds in cursor.fetchall()}
+    sizings = []
+    for pool in pools:
+        workers = consumers.get(pool, 0)
+        attempts, busy_seconds = ended.get(pool, (0, 0.0))
+        busy_minutes = busy_seconds / 60
+        per_worker = attempts / workers / window_minutes if workers else 0.0
+        sizings.append(
+            Sizing(
+                pool=pool,
+                target_minutes=target_minutes,
+                window_minutes=window_minutes,
+                live_workers=workers,
+                attempts=attempts,
+                busy_minutes=busy_minutes,
+                per_worker_per_minute=per_worker,
+                at_full_load_per_worker_per_minute=attempts / busy_minutes if busy_minutes > 0 else None,
+                recommended=math.floor(workers * per_worker * target_minutes),
+            )
+        )
+    return sizings
