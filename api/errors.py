@@ -45,7 +45,7 @@ PROBLEM_STATUSES = {
     "401": "The bearer token is missing, unknown, revoked or expired.",
     "403": "The token lacks the scope this operation needs.",
     "404": "No such job or recheck plan.",
-    "409": "The job or plan has already ended.",
+    "409": "The job or plan has already ended (or the test notification was confirmed already).",
     "413": "The body is over the configured limit (LEITSTAND_API_MAX_BODY_BYTES, default 1 MiB).",
     "422": "The request does not match the schema, the job type is unknown, the payload fails the type's "
     "schema, or the idempotency key names a job with another payload; see invalid_fields.",
@@ -83,7 +83,14 @@ def handlers_install(api: NinjaAPI) -> None:
 
     @api.exception_handler(HttpError)
     def _http_error(request, exc):
-        titles = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 413: "Payload Too Large"}
+        titles = {
+            400: "Bad Request",
+            403: "Forbidden",
+            404: "Not Found",
+            409: "Conflict",
+            413: "Payload Too Large",
+            422: "Unprocessable Content",
+        }
         return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.message))
 
     @api.exception_handler(ValidationError)

@@ -18,7 +18,8 @@ from jobs.services import JobInputError
 
 # ``jobs:all``: see and act on every job, batch and plan, also those of other clients and of no client
 # (crawls started from the console or a command); without it a token sees its own client's only.
-SCOPES = ("jobs:read", "jobs:write", "jobs:all", "jobs:synthetic", "reviews:write")
+# ``alerts:confirm``: confirm receipt of an alert route's test notification (an automated receiver).
+SCOPES = ("jobs:read", "jobs:write", "jobs:all", "jobs:synthetic", "reviews:write", "alerts:confirm")
 TOKEN_PREFIX = "lst"
 
 

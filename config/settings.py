@@ -470,6 +470,10 @@ LEITSTAND_ALERTS = {
     "archive_failing": {**_ALERT_TIMING, "for_seconds": 0},
     "business_rule_violated": {**_ALERT_TIMING, "for_seconds": 0, "count": 1},
     "batch_will_miss_target": {**_ALERT_TIMING, "for_seconds": 120},
+    # A route's test notification not confirmed by its deadline (goes to the route's fallback).
+    "route_unconfirmed": {**_ALERT_TIMING, "for_seconds": 0},
+    # A dead-letter group left without a person's review (or reopened by new dead jobs) this long.
+    "dlq_unreviewed": {**_ALERT_TIMING, "for_seconds": 0, "age_seconds": 7 * 86400},
 }
 
 # Business rules across jobs (dashboard/operations/rules.py), evaluated by the control process.
@@ -498,6 +502,13 @@ LEITSTAND_METRICS_ALLOWED_IPS = env_list("LEITSTAND_METRICS_ALLOWED_IPS", [])
 # {"operations": {"webhook": "https://core.example/hooks/leitstand", "secret": "…", "email": ["ops@example.org"]}}
 # A route without an entry notifies nobody (the console still shows its alerts).
 LEITSTAND_ALERT_ROUTES = env_json("LEITSTAND_ALERT_ROUTES", {})
+# Where route_unconfirmed goes for a route without a fallback of its own.
+LEITSTAND_ALERT_FALLBACK_ROUTE = env_str("LEITSTAND_ALERT_FALLBACK_ROUTE", "operations")
+# How often firing alerts are posted again to an Alertmanager (each post ends 3 intervals later).
+LEITSTAND_ALERTMANAGER_REPOST_SECONDS = env_float("LEITSTAND_ALERTMANAGER_REPOST_SECONDS", 60, minimum=1)
+# The console's address as people reach it: every link in a notification is absolute with it
+# (the alert, its runbook, a confirmation link), e.g. https://leitstand.example.org
+LEITSTAND_PUBLIC_URL = env_str("LEITSTAND_PUBLIC_URL", "")
 LEITSTAND_NOTIFY = {
     "timeout_seconds": env_float("LEITSTAND_NOTIFY_TIMEOUT_SECONDS", 20, minimum=0.1),
     "lease_seconds": env_float("LEITSTAND_NOTIFY_LEASE_SECONDS", 30, minimum=0.1),

@@ -120,6 +120,9 @@ class Alert(models.Model):
     threshold = models.FloatField()
     diagnosis = models.CharField(max_length=1000)
     route = models.CharField(max_length=64, help_text="Who acts: the notification route.")
+    severity = models.CharField(max_length=10, default="ticket", help_text="page (someone acts now) or ticket.")
+    notified_at = models.DateTimeField(null=True, blank=True, help_text="Last notification of the route.")
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -225,3 +228,159 @@ class ArchivedJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.job_id} (archived in {self.file_id})"
+
+
+class Owner(models.Model):
+    """A team that owns alert routes: who is responsible when one of its routes is notified."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.CharField(max_length=500, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Contact(models.Model):
+    """A person of an owning team, named in every notification of the team's routes."""
+
+    owner = models.ForeignKey(Owner, on_delete=models.CASCADE, related_name="contacts")
+    name = models.CharField(max_length=200)
+    email = models.EmailField(blank=True)
+    phone = models.CharField(max_length=50, blank=True)
+    role = models.CharField(max_length=100, blank=True, help_text="e.g. on call, team lead")
+
+    class Meta:
+        ordering = ("owner", "name")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.owner})"
+
+
+class Route(models.Model):
+    """Where an alert goes: its channels, its owner, when an unacknowledged alert escalates and is
+    notified again, and how often the route's receipt is tested (``dashboard/operations/routes.py``).
+    Seeded from ``LEITSTAND_ALERT_ROUTES``; operators edit routes in the console (audited)."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    owner = models.ForeignKey(Owner, on_delete=models.PROTECT, null=True, blank=True, related_name="routes")
+    webhook_url = models.URLField(blank=True, help_text="Signed JSON POSTs (X-Leitstand-Signature).")
+    webhook_secret = models.CharField(max_length=200, blank=True, help_text="The webhook's signing secret.")
+    emails = models.JSONField(default=list, blank=True, help_text="E-mail addresses, a JSON list.")
+    alertmanager_url = models.URLField(
+        blank=True, help_text="Prometheus Alertmanager's base URL; alerts are posted to its v2 API."
+    )
+    ack_page_minutes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=15,
+        help_text="A firing page-severity alert escalates when unacknowledged this long.",
+    )
+    ack_ticket_minutes = models.PositiveIntegerField(
+        null=True, blank=True, default=240, help_text="The same for ticket-severity alerts; empty: never escalate."
+    )
+    escalate_to = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="Escalation target."
+    )
+    renotify_minutes = models.PositiveIntegerField(
+        null=True, blank=True, default=60, help_text="Notify again at this interval until acknowledged; empty: never."
+    )
+    test_every_hours = models.PositiveIntegerField(
+        null=True, blank=True, default=168, help_text="Send a test notification at this interval; empty: never."
+    )
+    confirm_within_hours = models.PositiveIntegerField(
+        default=24, help_text="A test not confirmed within this time fires route_unconfirmed."
+    )
+    fallback = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Where route_unconfirmed goes for this route (default: LEITSTAND_ALERT_FALLBACK_ROUTE).",
+    )
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def channels(self) -> list[str]:
+        return [
+            name
+            for name, configured in (
+                ("webhook", self.webhook_url),
+                ("email", self.emails),
+                ("alertmanager", self.alertmanager_url),
+            )
+            if configured
+        ]
+
+    def ack_minutes(self, severity: str) -> int | None:
+        return self.ack_page_minutes if severity == "page" else self.ack_ticket_minutes
+
+
+class ReceiptTest(models.Model):
+    """A test notification sent to a route, and its confirmation: a signed, single-use link (console,
+    login required) or the same token through the API."""
+
+    route = models.ForeignKey(Route, on_delete=models.CASCADE, related_name="tests")
+    sent_at = models.DateTimeField(db_default=LeitstandNow())
+    sent_by = models.CharField(max_length=255, help_text="The schedule, or the operator who sent it now.")
+    nonce_sha256 = models.CharField(max_length=64, help_text="Of the token's random part: it is stored only hashed.")
+    confirm_by = models.DateTimeField(help_text="Not confirmed by then: route_unconfirmed fires.")
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    confirmed_by = models.CharField(max_length=255, blank=True)
+    confirmed_via = models.CharField(max_length=20, blank=True, help_text="console or api")
+
+    class Meta:
+        indexes = [models.Index(fields=["route", "-sent_at"], name="receipttest_route_idx")]
+
+    def __str__(self) -> str:
+        return f"test of {self.route} at {self.sent_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Silence(models.Model):
+    """A rule muted for a scope (or every scope) until ``ends_at``: its alerts still evaluate and show
+    as silenced, but notify nobody. Expires by itself; an operator may lift it earlier."""
+
+    rule = models.CharField(max_length=64)
+    scope = models.CharField(max_length=300, blank=True, help_text="Empty: every scope of the rule.")
+    reason = models.CharField(max_length=500)
+    created_by = models.CharField(max_length=255)
+    created_at = models.DateTimeField(db_default=LeitstandNow())
+    ends_at = models.DateTimeField()
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["rule", "ends_at"], name="silence_rule_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.scope or '(every scope)'} until {self.ends_at:%Y-%m-%d %H:%M}"
+
+
+class DeadLetterReview(models.Model):
+    """A person's review of one dead-letter group (type × error class × step): the decision and a
+    note. New dead jobs in the group after the review reopen it (``reopened_at``, set by the
+    control process's dead-letter sweep)."""
+
+    class Decision(models.TextChoices):
+        RETRY = "retry", "retry after a fix"
+        CANCEL = "cancel"
+        WATCH = "watch", "keep watching"
+
+    type = models.CharField(max_length=64)
+    error_class = models.CharField(max_length=255)
+    step = models.CharField(max_length=64)
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    note = models.CharField(max_length=1000)
+    reviewed_by = models.CharField(max_length=255)
+    reviewed_at = models.DateTimeField()
+    reopened_at = models.DateTimeField(null=True, blank=True, help_text="New dead jobs came after the review.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["type", "error_class", "step"], name="deadletterreview_group_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.error_class} {self.step}: {self.decision}"

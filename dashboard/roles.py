@@ -6,7 +6,7 @@
 | ``viewer`` | every console page, read-only | nothing |
 | ``reviewer`` | everything | decide, escalate and skip review cases; end a recheck plan with a manual decision |
 | ``senior reviewer`` | everything | as a reviewer, and decide escalated cases (never one they escalated) |
-| ``operator`` | everything | retry, cancel, confirm, release, send to review, bulk actions, pause/resume pools; maintain sources and assets; end or abort recheck plans; create API clients and tokens, rotate and revoke them |
+| ``operator`` | everything | retry, cancel, confirm, release, send to review, bulk actions, pause/resume pools; maintain sources and assets; end or abort recheck plans; create API clients and tokens, rotate and revoke them; edit alert routes, owners and contacts, send route tests, silence alerts, review dead-letter groups |
 
 The matrix is enforced by the services each action calls (the person's permission) and by the
 console views; ``tests/dashboard/test_permissions.py`` checks every console URL and action × role.
@@ -38,7 +38,21 @@ _VIEW = (
         )
     ]
     + [f"rechecks.view_{model}" for model in ("recheckplan", "observation")]
-    + ["dashboard.view_auditentry", "dashboard.view_bulkoperation", "dashboard.view_alert", "dashboard.view_alertevent"]
+    + [
+        f"dashboard.view_{model}"
+        for model in (
+            "auditentry",
+            "bulkoperation",
+            "alert",
+            "alertevent",
+            "route",
+            "owner",
+            "contact",
+            "receipttest",
+            "silence",
+            "deadletterreview",
+        )
+    ]
 )
 ROLE_PERMISSIONS = {
     VIEWERS: _VIEW,
@@ -54,6 +68,9 @@ ROLE_PERMISSIONS = {
         "workers.add_protectedasset",
         "rechecks.decide_plan",
         "rechecks.abort_plan",
+        # Alert routes, their owners and contacts are edited in the console (audited).
+        *(f"dashboard.{action}_{model}" for action in ("add", "change") for model in ("route", "owner", "contact")),
+        "dashboard.delete_contact",
     ],
 }
 

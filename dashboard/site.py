@@ -15,13 +15,19 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django_fsm import TransitionNotAllowed
 
-from dashboard import review
+from dashboard import alerting_pages, review
 from dashboard.audit import audited
 from dashboard.diagram import declared_edges, state_diagram
 from dashboard.display import ago, data_uri
-from dashboard.models import Alert, RuleViolation
+from dashboard.models import Alert, DeadLetterReview, RuleViolation
 from dashboard.operations import alerts, bulk
-from dashboard.operations.deadletters import WINDOWS, dead_letter_groups, dead_letters_snapshot
+from dashboard.operations.deadletters import (
+    WINDOWS,
+    dead_letter_groups,
+    dead_letter_review,
+    dead_letters_snapshot,
+    reviews_attach,
+)
 from dashboard.operations.rules import RULES as BUSINESS_RULES
 from dashboard.operations.trends import trend_series
 from dashboard.paths import type_paths
@@ -65,6 +71,12 @@ class ConsoleSite(admin.AdminSite):
             path("deadletters/", self.admin_view(self.dead_letters), name="dead_letters"),
             path("pools/<slug:pool>/act/", self.admin_view(self.pool_act), name="pool_act"),
             path("trends/", self.admin_view(self.trends), name="trends"),
+            path("routes/", self.admin_view(alerting_pages.routes_page), name="alert_routes"),
+            path(
+                "routes/confirm/<str:token>/",
+                self.admin_view(alerting_pages.receipt_confirm_page),
+                name="receipt_confirm",
+            ),
         ]
         return views + super().get_urls()
 
@@ -258,6 +270,19 @@ class ConsoleSite(admin.AdminSite):
 
     def dead_letters(self, request):
         _require(request, "jobs.view_job")
+        if request.method == "POST":
+            try:
+                review = dead_letter_review(
+                    **{
+                        name: request.POST.get(name, "") for name in ("type", "error_class", "step", "decision", "note")
+                    },
+                    actor=_actor(request),
+                    user=request.user,
+                )
+                messages.success(request, f"Reviewed: {review} — {review.note}")
+            except (JobInputError, PermissionDenied) as refused:
+                messages.error(request, str(refused))
+            return HttpResponseRedirect(request.get_full_path())
         batch, scope = None, {}
         if request.GET.get("batch"):
             if not request.GET["batch"].isdigit() or not (
@@ -273,6 +298,7 @@ class ConsoleSite(admin.AdminSite):
         else:
             groups, now, snapshot = dead_letters_snapshot()
             age = (database_now() - snapshot.refreshed_at).total_seconds()
+        groups = reviews_attach(groups)
         for group in groups:
             group.links = dead_letter_links(group, scope, now)
             group.cells = list(zip(group.counts, group.links["windows"]))
@@ -291,6 +317,7 @@ class ConsoleSite(admin.AdminSite):
                 "snapshot_age": None if age is None else ago(age),
                 "snapshot_stale": age is not None and age > max(every * 6, 30),
                 "every": every,
+                "decisions": DeadLetterReview.Decision.choices,
             },
         )
 

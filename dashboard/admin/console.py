@@ -9,9 +9,11 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
+from dashboard.alerting_pages import SILENCE_CHOICES
 from dashboard.display import ago, clock
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
-from dashboard.operations.alerts import alert_acknowledge, alert_resolve
+from dashboard.operations.alerts import alert_acknowledge, alert_resolve, silenced_now
+from dashboard.operations.routes import route_named
 from jobs.models import database_now
 from jobs.services import JobInputError
 
@@ -83,11 +85,18 @@ class AlertAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(reverse("admin:dashboard_alert_change", args=[alert_id]))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        alert = Alert.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
         return super().change_view(
             request,
             object_id,
             form_url,
-            {**(extra_context or {}), "can_operate": request.user.has_perm("jobs.operate_job")},
+            {
+                **(extra_context or {}),
+                "can_operate": request.user.has_perm("jobs.operate_job"),
+                "route": route_named(alert.route) if alert else None,
+                "silence": silenced_now()(alert) if alert else None,
+                "silence_choices": SILENCE_CHOICES,
+            },
         )
 
     def changelist_view(self, request, extra_context=None):

@@ -29,8 +29,9 @@ from django.db.models import Count, Max, Min, Q
 
 from dashboard.audit import audit_record
 from dashboard.display import ago, clock
-from dashboard.models import Alert, AlertEvent, ArchiveFile, RuleViolation
+from dashboard.models import Alert, AlertEvent, ArchiveFile, Route, RuleViolation, Silence
 from dashboard.operations import notify
+from dashboard.operations.routes import fallback_of, route_named, routes_ensure
 from dashboard.operations.rules import RULES as BUSINESS_RULES
 from jobs.batches import batch_eta, batches_progress
 from jobs.models import Batch, Job, StaleWrite, State, database_now
@@ -39,17 +40,17 @@ from rechecks.models import RecheckPlan
 from workers.pipeline.models import Candidate, Source
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pool_consumers
-from workers.runtime.services import job_submit
 
 RUNBOOKS = Path(settings.BASE_DIR) / "docs" / "runbooks"
 
 
 @dataclass(frozen=True)
 class Firing:
-    scope: str  # "pool:crawl", "type:analysis", "source:Galerie Nord", "host:vm", "" (global)
+    scope: str  # "pool:crawl", "type:analysis", "source:Galerie Nord", "host:vm", "route:ops", "" (global)
     value: float
     threshold: float
     diagnosis: str
+    route: str = ""  # where it goes, when not the rule's (or its scope's override) route
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,21 @@ class Rule:
     title: str
     evaluate: Callable[[datetime, dict], list[Firing]]
     route: str = "operations"
+    severity: str = "ticket"  # "page": someone acts now (escalates sooner); "ticket": within the working day
 
 
-def option(rule: str, key: str, scope: str = ""):
+SEVERITIES = ("page", "ticket")
+
+
+def option(rule: str, key: str, scope: str = "", default=None):
     """A rule's setting, overridden for the scope when ``LEITSTAND_ALERTS[rule]["overrides"][scope]`` says so."""
     config = settings.LEITSTAND_ALERTS[rule]
-    return config.get("overrides", {}).get(scope, {}).get(key, config[key])
+    return config.get("overrides", {}).get(scope, {}).get(key, config.get(key, default))
+
+
+def route_of(rule: Rule, scope: str) -> str:
+    """The route an alert of ``rule`` in ``scope`` goes to: the setting (per scope) or the rule's own."""
+    return option(rule.name, "route", scope, rule.route)
 
 
 # --- the rules ---------------------------------------------------------------------------------------
@@ -395,23 +405,86 @@ def _archive_failing(now: datetime, memory: dict) -> list[Firing]:
     ]
 
 
+def _route_unconfirmed(now: datetime, memory: dict) -> list[Firing]:
+    """Routes whose latest test notification was not confirmed by its deadline (to the fallback route)."""
+    firings = []
+    for route in Route.objects.select_related("fallback").filter(tests__isnull=False).distinct():
+        test = route.tests.order_by("-sent_at").first()
+        if test.confirmed_at is None and test.confirm_by <= now:
+            confirmed = route.tests.filter(confirmed_at__isnull=False).order_by("-confirmed_at").first()
+            last = (
+                f"last confirmed receipt {confirmed.confirmed_at:%Y-%m-%d %H:%M} by {confirmed.confirmed_by}"
+                if confirmed
+                else "no test of this route was ever confirmed"
+            )
+            firings.append(
+                Firing(
+                    f"route:{route.name}",
+                    (now - test.confirm_by).total_seconds(),
+                    0,
+                    f"route {route.name}: the test sent {test.sent_at:%Y-%m-%d %H:%M} ({test.sent_by}) was not confirmed "
+                    f"by {test.confirm_by:%Y-%m-%d %H:%M}; channels {', '.join(route.channels) or 'none'}; {last}",
+                    route=fallback_of(route),
+                )
+            )
+    return firings
+
+
+def _dlq_unreviewed(now: datetime, memory: dict) -> list[Firing]:
+    """Dead-letter groups nobody reviewed (or reopened by new dead jobs) for longer than ``age_seconds``, per type."""
+    from dashboard.operations.deadletters import groups_to_review  # deadletters imports the models only
+
+    per_type: dict[str, list] = {}
+    for group, since in groups_to_review():
+        if since is not None and (now - since).total_seconds() >= option(
+            "dlq_unreviewed", "age_seconds", f"type:{group.type}"
+        ):
+            per_type.setdefault(group.type, []).append((group, since))
+    firings = []
+    for job_type, groups in per_type.items():
+        oldest_group, oldest = min(groups, key=lambda pair: pair[1])
+        firings.append(
+            Firing(
+                f"type:{job_type}",
+                len(groups),
+                0,
+                f"{job_type}: {len(groups)} dead-letter groups ({sum(g.total for g, _ in groups):,} dead jobs) wait for a "
+                f"review; the oldest, {oldest_group.error_name} in step {oldest_group.step or '—'}, since "
+                f"{oldest:%Y-%m-%d %H:%M}",
+            )
+        )
+    return firings
+
+
 RULES = {
     rule.name: rule
     for rule in (
-        Rule("pool_no_consumers", "A pool has no live consumers but due jobs", _no_consumers),
-        Rule("pool_stalled", "A pool claims nothing although work is due and its healing failed", _stalled),
+        Rule("pool_no_consumers", "A pool has no live consumers but due jobs", _no_consumers, severity="page"),
+        Rule(
+            "pool_stalled",
+            "A pool claims nothing although work is due and its healing failed",
+            _stalled,
+            severity="page",
+        ),
         Rule("queue_growing", "Queue depth keeps growing", _queue_growing),
-        Rule("oldest_due_age", "The oldest due job waits too long", _oldest_due),
+        Rule("oldest_due_age", "The oldest due job waits too long", _oldest_due, severity="page"),
         Rule("dlq_growth", "The dead-letter queue grows", _dlq_growth),
-        Rule("stuck_leases", "Expired leases are not released", _stuck_leases),
+        Rule("stuck_leases", "Expired leases are not released", _stuck_leases, severity="page"),
         Rule("stale_writes_spike", "Refused stale writes spike", _stale_writes),
         Rule("review_backlog_age", "The review backlog's oldest case is too old", _review_backlog, route="review"),
         Rule("rechecks_overdue", "Recheck plans are overdue", _rechecks_overdue),
         Rule("source_quiet", "A source is unusually quiet", _source_quiet, route="business"),
-        Rule("disk_low", "A worker host is low on disk", _disk_low, route="infrastructure"),
+        Rule("disk_low", "A worker host is low on disk", _disk_low, route="infrastructure", severity="page"),
         Rule("business_rule_violated", "A business rule across jobs is broken", _business_rules, route="business"),
         Rule("batch_will_miss_target", "A batch will miss its target finish time", _batch_late),
-        Rule("archive_failing", "The archive cannot be written, so history is not purged", _archive_failing),
+        Rule(
+            "archive_failing",
+            "The archive cannot be written, so history is not purged",
+            _archive_failing,
+            severity="page",
+        ),
+        Rule("route_unconfirmed", "An alert route's test notification was not confirmed", _route_unconfirmed),
+        Rule("dlq_unreviewed", "Dead-letter groups wait for a person's review", _dlq_unreviewed),
     )
 }
 
@@ -421,7 +494,9 @@ _memory: dict = {}  # rule state between evaluations in the leading control proc
 def alerts_evaluate(*, now: datetime | None = None) -> dict:
     """Evaluate every rule and reconcile the open alerts; returns counts of what changed."""
     now = now or database_now()
-    report = {"fired": 0, "resolved": 0, "open": 0}
+    routes_ensure({rule.route for rule in RULES.values()} | _routes_in_settings())
+    report = {"fired": 0, "resolved": 0, "open": 0, "escalated": 0, "renotified": 0}
+    silenced = silenced_now(now)
     for rule in RULES.values():
         firing = {f.scope: f for f in rule.evaluate(now, _memory)}
         with transaction.atomic():
@@ -431,7 +506,12 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
             }
             for scope, found in firing.items():
                 alert = open_alerts.get(scope) or Alert(
-                    rule=rule.name, scope=scope, first_seen=now, route=rule.route, state=Alert.State.PENDING
+                    rule=rule.name,
+                    scope=scope,
+                    first_seen=now,
+                    route=found.route or route_of(rule, scope),
+                    severity=option(rule.name, "severity", scope, rule.severity),
+                    state=Alert.State.PENDING,
                 )
                 alert.last_seen, alert.value, alert.threshold, alert.diagnosis = (
                     now,
@@ -446,12 +526,10 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
                     alert.state, alert.fired_at = Alert.State.FIRING, now
                     report["fired"] += 1
                     alert.save()
-                    _notify(
-                        alert,
-                        AlertEvent.objects.create(
-                            alert=alert, kind="fired", actor="alert-evaluator", comment=alert.diagnosis
-                        ),
+                    event = AlertEvent.objects.create(
+                        alert=alert, kind="fired", actor="alert-evaluator", comment=alert.diagnosis
                     )
+                    _notify(alert, event, silenced, now)
                     continue
                 alert.save()
             for scope, alert in open_alerts.items():
@@ -466,30 +544,174 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
                     alert.state, alert.resolved_at = Alert.State.RESOLVED, now
                 alert.save()
                 if is_resolved:
-                    _notify(
-                        alert,
-                        AlertEvent.objects.create(
-                            alert=alert,
-                            kind="resolved",
-                            actor="alert-evaluator",
-                            comment=f"condition clear since {clock(alert.cleared_since)}",
-                        ),
+                    event = AlertEvent.objects.create(
+                        alert=alert,
+                        kind="resolved",
+                        actor="alert-evaluator",
+                        comment=f"condition clear since {clock(alert.cleared_since)}",
                     )
+                    _notify(alert, event, silenced, now)
                     report["resolved"] += 1
+    for kind in _escalate(now, silenced):
+        report[kind] += 1
     report["open"] = Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).count()
     return report
 
 
-def _notify(alert: Alert, event: AlertEvent) -> None:
-    """Queue the route's deliveries in the transaction that records the event (idempotent per event)."""
-    for key, payload in notify.notifications_for(alert, event):
-        job_submit(
-            job_type="alert_notify",
-            payload=payload,
-            idempotency_key=key,
-            actor="alert-evaluator",
-            correlation_id=f"alert-{alert.pk}",
-        )
+def _routes_in_settings() -> set[str]:
+    return {
+        override["route"]
+        for config in settings.LEITSTAND_ALERTS.values()
+        for override in [config, *config.get("overrides", {}).values()]
+        if override.get("route")
+    }
+
+
+def _notify(alert: Alert, event: AlertEvent, silenced: Callable[[Alert], Silence | None], now: datetime) -> None:
+    """Queue the route's deliveries in the transaction that records the event (idempotent per event),
+    unless a silence mutes the alert: then the event says so and nobody is notified."""
+    silence = silenced(alert)
+    if silence is not None:
+        event.comment = f"{event.comment} — silenced until {silence.ends_at:%Y-%m-%d %H:%M} by {silence.created_by}: nobody notified"[
+            :1000
+        ]
+        event.save(update_fields=["comment"])
+        return
+    title = RULES[alert.rule].title if alert.rule in RULES else alert.rule
+    message = notify.message_for(alert, event.kind, title=title, event_id=event.pk, comment=event.comment)
+    notify.deliver(message, to=alert.route, key=f"alert-event-{event.pk}", correlation_id=f"alert-{alert.pk}")
+    if alert.escalated_at and alert.state != Alert.State.FIRING:  # the escalation target hears how it ended
+        route = route_named(alert.route)
+        if route and route.escalate_to_id:
+            notify.deliver(
+                message,
+                to=route.escalate_to.name,
+                key=f"alert-event-{event.pk}-escalated",
+                correlation_id=f"alert-{alert.pk}",
+            )
+    Alert.objects.filter(pk=alert.pk).update(notified_at=now)
+
+
+def _escalate(now: datetime, silenced: Callable[[Alert], Silence | None]) -> list[str]:
+    """Firing alerts nobody acknowledged: escalate once after the route's acknowledgement time for
+    the alert's severity, and notify again every ``renotify_minutes`` until acknowledged."""
+    done = []
+    routes = {route.name: route for route in Route.objects.select_related("escalate_to", "escalate_to__owner")}
+    for alert in Alert.objects.filter(state=Alert.State.FIRING).order_by("pk"):
+        route = routes.get(alert.route)
+        if route is None or silenced(alert) is not None:
+            continue
+        ack = route.ack_minutes(alert.severity)
+        title = RULES[alert.rule].title if alert.rule in RULES else alert.rule
+        with transaction.atomic():
+            if ack is not None and alert.escalated_at is None and now - alert.fired_at >= timedelta(minutes=ack):
+                target = route.escalate_to
+                comment = (
+                    f"not acknowledged within {ack} min ({alert.severity}): escalated to route {target.name}"
+                    + (f" (owner {target.owner.name})" if target.owner_id else "")
+                    if target
+                    else f"not acknowledged within {ack} min ({alert.severity}); route {route.name} has no escalation "
+                    f"target: notified again"
+                )
+                event = AlertEvent.objects.create(
+                    alert=alert, kind="escalated", actor="alert-evaluator", comment=comment
+                )
+                message = notify.message_for(alert, "escalated", title=title, event_id=event.pk, comment=comment)
+                notify.deliver(
+                    message,
+                    to=target.name if target else route.name,
+                    key=f"alert-event-{event.pk}",
+                    correlation_id=f"alert-{alert.pk}",
+                )
+                Alert.objects.filter(pk=alert.pk).update(escalated_at=now, notified_at=now)
+                done.append("escalated")
+            elif route.renotify_minutes and (
+                alert.notified_at is None or now - alert.notified_at >= timedelta(minutes=route.renotify_minutes)
+            ):
+                comment = (
+                    f"still firing, not acknowledged; notified again every {route.renotify_minutes} min"
+                    if alert.notified_at
+                    else "nobody was notified yet (a silence ended): notified now"
+                )
+                event = AlertEvent.objects.create(
+                    alert=alert, kind="renotified", actor="alert-evaluator", comment=comment
+                )
+                message = notify.message_for(alert, "renotified", title=title, event_id=event.pk, comment=comment)
+                key = f"alert-event-{event.pk}"
+                notify.deliver(message, to=route.name, key=key, correlation_id=f"alert-{alert.pk}")
+                if alert.escalated_at and route.escalate_to_id:
+                    notify.deliver(
+                        message, to=route.escalate_to.name, key=f"{key}-escalated", correlation_id=f"alert-{alert.pk}"
+                    )
+                Alert.objects.filter(pk=alert.pk).update(notified_at=now)
+                done.append("renotified")
+    return done
+
+
+# --- silences ----------------------------------------------------------------------------------
+
+
+def silenced_now(now: datetime | None = None) -> Callable[[Alert], Silence | None]:
+    """A test of whether an alert is muted now (the active silences, read once)."""
+    now = now or database_now()
+    active = list(Silence.objects.filter(lifted_at__isnull=True, ends_at__gt=now).order_by("-ends_at"))
+
+    def silence_of(alert: Alert) -> Silence | None:
+        return next((s for s in active if s.rule == alert.rule and s.scope in ("", alert.scope)), None)
+
+    return silence_of
+
+
+def silence_create(*, rule: str, scope: str, minutes: float, reason: str, actor: str, user) -> Silence:
+    """Mute ``rule`` for ``scope`` (empty: every scope) for ``minutes``, with a reason; audited."""
+    if user is not None and not user.has_perm("jobs.operate_job"):
+        raise PermissionDenied(f"{user} may not silence alerts")
+    if rule not in RULES:
+        raise JobInputError("rule", f"unknown rule {rule!r}; rules: {', '.join(RULES)}")
+    if not isinstance(minutes, (int, float)) or not 1 <= minutes <= 30 * 24 * 60:
+        raise JobInputError("minutes", "must be from 1 to 43200 (30 days): a silence always ends")
+    if not reason or not reason.strip():
+        raise JobInputError("reason", "is required: say why nobody should be notified")
+    if len(scope) > 300:
+        raise JobInputError("scope", "is at most 300 characters")
+    now = database_now()
+    silence = Silence.objects.create(
+        rule=rule,
+        scope=scope.strip(),
+        reason=reason.strip()[:500],
+        created_by=actor[:255],
+        created_at=now,
+        ends_at=now + timedelta(minutes=minutes),
+    )
+    audit_record(
+        actor=actor,
+        action="alert.silenced",
+        target=f"rule {rule} {scope or '(every scope)'}",
+        reason=reason,
+        result=f"silenced until {silence.ends_at:%Y-%m-%d %H:%M:%S}",
+    )
+    return silence
+
+
+def silence_lift(*, silence_id: int, actor: str, user) -> Silence:
+    if user is not None and not user.has_perm("jobs.operate_job"):
+        raise PermissionDenied(f"{user} may not lift silences")
+    now = database_now()
+    with transaction.atomic():
+        silence = Silence.objects.select_for_update().filter(pk=silence_id).first()
+        if silence is None:
+            raise JobInputError("silence", f"silence {silence_id} does not exist")
+        if silence.lifted_at is not None or silence.ends_at <= now:
+            raise JobInputError("silence", f"silence {silence_id} has ended already")
+        silence.lifted_at, silence.lifted_by = now, actor[:255]
+        silence.save(update_fields=["lifted_at", "lifted_by"])
+    audit_record(
+        actor=actor,
+        action="alert.silence_lifted",
+        target=f"rule {silence.rule} {silence.scope or '(every scope)'}",
+        result="lifted",
+    )
+    return silence
 
 
 def alert_acknowledge(*, alert_id: int, actor: str, comment: str, user) -> Alert:
@@ -521,9 +743,8 @@ def _human(alert_id, actor, comment, user, target, kind) -> Alert:
         else:
             alert.resolved_at = database_now()
         alert.save()
-        _notify(
-            alert, AlertEvent.objects.create(alert=alert, kind=kind, actor=actor[:255], comment=comment.strip()[:500])
-        )
+        event = AlertEvent.objects.create(alert=alert, kind=kind, actor=actor[:255], comment=comment.strip()[:500])
+        _notify(alert, event, silenced_now(), database_now())
     audit_record(
         actor=actor,
         action=f"alert.{kind}",

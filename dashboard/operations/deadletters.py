@@ -23,12 +23,15 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.db.models import OuterRef, Subquery
 from django.db.models.lookups import Regex
 
-from dashboard.models import ConsoleSnapshot
+from dashboard.audit import audit_record
+from dashboard.models import ConsoleSnapshot, DeadLetterReview
 from jobs.models import Attempt, Job, LeitstandNow, State, database_now
+from jobs.services import JobInputError
 from workers.runtime.registry import registry
 
 WINDOWS = (
@@ -178,9 +181,15 @@ SNAPSHOT = "deadletters"
 
 
 def dead_letters_refresh() -> None:
-    """Group every dead job now and store the groups for the console (the control process, throttled)."""
+    """Group every dead job now and store the groups for the console (the control process, throttled);
+    a reviewed group with dead jobs newer than its review is reopened."""
     now, started = database_now(), time.perf_counter()
     groups = dead_letter_groups(now=now)
+    reviews = {(r.type, r.error_class, r.step): r for r in DeadLetterReview.objects.filter(reopened_at__isnull=True)}
+    for group in groups:
+        review = reviews.get((group.type, group.error_class, group.step))
+        if review and group.last_seen and group.last_seen > review.reviewed_at:
+            DeadLetterReview.objects.filter(pk=review.pk, reopened_at__isnull=True).update(reopened_at=now)
     ConsoleSnapshot.objects.update_or_create(
         name=SNAPSHOT,
         defaults={
@@ -189,6 +198,71 @@ def dead_letters_refresh() -> None:
             "took_ms": (time.perf_counter() - started) * 1000,
         },
     )
+
+
+def reviews_attach(groups: list[Group]) -> list[Group]:
+    """Each group's review (``group.review``) and state: *unreviewed*, *reopened* (new dead jobs
+    after the review) or *reviewed*; the groups waiting for a person first, in their order."""
+    reviews = {(r.type, r.error_class, r.step): r for r in DeadLetterReview.objects.all()}
+    for group in groups:
+        group.review = reviews.get((group.type, group.error_class, group.step))
+        if group.review is None:
+            group.review_state = "unreviewed"
+        elif group.review.reopened_at or (group.last_seen and group.last_seen > group.review.reviewed_at):
+            group.review_state = "reopened"
+        else:
+            group.review_state = "reviewed"
+    return sorted(groups, key=lambda g: g.review_state == "reviewed")
+
+
+def groups_to_review() -> list[tuple[Group, datetime | None]]:
+    """The groups waiting for a review, each with the moment it began to wait: its first dead job, or
+    when new dead jobs reopened it (the dead-letter sweep notices within its interval)."""
+    groups, _, _ = dead_letters_snapshot()
+    waiting = []
+    for group in reviews_attach(groups):
+        if group.review_state == "unreviewed":
+            waiting.append((group, group.first_seen))
+        elif group.review_state == "reopened":
+            waiting.append((group, group.review.reopened_at or group.last_seen))
+    return waiting
+
+
+def dead_letter_review(
+    *, type: str, error_class: str, step: str, decision: str, note: str, actor: str, user
+) -> DeadLetterReview:
+    """A person reviews a group: the decision (retry after a fix, cancel, keep watching) and a note;
+    audited. Reviewing again replaces the review (and closes a reopened group)."""
+    if user is not None and not user.has_perm("jobs.operate_job"):
+        raise PermissionDenied(f"{user} may not review dead letters")
+    if decision not in DeadLetterReview.Decision.values:
+        raise JobInputError("decision", f"must be one of: {', '.join(DeadLetterReview.Decision.values)}")
+    if not note or not note.strip():
+        raise JobInputError("note", "is required: say what you found and why you decided so")
+    if step and not STEP.fullmatch(step):
+        raise JobInputError("step", f"{step!r} is not a step name")
+    if not Job.objects.filter(state=State.DEAD, type=type, error_class=error_class).exists():
+        raise JobInputError("group", f"no dead {type} job failed with {error_class or '(no error class)'}")
+    review, _ = DeadLetterReview.objects.update_or_create(
+        type=type,
+        error_class=error_class,
+        step=step,
+        defaults={
+            "decision": decision,
+            "note": note.strip()[:1000],
+            "reviewed_by": actor[:255],
+            "reviewed_at": database_now(),
+            "reopened_at": None,
+        },
+    )
+    audit_record(
+        actor=actor,
+        action="deadletters.reviewed",
+        target=f"dead letters {type} {error_class or '(no error class)'} in {step or '—'}",
+        reason=note,
+        result=review.get_decision_display(),
+    )
+    return review
 
 
 def dead_letters_snapshot() -> tuple[list[Group], datetime, ConsoleSnapshot]:

@@ -1,63 +1,329 @@
 """Alert notifications, delivered as jobs of the system itself (type ``alert_notify``, pool
 ``notify``), so retries with backoff and the dead-letter queue apply to them like to any job.
 
-A webhook is signed like the API's webhooks (``workers.runtime.webhook``). E-mail goes through Django's mail
-settings.
+Each route (``dashboard.models.Route``) has up to three channels: a webhook (signed like the API's
+webhooks, ``workers.runtime.webhook``), e-mail (Django's mail settings) and Prometheus Alertmanager
+(its v2 API). Every message names the component and scope, the first diagnosis, the route, its owner
+and contacts, and carries absolute links (``LEITSTAND_PUBLIC_URL``) to the alert and its runbook. The
+route is read again when the job runs: a channel removed in the meantime is a permanent error.
+
+Alertmanager forgets an alert at its ``endsAt``: each firing alert is posted with
+``endsAt`` = now + 3 × ``LEITSTAND_ALERTMANAGER_REPOST_SECONDS`` and re-posted every
+``LEITSTAND_ALERTMANAGER_REPOST_SECONDS`` (``alertmanager_repost``), a resolved one once with its
+resolution time, so Alertmanager resolves it at once.
 """
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta
+
+import httpx
 from django.conf import settings
 from django.core.mail import send_mail
+from django.urls import reverse
 
+from dashboard.models import Alert, ReceiptTest, Route
+from dashboard.operations.routes import confirm_link, public_url, route_named
 from jobs.errors import PermanentError
+from jobs.models import database_now
 from workers.runtime.context import Done, JobContext
-from workers.runtime.webhook import post_signed
+from workers.runtime.services import job_submit
+from workers.runtime.webhook import WebhookRefused, post_signed, url_redacted
+
+CHANNELS = ("webhook", "email", "alertmanager")
+_SCOPE_KINDS = {
+    "pool": "pool",
+    "type": "job type",
+    "source": "source",
+    "host": "host",
+    "route": "alert route",
+    "batch": "batch",
+    "rule": "business rule",
+    "group": "dead-letter group",
+}
 
 
-def notifications_for(alert, event) -> list[tuple[str, dict]]:
-    """(idempotency key, payload) of each delivery an alert event needs, per its route's channels."""
-    route = settings.LEITSTAND_ALERT_ROUTES.get(alert.route, {})
-    message = {
+def component(scope: str) -> str:
+    """What the alert is about, in words: ``pool:crawl`` → "pool crawl"; no scope → all of Leitstand."""
+    kind, _, name = scope.partition(":")
+    if not name:
+        return "Leitstand (every pool and type)"
+    return f"{_SCOPE_KINDS.get(kind, kind)} {name}"
+
+
+def alertname(rule: str) -> str:
+    """The rule's name in Alertmanager and in ``deploy/prometheus/alerts.yml``: ``dlq_growth`` → ``LeitstandDlqGrowth``."""
+    return "Leitstand" + "".join(part.capitalize() for part in rule.split("_"))
+
+
+def message_for(alert: Alert, event_kind: str, *, title: str, event_id: int | None = None, comment: str = "") -> dict:
+    """What every channel says about ``alert`` (fired, escalated, renotified, acknowledged, resolved)."""
+    route = route_named(alert.route)
+    owner = route.owner if route and route.owner_id else None
+    contacts = [
+        {"name": c.name, "email": c.email, "phone": c.phone, "role": c.role}
+        for c in (owner.contacts.all() if owner else [])
+    ]
+    runbook = public_url(reverse("admin:runbook", args=[alert.rule]))
+    link = public_url(reverse("admin:dashboard_alert_change", args=[alert.pk]))
+    who = f"owner {owner.name}" if owner else "no owner"
+    if contacts:
+        who += (
+            " ("
+            + ", ".join(filter(None, (c["name"] + (f" <{c['email']}>" if c["email"] else "") for c in contacts)))
+            + ")"
+        )
+    text = (
+        f"[{alert.severity.upper()}] {event_kind}: {title} — {component(alert.scope)}. {alert.diagnosis} "
+        f"Route {alert.route}, {who}. Runbook: {runbook} · Alert: {link}"
+    )
+    return {
         "alert_id": alert.pk,
-        "event_id": event.pk,
-        "event": event.kind,
+        "event_id": event_id,
+        "event": event_kind,
         "rule": alert.rule,
+        "alertname": alertname(alert.rule),
+        "title": title,
+        "severity": alert.severity,
+        "component": component(alert.scope),
         "scope": alert.scope,
         "state": alert.state,
         "route": alert.route,
+        "owner": owner.name if owner else "",
+        "contacts": contacts,
         "diagnosis": alert.diagnosis,
         "value": alert.value,
         "threshold": alert.threshold,
-        "runbook": f"/admin/runbooks/{alert.rule}/",
+        "fired_at": _iso(alert.fired_at),
+        "resolved_at": _iso(alert.resolved_at),
+        "comment": comment,
+        "runbook": runbook,
+        "url": link,
+        "text": text,
     }
-    deliveries = []
-    if route.get("webhook"):
-        deliveries.append((f"alert-event-{event.pk}-webhook", {"channel": "webhook", "message": message}))
-    if route.get("email"):
-        deliveries.append((f"alert-event-{event.pk}-email", {"channel": "email", "message": message}))
-    return deliveries
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def deliver(message: dict, *, to: str, key: str, correlation_id: str) -> int:
+    """Queue one delivery per channel of route ``to`` (idempotent per ``key`` and channel); how many."""
+    route = route_named(to)
+    channels = route.channels if route else []
+    for channel in channels:
+        payload = {"channel": channel, "route": to}
+        payload.update({"alerts": [message]} if channel == "alertmanager" else {"message": message})
+        job_submit(
+            job_type="alert_notify",
+            payload=payload,
+            idempotency_key=f"{key}-{channel}",
+            actor="alert-evaluator",
+            correlation_id=correlation_id,
+        )
+    return len(channels)
+
+
+def test_notify(route: Route, test: ReceiptTest, token: str) -> None:
+    """The test notification of ``route``: says what it is and how to confirm it."""
+    link = confirm_link(token)
+    message = {
+        "event": "test",
+        "route": route.name,
+        "owner": route.owner.name if route.owner_id else "",
+        "test_id": test.pk,
+        "confirm_url": link,
+        "confirm_api": {"method": "POST", "url": public_url("/api/v1/alert-tests/confirm"), "json": {"token": token}},
+        "confirm_by": test.confirm_by.isoformat(),
+        "text": (
+            f"Test of the Leitstand alert route {route.name}: please confirm that it reached you by "
+            f"{test.confirm_by:%Y-%m-%d %H:%M} UTC — open {link} (console login), or POST "
+            f'{{"token": "<the token>"}} to /api/v1/alert-tests/confirm. Unconfirmed, route_unconfirmed fires.'
+        ),
+        "token": token,
+    }
+    for channel in route.channels:
+        payload = {"channel": channel, "route": route.name}
+        if channel == "alertmanager":
+            payload["alerts"] = [_test_as_alert(message, test)]
+        else:
+            payload["message"] = message
+        job_submit(
+            job_type="alert_notify",
+            payload=payload,
+            idempotency_key=f"receipt-test-{test.pk}-{channel}",
+            actor=test.sent_by,
+            correlation_id=f"route-{route.name}",
+        )
+
+
+def _test_as_alert(message: dict, test: ReceiptTest) -> dict:
+    """A test in Alertmanager: an alert of its own (``LeitstandRouteTest``) that ends at its deadline."""
+    return {
+        "event": "test",
+        "alertname": "LeitstandRouteTest",
+        "rule": "route_test",
+        "scope": f"route:{message['route']}",
+        "severity": "ticket",
+        "route": message["route"],
+        "owner": message["owner"],
+        "title": "Test of a Leitstand alert route",
+        "text": message["text"],
+        "runbook": message["confirm_url"],
+        "url": message["confirm_url"],
+        "ends_at": test.confirm_by.isoformat(),
+    }
+
+
+def alertmanager_repost() -> int:
+    """Post every firing or acknowledged, not silenced alert again to its route's Alertmanager, before
+    the ``endsAt`` of the last post; one job per route and interval. How many routes."""
+    from dashboard.operations.alerts import RULES, silenced_now  # alerts imports this module
+
+    every = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
+    slot = int(database_now().timestamp() // every)
+    routes = {r.name: r for r in Route.objects.exclude(alertmanager_url="")}
+    if not routes:
+        return 0
+    by_route: dict[str, list[dict]] = {}
+    open_alerts = Alert.objects.filter(
+        route__in=routes, state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)
+    ).order_by("pk")
+    silences = silenced_now()
+    for alert in open_alerts:
+        if silences(alert):
+            continue
+        title = RULES[alert.rule].title if alert.rule in RULES else alert.rule
+        by_route.setdefault(alert.route, []).append(message_for(alert, "firing", title=title))
+    for name, messages in by_route.items():
+        job_submit(
+            job_type="alert_notify",
+            payload={"channel": "alertmanager", "route": name, "alerts": messages},
+            idempotency_key=f"alertmanager-{name}-{slot}",
+            actor="alert-evaluator",
+            correlation_id=f"route-{name}",
+        )
+    return len(by_route)
+
+
+# --- the handler ------------------------------------------------------------------------------
 
 
 def handle(context: JobContext):
-    channel, message = context.payload.get("channel"), context.payload.get("message")
-    if channel not in ("webhook", "email") or not isinstance(message, dict):
-        raise PermanentError('the payload is {"channel": "webhook"|"email", "message": {...}}')
-    route = settings.LEITSTAND_ALERT_ROUTES.get(message.get("route", ""), {})
+    payload = context.payload
+    channel, to = payload.get("channel"), payload.get("route")
+    if channel not in CHANNELS or not isinstance(to, str):
+        raise PermanentError('the payload is {"channel": "webhook"|"email"|"alertmanager", "route": "…", …}')
+    route = route_named(to)
+    if route is None:
+        raise PermanentError(f"route {to!r} does not exist any more")
+    if channel == "alertmanager":
+        alerts = payload.get("alerts")
+        if not isinstance(alerts, list) or not all(isinstance(a, dict) for a in alerts):
+            raise PermanentError('an alertmanager payload has "alerts": [{...}, ...]')
+        return _alertmanager(context, route, alerts)
+    message = payload.get("message")
+    if not isinstance(message, dict):
+        raise PermanentError('a webhook or e-mail payload has "message": {...}')
     if channel == "webhook":
-        return _webhook(context, route, message)
-    with context.step("email", to=route.get("email", [])):
-        if not route.get("email"):
-            raise PermanentError(f"route {message.get('route')!r} has no e-mail addresses any more")
-        subject = f"[Leitstand] {message['event']}: {message['rule']} {message['scope']}".strip()
-        send_mail(subject, f"{message['diagnosis']}\n\nRunbook: {message['runbook']}\n", None, route["email"])
-    return Done(reason=f"e-mail sent to {len(route['email'])} addresses")
+        if not route.webhook_url:
+            raise PermanentError(f"route {to!r} has no webhook any more")
+        if not route.webhook_secret:
+            raise PermanentError(f"route {to!r} has no signing secret")
+        return post_signed(
+            context, url=route.webhook_url, secret=route.webhook_secret, message=message, agent="Leitstand-Alerts/1"
+        )
+    with context.step("email", to=route.emails):
+        if not route.emails:
+            raise PermanentError(f"route {to!r} has no e-mail addresses any more")
+        send_mail(_subject(message), _body(message), None, route.emails)
+    return Done(reason=f"e-mail sent to {len(route.emails)} addresses")
 
 
-def _webhook(context: JobContext, route: dict, message: dict):
-    url, secret = route.get("webhook"), route.get("secret", "")
-    if not url:
-        raise PermanentError(f"route {message.get('route')!r} has no webhook any more")
-    if not secret:
-        raise PermanentError(f"route {message.get('route')!r} has no signing secret")
-    return post_signed(context, url=url, secret=secret, message=message, agent="Leitstand-Alerts/1")
+def _subject(message: dict) -> str:
+    if message.get("event") == "test":
+        return f"[Leitstand] Test of alert route {message['route']}: please confirm receipt"
+    severity = str(message.get("severity", "")).upper()
+    return f"[Leitstand {severity}] {message['event']}: {message['rule']} — {message.get('component', '')}".strip()
+
+
+def _body(message: dict) -> str:
+    if message.get("event") == "test":
+        return f"{message['text']}\n\nConfirm: {message['confirm_url']}\n"
+    contacts = "\n".join(
+        f"  {c['name']}"
+        + (f" <{c['email']}>" if c.get("email") else "")
+        + (f", {c['phone']}" if c.get("phone") else "")
+        for c in message.get("contacts", [])
+    )
+    return (
+        f"{message['text']}\n\n"
+        f"Component: {message.get('component', '')}\nDiagnosis: {message['diagnosis']}\n"
+        f"Route: {message['route']} (owner: {message.get('owner') or 'none'})\n"
+        + (f"Contacts:\n{contacts}\n" if contacts else "")
+        + (f"Comment: {message['comment']}\n" if message.get("comment") else "")
+        + f"\nRunbook: {message['runbook']}\nAlert: {message.get('url', '')}\n"
+    )
+
+
+_LABEL_SCOPE = re.compile(r"^(pool|type|source|host|route|batch)$")
+
+
+def alertmanager_alert(message: dict, now: datetime) -> dict:
+    """One alert in Alertmanager's v2 form: labels rule, scope, severity, route (and the scope's own
+    label, e.g. ``pool``, as the Prometheus rules have it), annotations with the diagnosis and runbook."""
+    kind, _, name = str(message.get("scope", "")).partition(":")
+    labels = {
+        "alertname": message["alertname"],
+        "rule": message["rule"],
+        "scope": message.get("scope", ""),
+        "severity": message.get("severity", ""),
+        "route": message["route"],
+        "source_system": "leitstand",
+    }
+    if name and _LABEL_SCOPE.match(kind):
+        labels[kind] = name
+    if message.get("owner"):
+        labels["owner"] = message["owner"]
+    repost = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
+    if message.get("ends_at"):
+        ends = message["ends_at"]
+    elif message.get("state") == Alert.State.RESOLVED and message.get("resolved_at"):
+        ends = message["resolved_at"]
+    else:
+        ends = (now + timedelta(seconds=3 * repost)).isoformat()
+    alert = {
+        "labels": {key: str(value) for key, value in labels.items() if value != ""},
+        "annotations": {
+            "summary": f"{message.get('title', '')} — {message.get('component', '')}".strip(" —"),
+            "description": message.get("text", ""),
+            "diagnosis": message.get("diagnosis", message.get("text", "")),
+            "runbook_url": message.get("runbook", ""),
+        },
+        "endsAt": ends,
+        "generatorURL": message.get("url", ""),
+    }
+    if message.get("fired_at"):
+        alert["startsAt"] = message["fired_at"]
+    return alert
+
+
+def _alertmanager(context: JobContext, route: Route, alerts: list[dict]):
+    if not route.alertmanager_url:
+        raise PermanentError(f"route {route.name!r} has no Alertmanager any more")
+    url = route.alertmanager_url.rstrip("/") + "/api/v2/alerts"
+    shown = url_redacted(url)
+    now = database_now()
+    body = [alertmanager_alert(message, now) for message in alerts]
+    with context.step("alertmanager", url=shown, alerts=len(body)) as info:
+        try:
+            response = httpx.post(url, json=body, timeout=settings.LEITSTAND_NOTIFY["http_timeout_seconds"])
+        except httpx.HTTPError as exc:
+            raise WebhookRefused(f"{type(exc).__name__} posting to {shown}") from None
+        info["status"] = response.status_code
+        if response.status_code == 400:
+            raise PermanentError(f"{shown} refused the alerts: {response.text[:300]}")
+        if not 200 <= response.status_code < 300:
+            raise WebhookRefused(f"{shown} answered {response.status_code}")
+    return Done(reason=f"{len(body)} alerts posted to {shown}")

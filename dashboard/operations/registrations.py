@@ -8,6 +8,7 @@ from dashboard.operations.alerts import alerts_evaluate
 from dashboard.operations.bulk import bulk_step
 from dashboard.operations.deadletters import dead_letters_refresh
 from dashboard.operations.retention import retention_sweep
+from dashboard.operations.routes import receipt_tests_send
 from dashboard.operations.rules import rules_evaluate
 from dashboard.operations.snapshot import snapshot_refresh
 from dashboard.operations.trends import rollups_record
@@ -20,11 +21,11 @@ def runtime_register() -> None:
     register(
         JobType(
             name="alert_notify",
-            description="Deliver an alert event to its route: a signed webhook or an e-mail.",
+            description="Deliver an alert event to a route: a signed webhook, an e-mail or Alertmanager.",
             handler=notify.handle,
             pool="notify",
             processing_version="notify@1",
-            expected_paths=("webhook", "email"),
+            expected_paths=("webhook", "email", "alertmanager"),
             **delivery_timing(),
         )
     )
@@ -47,4 +48,11 @@ def runtime_register() -> None:
     )
     register_sweep(
         "alerts", alerts_evaluate, stage=Stage.OBSERVE, every_seconds=settings.LEITSTAND_ALERT_INTERVAL_SECONDS
+    )
+    register_sweep("route-tests", receipt_tests_send, stage=Stage.OBSERVE, every_seconds=60)
+    register_sweep(
+        "alertmanager",
+        notify.alertmanager_repost,
+        stage=Stage.OBSERVE,
+        every_seconds=settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS,
     )

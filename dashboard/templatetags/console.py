@@ -131,6 +131,7 @@ NAVIGATION = [
     ("Flow", "admin:flow", "jobs.view_job", None),
     ("Business rules", "admin:business_rules", "jobs.view_job", None),
     ("Alerts", "admin:dashboard_alert_changelist", "dashboard.view_alert", "alerts"),
+    ("Routes", "admin:alert_routes", "dashboard.view_route", None),
     ("Audit", "admin:dashboard_auditentry_changelist", "dashboard.view_auditentry", None),
 ]
 

@@ -53,8 +53,8 @@ def test_a_fired_alert_is_delivered_signed_and_by_mail(receiver, make_job, db_cl
     )
     message = json.loads(body)
     assert (message["rule"], message["event"], message["scope"]) == ("pool_no_consumers", "fired", "pool:crawl")
-    assert message["runbook"] == "/admin/runbooks/pool_no_consumers/"
-    assert len(mail.outbox) == 1 and mail.outbox[0].subject == "[Leitstand] fired: pool_no_consumers pool:crawl"
+    assert message["runbook"] == "/admin/runbooks/pool_no_consumers/", "relative without LEITSTAND_PUBLIC_URL"
+    assert len(mail.outbox) == 1 and mail.outbox[0].subject == "[Leitstand PAGE] fired: pool_no_consumers — pool crawl"
 
 
 def test_a_failing_receiver_is_retried_then_dead_lettered(receiver, make_job, db_clock, pool_runtime, settings):

@@ -41,9 +41,11 @@
     showState();
   });
 
-  // A part that holds the person's input (a ticked box, a field being typed in) waits for them.
+  // A part that holds the person's input (a ticked box, an opened form, a field being typed in) waits.
   function holdsInput(part) {
-    return part.querySelector("input:checked") !== null || part.contains(document.activeElement);
+    return (
+      part.querySelector("input:checked, details[open]") !== null || part.contains(document.activeElement)
+    );
   }
 
   document.addEventListener("htmx:beforeRequest", function (event) {

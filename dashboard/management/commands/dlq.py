@@ -1,9 +1,11 @@
-"""``manage.py dlq list|show|retry|remove``: inspect and re-drive the dead-letter queue.
+"""``manage.py dlq list|show|retry|remove|groups|review``: inspect, re-drive and review the dead-letter queue.
 
 Modelled on Symfony Messenger's ``messenger:failed:*``. ``retry`` and ``remove`` take one job ID or
 every job matching ``--type``/``--error`` (``--all``); the matching set is fixed before the first
 change, so jobs that die meanwhile are not swept up. ``remove`` cancels with a reason: nothing is
 ever deleted. Every change is recorded in the job's transition log with the acting user.
+``groups`` lists the groups (type × error class × step) with their review state, those waiting for a
+review first; ``review`` records a person's decision on one (as the console's Dead letters page does).
 """
 
 import getpass
@@ -13,10 +15,13 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 from django_fsm import TransitionNotAllowed
 
+from dashboard.models import DeadLetterReview
+from dashboard.operations.deadletters import dead_letter_review, dead_letters_snapshot, reviews_attach
 from jobs import services
 from jobs.leases import JobNotFound
 from jobs.models import Job, State
 from jobs.selectors import dead_letter_groups, dead_letter_jobs
+from jobs.services import JobInputError
 
 
 class Command(BaseCommand):
@@ -40,6 +45,14 @@ class Command(BaseCommand):
             p.add_argument("--actor", default=f"cli:{getpass.getuser()}")
         retry.add_argument("--reason", default="retried from the dead-letter queue")
         remove.add_argument("--reason", required=True, help="why the job is given up (goes into its audit log)")
+        sub.add_parser("groups", help="the groups (type × error × step) with their review state")
+        review = sub.add_parser("review", help="record a review of one group: a decision and a note")
+        review.add_argument("--type", dest="job_type", required=True)
+        review.add_argument("--error", dest="error_class", required=True, help="exact error class ('' for none)")
+        review.add_argument("--step", default="", help="the step the group died in ('' for none)")
+        review.add_argument("--decision", required=True, choices=DeadLetterReview.Decision.values)
+        review.add_argument("--note", required=True, help="what you found and why you decided so")
+        review.add_argument("--actor", default=f"cli:{getpass.getuser()}")
 
     def handle(self, *args, action, **options):
         return getattr(self, f"_{action}")(**options)
@@ -63,6 +76,30 @@ class Command(BaseCommand):
                 f"{job.id}  {job.type:<16} {job.attempts}/{job.max_attempts}  "
                 f"{job.finished_at:%Y-%m-%d %H:%M:%S%z}  {job.error_class}: {job.error_message[:80]}"
             )
+
+    def _groups(self, **options):
+        groups, now, _ = dead_letters_snapshot()
+        groups = reviews_attach(groups)
+        if not groups:
+            self.stdout.write("the dead-letter queue is empty")
+            return
+        self.stdout.write(f"groups as of {now:%Y-%m-%d %H:%M:%S}, those waiting for a review first")
+        self.stdout.write(f"{'jobs':>6}  {'review':<10} {'type':<14} {'step':<12} error class")
+        for group in groups:
+            decided = f"  [{group.review.decision} by {group.review.reviewed_by}]" if group.review else ""
+            self.stdout.write(
+                f"{group.total:>6}  {group.review_state:<10} {group.type:<14} {group.step or '—':<12} "
+                f"{group.error_class or '(none)'}{decided}"
+            )
+
+    def _review(self, *, job_type, error_class, step, decision, note, actor, **options):
+        try:
+            review = dead_letter_review(
+                type=job_type, error_class=error_class, step=step, decision=decision, note=note, actor=actor, user=None
+            )
+        except JobInputError as refused:
+            raise CommandError(str(refused)) from None
+        self.stdout.write(f"reviewed by {actor}: {review} — {review.note}")
 
     def _show(self, *, job_id, **options):
         job = Job.objects.filter(pk=job_id).first() if _is_uuid(job_id) else None

@@ -1,0 +1,196 @@
+"""Alert routes, their owners and contacts (edited by operators, every change audited), silences
+and dead-letter reviews (read-only lists; they change through the Routes and Dead letters pages)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django import forms
+from django.contrib import admin
+from django.core.validators import validate_email
+from django.utils.html import format_html
+
+from dashboard.admin.base import ReadOnlyAdmin
+from dashboard.audit import audit_record
+from dashboard.models import Contact, DeadLetterReview, Owner, Route, Silence
+
+
+def _http_url(value: str) -> str:
+    value = (value or "").strip()
+    if value:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or len(value) > 500:
+            raise forms.ValidationError("must be an http(s) URL with a host, at most 500 characters")
+    return value
+
+
+class RouteForm(forms.ModelForm):
+    webhook_url = forms.URLField(required=False, assume_scheme="https", max_length=500)
+    alertmanager_url = forms.URLField(
+        required=False, assume_scheme="https", max_length=500, help_text="Its base URL, e.g. http://alertmanager:9093"
+    )
+    webhook_secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The webhook's signing secret; left empty, the stored one stays.",
+    )
+    emails = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="E-mail addresses, one per line or comma."
+    )
+
+    class Meta:
+        model = Route
+        fields = (
+            "name",
+            "owner",
+            "webhook_url",
+            "webhook_secret",
+            "emails",
+            "alertmanager_url",
+            "ack_page_minutes",
+            "ack_ticket_minutes",
+            "escalate_to",
+            "renotify_minutes",
+            "test_every_hours",
+            "confirm_within_hours",
+            "fallback",
+        )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial["emails"] = "\n".join(self.instance.emails)
+
+    def clean_webhook_url(self):
+        return _http_url(self.cleaned_data["webhook_url"])
+
+    def clean_alertmanager_url(self):
+        return _http_url(self.cleaned_data["alertmanager_url"])
+
+    def clean_webhook_secret(self):
+        return self.cleaned_data["webhook_secret"] or (self.instance.webhook_secret if self.instance.pk else "")
+
+    def clean_emails(self):
+        addresses = [a.strip() for a in self.cleaned_data["emails"].replace(",", "\n").splitlines() if a.strip()]
+        for address in addresses:
+            try:
+                validate_email(address)
+            except forms.ValidationError:
+                raise forms.ValidationError(f"{address!r} is not an e-mail address") from None
+        return addresses
+
+    def clean(self):
+        data = super().clean()
+        for field in ("escalate_to", "fallback"):
+            if data.get(field) is not None and self.instance.pk and data[field].pk == self.instance.pk:
+                self.add_error(field, "must be another route")
+        if data.get("webhook_url") and not data.get("webhook_secret"):
+            self.add_error("webhook_secret", "a webhook needs a signing secret (its receiver checks the signature)")
+        if data.get("confirm_within_hours") == 0:
+            self.add_error("confirm_within_hours", "must be at least 1 hour")
+        return data
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Every saved change is an audit entry naming the fields that changed (never a secret's value)."""
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        audit_record(
+            actor=f"user:{request.user.get_username()}",
+            action=f"{obj._meta.model_name}.{'changed' if change else 'created'}",
+            target=f"{obj._meta.verbose_name} {obj}",
+            reason=", ".join(form.changed_data),
+            result="saved",
+        )
+
+    def delete_model(self, request, obj):
+        audit_record(
+            actor=f"user:{request.user.get_username()}",
+            action=f"{obj._meta.model_name}.deleted",
+            target=f"{obj._meta.verbose_name} {obj}",
+            result="deleted",
+        )
+        super().delete_model(request, obj)
+
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        for changed in [*formset.new_objects, *(obj for obj, _ in formset.changed_objects)]:
+            audit_record(
+                actor=f"user:{request.user.get_username()}",
+                action=f"{changed._meta.model_name}.saved",
+                target=f"{changed._meta.verbose_name} {changed}",
+                result="saved",
+            )
+        for deleted in formset.deleted_objects:
+            audit_record(
+                actor=f"user:{request.user.get_username()}",
+                action=f"{deleted._meta.model_name}.deleted",
+                target=f"{deleted._meta.verbose_name} {deleted}",
+                result="deleted",
+            )
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a route or team that alerts name stays; rename or re-own it instead
+
+
+@admin.register(Route)
+class RouteAdmin(AuditedAdmin):
+    form = RouteForm
+    list_display = ("name", "owner", "channel_list", "escalation", "renotify_minutes", "test_every_hours")
+    list_select_related = ("owner", "escalate_to")
+
+    @admin.display(description="channels")
+    def channel_list(self, route):
+        return ", ".join(route.channels) or "none: nobody is notified"
+
+    @admin.display(description="escalation")
+    def escalation(self, route):
+        target = route.escalate_to.name if route.escalate_to_id else "the route itself"
+        return format_html(
+            "page after {} min, ticket after {} min → {}",
+            route.ack_page_minutes if route.ack_page_minutes is not None else "—",
+            route.ack_ticket_minutes if route.ack_ticket_minutes is not None else "—",
+            target,
+        )
+
+
+class ContactInline(admin.TabularInline):
+    model = Contact
+    extra = 1
+    fields = ("name", "role", "email", "phone")
+
+
+@admin.register(Owner)
+class OwnerAdmin(AuditedAdmin):
+    list_display = ("name", "description", "contact_list")
+    inlines = [ContactInline]
+
+    @admin.display(description="contacts")
+    def contact_list(self, owner):
+        return ", ".join(contact.name for contact in owner.contacts.all()) or "—"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("contacts")
+
+
+@admin.register(Silence)
+class SilenceAdmin(ReadOnlyAdmin):
+    list_display = ("rule", "scope_shown", "reason", "created_by", "created_at", "ends_at", "lifted")
+    list_filter = ("rule",)
+    ordering = ("-created_at",)
+
+    @admin.display(description="scope")
+    def scope_shown(self, silence):
+        return silence.scope or "every scope"
+
+    @admin.display(description="lifted")
+    def lifted(self, silence):
+        return f"{silence.lifted_at:%Y-%m-%d %H:%M:%S} by {silence.lifted_by}" if silence.lifted_at else "—"
+
+
+@admin.register(DeadLetterReview)
+class DeadLetterReviewAdmin(ReadOnlyAdmin):
+    list_display = ("type", "error_class", "step", "decision", "note", "reviewed_by", "reviewed_at", "reopened_at")
+    list_filter = ("decision", "type")
+    ordering = ("-reviewed_at",)

@@ -1,0 +1,146 @@
+"""The console's Routes page — every route with its owner, channels, escalation and tested receipt;
+every rule with its severity, route and owner; the silences — and the page a test's confirmation
+link opens. Mounted by ``dashboard.site.ConsoleSite``; every change goes through the services in
+``dashboard/operations`` (which check the person's permission) and is audited there."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from dashboard.models import Alert, Route, Silence
+from dashboard.operations.alerts import RULES, route_of, silence_create, silence_lift
+from dashboard.operations.routes import receipt_confirm, receipt_test_for, receipt_test_now, route_summaries
+from jobs.models import database_now
+from jobs.services import JobInputError
+
+SILENCE_CHOICES = ((30, "30 min"), (60, "1 h"), (240, "4 h"), (720, "12 h"), (1440, "1 day"), (10080, "7 days"))
+
+
+def _actor(request) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+def _back(request) -> str:
+    """Where a form returns to: the alert it was sent from, or the Routes page."""
+    alert_id = request.POST.get("alert", "")
+    if alert_id.isdigit() and Alert.objects.filter(pk=alert_id).exists():
+        return reverse("admin:dashboard_alert_change", args=[alert_id])
+    return reverse("admin:alert_routes")
+
+
+def routes_page(request):
+    if not request.user.has_perm("dashboard.view_route"):
+        raise PermissionDenied("the Routes page needs the permission dashboard.view_route")
+    if request.method == "POST":
+        return _act(request)
+    now = database_now()
+    routes = {route.name: route for route in Route.objects.select_related("owner")}
+    silences = list(Silence.objects.filter(lifted_at__isnull=True, ends_at__gt=now).order_by("ends_at"))
+    rules = []
+    for rule in RULES.values():
+        route = routes.get(route_of(rule, ""))
+        rules.append(
+            {
+                "rule": rule,
+                "route": route.name if route else route_of(rule, ""),
+                "owner": route.owner if route and route.owner_id else None,
+                "channels": route.channels if route else [],
+                "silences": [s for s in silences if s.rule == rule.name],
+            }
+        )
+    summaries = route_summaries()
+    for row in summaries:
+        test = row["last_test"]
+        if test is None:
+            row["receipt"] = ("quiet", "never tested")
+        elif test.confirmed_at:
+            row["receipt"] = ("live", "confirmed")
+        elif test.confirm_by <= now:
+            row["receipt"] = ("gone", "not confirmed in time")
+        else:
+            row["receipt"] = ("quiet", "waiting for confirmation")
+    return TemplateResponse(
+        request,
+        "admin/console/routes.html",
+        {
+            **admin.site.each_context(request),
+            "title": "Alert routes, owners and silences",
+            "routes": summaries,
+            "rules": rules,
+            "silences": silences,
+            "silence_choices": SILENCE_CHOICES,
+            "can_operate": request.user.has_perm("jobs.operate_job"),
+            "can_edit": request.user.has_perm("dashboard.change_route"),
+        },
+    )
+
+
+def _act(request):
+    action = request.POST.get("action")
+    try:
+        if action == "test":
+            route_id = request.POST.get("route", "")
+            if not route_id.isdigit():
+                raise JobInputError("route", "choose a route")
+            test = receipt_test_now(route_id=int(route_id), actor=_actor(request), user=request.user)
+            messages.success(
+                request,
+                f"Test sent to route {test.route.name} ({', '.join(test.route.channels)}); "
+                f"it asks for confirmation by {test.confirm_by:%Y-%m-%d %H:%M}.",
+            )
+        elif action == "silence":
+            minutes = request.POST.get("minutes", "")
+            silence = silence_create(
+                rule=request.POST.get("rule", ""),
+                scope=request.POST.get("scope", ""),
+                minutes=float(minutes) if minutes.replace(".", "", 1).isdigit() else -1,
+                reason=request.POST.get("reason", ""),
+                actor=_actor(request),
+                user=request.user,
+            )
+            messages.success(request, f"Silenced {silence}: its alerts notify nobody until then.")
+        elif action == "lift":
+            silence_id = request.POST.get("silence", "")
+            if not silence_id.isdigit():
+                raise JobInputError("silence", "choose a silence")
+            silence = silence_lift(silence_id=int(silence_id), actor=_actor(request), user=request.user)
+            messages.success(request, f"Lifted the silence of {silence.rule} {silence.scope or '(every scope)'}.")
+        else:
+            raise JobInputError("action", "must be test, silence or lift")
+    except (JobInputError, PermissionDenied) as refused:
+        messages.error(request, str(refused))
+    return HttpResponseRedirect(_back(request))
+
+
+def receipt_confirm_page(request, token: str):
+    """The link in a test notification: shows the test, confirms with one POST (never on GET: mail
+    scanners open links)."""
+    if not request.user.has_perm("dashboard.view_route"):
+        raise PermissionDenied("confirming receipt needs a console login that sees the routes")
+    test, refused = None, ""
+    try:
+        test = receipt_test_for(token)
+    except JobInputError as error:
+        refused = str(error)
+    if request.method == "POST" and test is not None:
+        try:
+            test = receipt_confirm(token=token, actor=_actor(request), via="console")
+            messages.success(request, f"Receipt of the test of route {test.route.name} confirmed. Thank you.")
+            return HttpResponseRedirect(reverse("admin:alert_routes"))
+        except JobInputError as error:
+            refused = str(error)
+    return TemplateResponse(
+        request,
+        "admin/console/receipt_confirm.html",
+        {
+            **admin.site.each_context(request),
+            "title": "Confirm receipt of a test notification",
+            "test": test,
+            "refused": refused,
+        },
+        status=200 if not refused else 400,
+    )

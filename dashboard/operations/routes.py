@@ -1,0 +1,215 @@
+"""Alert routes as records: who owns them, and proof that they still reach someone.
+
+Routes, their owners and contacts are rows (``Route``, ``Owner``, ``Contact``) that operators edit
+in the console. ``routes_ensure`` creates every route a rule, the fallback or
+``LEITSTAND_ALERT_ROUTES`` names and the database does not have yet, from that setting (owner,
+contacts, channels, times); a route that exists is never overwritten: the console's edits win.
+
+**Tested receipt.** Every route with a test interval gets a test notification on that schedule
+(``receipt_tests_send``, a sweep of the control process), and an operator can send one now. The
+test carries a confirmation token — signed with the project's secret key (Django's signing, its own
+salt) around the test's ID and a random nonce that is stored only as its SHA-256 — so a confirmation
+proves the message reached a receiver: a person opens the link (console, login required, one POST)
+or an automated receiver posts the token to the API. A token confirms once; a test not confirmed by
+its ``confirm_by`` fires ``route_unconfirmed`` (``dashboard/operations/alerts.py``) to the route's
+fallback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core import signing
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.urls import reverse
+
+from dashboard.audit import audit_record
+from dashboard.models import Contact, Owner, ReceiptTest, Route
+from jobs.models import database_now
+from jobs.services import JobInputError
+
+SALT = "leitstand.receipt-test"
+OPERATE_PERMISSION = "jobs.operate_job"
+_SEEDED_FIELDS = (
+    "ack_page_minutes",
+    "ack_ticket_minutes",
+    "renotify_minutes",
+    "test_every_hours",
+    "confirm_within_hours",
+)
+
+
+class ReceiptAlreadyConfirmed(JobInputError):
+    """The token was used: a test confirms once."""
+
+
+def public_url(path: str) -> str:
+    """``path`` as an absolute link for a notification (``LEITSTAND_PUBLIC_URL``; relative without it)."""
+    return settings.LEITSTAND_PUBLIC_URL.rstrip("/") + path
+
+
+def routes_ensure(names: set[str]) -> None:
+    """Create the routes among ``names`` (and those the setting declares) that do not exist yet."""
+    configured = settings.LEITSTAND_ALERT_ROUTES
+    wanted = set(names) | set(configured) | {settings.LEITSTAND_ALERT_FALLBACK_ROUTE}
+    missing = wanted - set(Route.objects.filter(name__in=wanted).values_list("name", flat=True))
+    if not missing:
+        return
+    with transaction.atomic():
+        created = {}
+        for name in sorted(missing):
+            config = configured.get(name, {})
+            owner = None
+            if config.get("owner"):
+                owner, _ = Owner.objects.get_or_create(name=config["owner"])
+                for contact in config.get("contacts", []):
+                    Contact.objects.get_or_create(owner=owner, name=contact["name"], defaults=contact)
+            route, is_new = Route.objects.get_or_create(
+                name=name,
+                defaults={
+                    "owner": owner,
+                    "webhook_url": config.get("webhook", ""),
+                    "webhook_secret": config.get("secret", ""),
+                    "emails": list(config.get("email", [])),
+                    "alertmanager_url": config.get("alertmanager", ""),
+                    **{field: config[field] for field in _SEEDED_FIELDS if field in config},
+                },
+            )
+            if is_new:
+                created[name] = route
+        for name, route in created.items():  # links between routes, once all exist
+            config = configured.get(name, {})
+            for field in ("escalate_to", "fallback"):
+                if config.get(field):
+                    setattr(
+                        route,
+                        f"{field}_id",
+                        Route.objects.filter(name=config[field]).values_list("pk", flat=True).first(),
+                    )
+            route.save()
+
+
+def route_named(name: str) -> Route | None:
+    return Route.objects.select_related("owner", "escalate_to", "fallback").filter(name=name).first()
+
+
+def fallback_of(route: Route) -> str:
+    return route.fallback.name if route.fallback_id else settings.LEITSTAND_ALERT_FALLBACK_ROUTE
+
+
+# --- tests of receipt -------------------------------------------------------------------------
+
+
+def _digest(nonce: str) -> str:
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+def receipt_test_send(*, route: Route, actor: str, now: datetime | None = None) -> tuple[ReceiptTest, str]:
+    """Record a test of ``route`` and queue its notification in the same transaction; the token."""
+    from dashboard.operations import notify  # notify imports this module for its links
+
+    now = now or database_now()
+    nonce = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        test = ReceiptTest.objects.create(
+            route=route,
+            sent_at=now,
+            sent_by=actor[:255],
+            nonce_sha256=_digest(nonce),
+            confirm_by=now + timedelta(hours=route.confirm_within_hours),
+        )
+        token = signing.dumps({"t": test.pk, "n": nonce}, salt=SALT, compress=True)
+        notify.test_notify(route, test, token)
+    return test, token
+
+
+def receipt_test_now(*, route_id: int, actor: str, user) -> ReceiptTest:
+    """An operator sends a test now (the console's Routes page)."""
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
+        raise PermissionDenied(f"{user} may not send test notifications")
+    route = Route.objects.filter(pk=route_id).first()
+    if route is None:
+        raise JobInputError("route", f"route {route_id} does not exist")
+    if not route.channels:
+        raise JobInputError("route", f"route {route.name} has no channel to send a test to")
+    test, _ = receipt_test_send(route=route, actor=actor)
+    return test
+
+
+def receipt_tests_send() -> int:
+    """The schedule: a test for every route with channels whose last test is older than its interval."""
+    now = database_now()
+    sent = 0
+    for route in Route.objects.filter(test_every_hours__isnull=False).exclude(test_every_hours=0):
+        if not route.channels:
+            continue
+        last = route.tests.order_by("-sent_at").values_list("sent_at", flat=True).first()
+        if last is None or now - last >= timedelta(hours=route.test_every_hours):
+            receipt_test_send(route=route, actor="schedule", now=now)
+            sent += 1
+    return sent
+
+
+def confirm_link(token: str) -> str:
+    return public_url(reverse("admin:receipt_confirm", args=[token]))
+
+
+def receipt_test_for(token: str) -> ReceiptTest:
+    """The test a token belongs to; a precise error for a forged, altered or unknown token."""
+    try:
+        data = signing.loads(token, salt=SALT)
+    except signing.BadSignature:
+        raise JobInputError(
+            "token", "is not a confirmation token of this Leitstand (its signature does not match)"
+        ) from None
+    test = ReceiptTest.objects.select_related("route").filter(pk=data.get("t")).first()
+    if test is None or not secrets.compare_digest(test.nonce_sha256, _digest(str(data.get("n", "")))):
+        raise JobInputError("token", "belongs to no test notification (it was removed or never sent)")
+    return test
+
+
+def receipt_confirm(*, token: str, actor: str, via: str) -> ReceiptTest:
+    """Confirm receipt (once); audited. A second use, or a token of another test, is refused."""
+    test = receipt_test_for(token)
+    with transaction.atomic():
+        test = ReceiptTest.objects.select_for_update().select_related("route").get(pk=test.pk)
+        if test.confirmed_at is not None:
+            raise ReceiptAlreadyConfirmed(
+                "token",
+                f"was used already: {test.confirmed_by} confirmed this test at {test.confirmed_at:%Y-%m-%d %H:%M:%S}",
+            )
+        test.confirmed_at, test.confirmed_by, test.confirmed_via = database_now(), actor[:255], via
+        test.save(update_fields=["confirmed_at", "confirmed_by", "confirmed_via"])
+    audit_record(
+        actor=actor,
+        action="route.receipt_confirmed",
+        target=f"route {test.route.name}",
+        reason=f"test of {test.sent_at:%Y-%m-%d %H:%M:%S}",
+        result=f"confirmed via {via}",
+    )
+    return test
+
+
+def route_summaries() -> list[dict]:
+    """Every route with its owner, channels, last test and last confirmed receipt (the Routes page)."""
+    rows = []
+    for route in (
+        Route.objects.select_related("owner", "escalate_to", "fallback")
+        .prefetch_related("owner__contacts")
+        .order_by("name")
+    ):
+        tests = route.tests.order_by("-sent_at")
+        rows.append(
+            {
+                "route": route,
+                "contacts": list(route.owner.contacts.all()) if route.owner else [],
+                "last_test": tests.first(),
+                "last_confirmed": tests.filter(confirmed_at__isnull=False).first(),
+                "fallback": fallback_of(route),
+            }
+        )
+    return rows
