@@ -524,6 +524,10 @@ EMAIL_HOST_USER = env_str("LEITSTAND_EMAIL_USER", "")
 EMAIL_HOST_PASSWORD = env_str("LEITSTAND_EMAIL_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("LEITSTAND_EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("LEITSTAND_EMAIL_FROM", "leitstand@localhost")
+# Instead of sending: write each e-mail to a file in this directory (the demo's inbox).
+if env_str("LEITSTAND_EMAIL_FILE_DIR", ""):
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    EMAIL_FILE_PATH = env_str("LEITSTAND_EMAIL_FILE_DIR", "")
 
 # Path checks and timing anomalies (docs/paths.md): an attempt is flagged slow above its type's (or a
 # step's) p99 × slow_factor, once min_samples runs are known.

@@ -12,8 +12,14 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from dashboard.models import Alert, Route, Silence
-from dashboard.operations.alerts import RULES, route_of, silence_create, silence_lift
-from dashboard.operations.routes import receipt_confirm, receipt_test_for, receipt_test_now, route_summaries
+from dashboard.operations.alerts import RULES, route_of, routes_needed, silence_create, silence_lift
+from dashboard.operations.routes import (
+    receipt_confirm,
+    receipt_test_for,
+    receipt_test_now,
+    route_summaries,
+    routes_ensure,
+)
 from jobs.models import database_now
 from jobs.services import JobInputError
 
@@ -38,6 +44,7 @@ def routes_page(request):
     if request.method == "POST":
         return _act(request)
     now = database_now()
+    routes_ensure(routes_needed())  # what the evaluator would create: each route is listed and editable
     routes = {route.name: route for route in Route.objects.select_related("owner")}
     silences = list(Silence.objects.filter(lifted_at__isnull=True, ends_at__gt=now).order_by("ends_at"))
     rules = []

@@ -494,7 +494,7 @@ _memory: dict = {}  # rule state between evaluations in the leading control proc
 def alerts_evaluate(*, now: datetime | None = None) -> dict:
     """Evaluate every rule and reconcile the open alerts; returns counts of what changed."""
     now = now or database_now()
-    routes_ensure({rule.route for rule in RULES.values()} | _routes_in_settings())
+    routes_ensure(routes_needed())
     report = {"fired": 0, "resolved": 0, "open": 0, "escalated": 0, "renotified": 0}
     silenced = silenced_now(now)
     for rule in RULES.values():
@@ -558,8 +558,9 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
     return report
 
 
-def _routes_in_settings() -> set[str]:
-    return {
+def routes_needed() -> set[str]:
+    """Every route a rule may go to: its own, and those ``LEITSTAND_ALERTS`` names for it or a scope."""
+    return {rule.route for rule in RULES.values()} | {
         override["route"]
         for config in settings.LEITSTAND_ALERTS.values()
         for override in [config, *config.get("overrides", {}).values()]

@@ -22,6 +22,7 @@ import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.models import Alert, ReceiptTest, Route
 from dashboard.operations.routes import confirm_link, public_url, route_named
@@ -289,8 +290,10 @@ def alertmanager_alert(message: dict, now: datetime) -> dict:
     repost = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
     if message.get("ends_at"):
         ends = message["ends_at"]
-    elif message.get("state") == Alert.State.RESOLVED and message.get("resolved_at"):
-        ends = message["resolved_at"]
+    elif message.get("state") == Alert.State.RESOLVED:
+        # Alertmanager compares with its own clock: never an end later than this host's now.
+        resolved = datetime.fromisoformat(message["resolved_at"]) if message.get("resolved_at") else now
+        ends = min(resolved, now).isoformat()
     else:
         ends = (now + timedelta(seconds=3 * repost)).isoformat()
     alert = {
@@ -314,7 +317,7 @@ def _alertmanager(context: JobContext, route: Route, alerts: list[dict]):
         raise PermanentError(f"route {route.name!r} has no Alertmanager any more")
     url = route.alertmanager_url.rstrip("/") + "/api/v2/alerts"
     shown = url_redacted(url)
-    now = database_now()
+    now = timezone.now()  # Alertmanager's time is the wall clock (database time may differ)
     body = [alertmanager_alert(message, now) for message in alerts]
     with context.step("alertmanager", url=shown, alerts=len(body)) as info:
         try:

@@ -183,7 +183,19 @@ def test_the_navigation_reaches_every_console_page_without_errors(page_as, live_
     page.goto(f"{live_server.url}/admin/")
     links = page.eval_on_selector_all("#console-nav a", "links => links.map(a => [a.textContent.trim(), a.href])")
     labels = [label.split()[0] for label, _ in links]
-    for expected in ("Home", "Jobs", "Stuck", "Dead", "Review", "Batches", "Paths", "Flow", "Business", "Alerts"):
+    for expected in (
+        "Home",
+        "Jobs",
+        "Stuck",
+        "Dead",
+        "Review",
+        "Batches",
+        "Paths",
+        "Flow",
+        "Business",
+        "Alerts",
+        "Routes",
+    ):
         assert expected in labels, labels
     for label, href in links:
         response = page.goto(href)
@@ -227,4 +239,31 @@ def test_a_job_page_follows_its_job_without_a_reload(page_as, live_server, make_
     Job.objects.filter(pk=job.pk).update(state=State.FAILED, next_attempt_at=database_now())
     expect(page.locator("#why .badge")).to_have_text("failed", timeout=15_000)
     assert page.evaluate("window.notReloaded")
+    no_policy_violations(page)
+
+
+def test_an_operator_sends_a_route_test_confirms_it_and_sees_the_receipt(page_as, live_server, settings):
+    """The Routes page: send a test now, open the link the test carried, confirm, see who confirmed."""
+    from dashboard.operations.routes import routes_ensure
+
+    settings.LEITSTAND_ALERT_ROUTES = {"operations": {"email": ["ops@example.org"], "owner": "Platform team"}}
+    settings.LEITSTAND_PUBLIC_URL = live_server.url
+    routes_ensure(set())
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/routes/")
+    row = page.locator("#route-operations")
+    expect(row).to_contain_text("Platform team")
+    expect(row).to_contain_text("never tested")
+    row.locator("input.send-test").click()
+    expect(page.locator(".messagelist")).to_contain_text("Test sent to route operations (email)")
+    expect(row).to_contain_text("waiting for confirmation")
+    job = Job.objects.get(type="alert_notify", payload__route="operations")
+    link = job.payload["message"]["confirm_url"]
+    assert link.startswith(f"{live_server.url}/admin/routes/confirm/")
+    page.goto(link)
+    page.locator("#confirm-receipt").click()
+    expect(page.locator(".messagelist")).to_contain_text("Receipt of the test of route operations confirmed")
+    expect(row).to_contain_text("confirmed")
+    expect(row).to_contain_text("by user:operator-1 (console)")
+    page.screenshot(path="/tmp/routes-page.png", full_page=True)
     no_policy_violations(page)
