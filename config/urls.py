@@ -5,9 +5,6 @@ from django.views.generic import RedirectView
 
 from api.site import api
 from dashboard.operations.metrics import metrics_view
-from dashboard.receipts_api import router as receipts_router
-
-api.add_router("", receipts_router)  # the console's own resource: a route test's confirmation
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -10,9 +10,14 @@ class DashboardConfig(AppConfig):
     verbose_name = "Console"
 
     def ready(self):
+        from api.site import api
         from dashboard.operations.registrations import runtime_register
+        from dashboard.receipts_api import router as receipts_router
 
         runtime_register()
+        # The console's own API resource (a route test's confirmation), mounted before anything
+        # reads the API's URLs or schema: the API's layer is below the console's, so it cannot import it.
+        api.add_router("", receipts_router)
 
 
 class ConsoleAdminConfig(admin_apps.AdminConfig):

@@ -1,6 +1,6 @@
 """The API's side of tested receipt: an automated receiver of a route's test notification confirms
 it with the token the test carried (``POST /api/v1/alert-tests/confirm``, scope ``alerts:confirm``).
-Mounted on the API by ``config/urls.py``: the console's services stay above the API's layer."""
+Mounted on the API by ``DashboardConfig.ready``: the console's services stay above the API's layer."""
 
 from __future__ import annotations
 
