@@ -11,8 +11,8 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from dashboard.models import Alert, Route, Silence
-from dashboard.operations.alerts import RULES, route_of, routes_needed, silence_create, silence_lift
+from dashboard.models import Alert, Route
+from dashboard.operations.alerts import RULES, route_of, routes_needed, silence_create, silence_lift, silenced_now
 from dashboard.operations.routes import (
     receipt_confirm,
     receipt_test_for,
@@ -46,7 +46,7 @@ def routes_page(request):
     now = database_now()
     routes_ensure(routes_needed())  # what the evaluator would create: each route is listed and editable
     routes = {route.name: route for route in Route.objects.select_related("owner")}
-    silences = list(Silence.objects.filter(lifted_at__isnull=True, ends_at__gt=now).order_by("ends_at"))
+    silences = silenced_now(now).active
     rules = []
     for rule in RULES.values():
         route = routes.get(route_of(rule, ""))

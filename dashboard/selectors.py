@@ -89,15 +89,15 @@ STUCK_ROWS = 100
 def _active_alerts(now) -> tuple[list[Alert], list[Silence]]:
     """Firing and acknowledged alerts, each with the silence that mutes it (``alert.silence``), and
     the active silences."""
-    silence_of = silenced_now(now)
+    silences = silenced_now(now)
     alerts = list(
         Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).order_by("state", "-fired_at")[
             :20
         ]
     )
     for alert in alerts:
-        alert.silence = silence_of(alert)
-    return alerts, list(Silence.objects.filter(lifted_at__isnull=True, ends_at__gt=now).order_by("ends_at")[:20])
+        alert.silence = silences(alert)
+    return alerts, silences.active
 
 
 def stuck_leases(limit: int = STUCK_ROWS) -> list[dict]:

@@ -568,7 +568,7 @@ def routes_needed() -> set[str]:
     }
 
 
-def _notify(alert: Alert, event: AlertEvent, silenced: Callable[[Alert], Silence | None], now: datetime) -> None:
+def _notify(alert: Alert, event: AlertEvent, silenced: ActiveSilences, now: datetime) -> None:
     """Queue the route's deliveries in the transaction that records the event (idempotent per event),
     unless a silence mutes the alert: then the event says so and nobody is notified."""
     silence = silenced(alert)
@@ -593,7 +593,7 @@ def _notify(alert: Alert, event: AlertEvent, silenced: Callable[[Alert], Silence
     Alert.objects.filter(pk=alert.pk).update(notified_at=now)
 
 
-def _escalate(now: datetime, silenced: Callable[[Alert], Silence | None]) -> list[str]:
+def _escalate(now: datetime, silenced: ActiveSilences) -> list[str]:
     """Firing alerts nobody acknowledged: escalate once after the route's acknowledgement time for
     the alert's severity, and notify again every ``renotify_minutes`` until acknowledged."""
     done = []
@@ -652,15 +652,20 @@ def _escalate(now: datetime, silenced: Callable[[Alert], Silence | None]) -> lis
 # --- silences ----------------------------------------------------------------------------------
 
 
-def silenced_now(now: datetime | None = None) -> Callable[[Alert], Silence | None]:
-    """A test of whether an alert is muted now (the active silences, read once)."""
-    now = now or database_now()
-    active = list(Silence.objects.filter(lifted_at__isnull=True, ends_at__gt=now).order_by("-ends_at"))
+class ActiveSilences:
+    """The silences active now (read once): called with an alert, the one that mutes it, or None."""
 
-    def silence_of(alert: Alert) -> Silence | None:
-        return next((s for s in active if s.rule == alert.rule and s.scope in ("", alert.scope)), None)
+    def __init__(self, now: datetime | None = None) -> None:
+        now = now or database_now()
+        self.active = list(Silence.objects.filter(lifted_at__isnull=True, ends_at__gt=now).order_by("ends_at"))
 
-    return silence_of
+    def __call__(self, alert: Alert) -> Silence | None:
+        """The matching silence that lasts longest (the one to show)."""
+        matching = [s for s in self.active if s.rule == alert.rule and s.scope in ("", alert.scope)]
+        return matching[-1] if matching else None
+
+
+silenced_now = ActiveSilences
 
 
 def silence_create(*, rule: str, scope: str, minutes: float, reason: str, actor: str, user) -> Silence:

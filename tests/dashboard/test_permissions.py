@@ -8,6 +8,8 @@
 | add sources and assets | login | 403 | 403 | 200 |
 | create, rotate and revoke API tokens (tests/test_api_clients.py) | login | refused | refused | allowed |
 | end a recheck plan: manual decision / abort | login | — / — | allowed / — | allowed / allowed |
+| alert routes: send a test, silence, review a dead-letter group, edit a route | login | refused | refused | allowed |
+| confirm receipt of a route's test (the link) | login | allowed | allowed | allowed |
 """
 
 import pytest
@@ -55,6 +57,11 @@ def pages(job, case):
         reverse("admin:jobs_job_export", args=[job.id]),
         reverse("admin:jobs_client_changelist"),
         reverse("admin:jobs_client_token_new"),
+        reverse("admin:alert_routes"),
+        reverse("admin:dashboard_silence_changelist"),
+        reverse("admin:dashboard_deadletterreview_changelist"),
+        reverse("admin:dashboard_owner_changelist"),
+        reverse("admin:dashboard_route_changelist"),
     ]
 
 
@@ -127,3 +134,32 @@ def test_a_list_filters_only_by_what_it_offers(client, django_user_model, url):
     offered = "/admin/jobs/job/?state__exact=dead&error_class=X&finished_at__gt=2026-01-01T00:00:00%2B00:00&step=fetch"
     assert client.get(offered).status_code == 200
     assert client.get("/admin/workers/finding/?candidate__source__id__exact=1").status_code == 200
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_only_operators_test_routes_silence_review_dead_letters_and_edit_routes(as_role, role, make_job, settings):
+    from dashboard.models import AuditEntry, DeadLetterReview, ReceiptTest, Route, Silence
+    from dashboard.operations.routes import routes_ensure
+
+    settings.LEITSTAND_ALERT_ROUTES = {"operations": {"email": ["ops@example.org"]}}
+    routes_ensure(set())
+    route = Route.objects.get(name="operations")
+    dead = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
+    Job.objects.filter(pk=dead.pk).update(error_class="httpx.ConnectError")
+    client = as_role(role)
+    routes = reverse("admin:alert_routes")
+    client.post(routes, {"action": "test", "route": str(route.pk)})
+    client.post(routes, {"action": "silence", "rule": "dlq_growth", "minutes": "60", "reason": "work"})
+    client.post(
+        reverse("admin:dead_letters"),
+        {"type": "crawl", "error_class": "httpx.ConnectError", "step": "", "decision": "watch", "note": "seen"},
+    )
+    edit = client.get(reverse("admin:dashboard_route_change", args=[route.pk]))
+    allowed = role == OPERATORS
+    assert ReceiptTest.objects.exists() == allowed, role
+    assert Silence.objects.exists() == allowed, role
+    assert DeadLetterReview.objects.exists() == allowed, role
+    assert edit.status_code == {"anonymous": 302, OPERATORS: 200}.get(role, 200), role
+    if role != "anonymous":
+        assert (b'name="_save"' in edit.content) == allowed, "others see the route read-only"
+    assert AuditEntry.objects.filter(action="alert.silenced").exists() == allowed, role
