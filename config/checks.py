@@ -191,3 +191,27 @@ def pgbouncer_idle_timeout(app_configs=None, databases=None, **kwargs):
             id="leitstand.W002",
         )
     ]
+
+
+@register("leitstand")
+def notification_links(app_configs=None, **kwargs):
+    """Links in notifications (the alert, its runbook, a route test's confirmation) are absolute only
+    with ``LEITSTAND_PUBLIC_URL``; a relative link in an e-mail or a pager leads nowhere."""
+    url = settings.LEITSTAND_PUBLIC_URL
+    if url and not url.startswith(("http://", "https://")):
+        return [
+            Error(
+                f"LEITSTAND_PUBLIC_URL {url!r} is not an http(s) URL",
+                hint="set it to the console's address as people reach it, e.g. https://leitstand.example.org",
+                id="leitstand.E013",
+            )
+        ]
+    if settings.LEITSTAND_ALERT_ROUTES and not url:
+        return [
+            Warning(
+                "alert routes are configured but LEITSTAND_PUBLIC_URL is not: links in notifications are relative",
+                hint="set LEITSTAND_PUBLIC_URL to the console's address (docs/operations.md, 'Alerts')",
+                id="leitstand.W003",
+            )
+        ]
+    return []

@@ -69,6 +69,22 @@ def main() -> None:
         operator.screenshot(path=OUT / "business-rules.png", full_page=True)
         operator.goto(f"{url}/admin/deadletters/")
         operator.screenshot(path=OUT / "dead-letters.png", full_page=True)
+        operator.click(".live-toggle")  # paused: the opened review form stays as it is
+        operator.locator("details.review-form summary").first.click()
+        operator.locator("#dead-letter-groups").screenshot(path=OUT / "dead-letter-review.png")
+        operator.click(".live-toggle")
+        operator.goto(f"{url}/admin/routes/")
+        operator.screenshot(path=OUT / "routes.png", full_page=True)
+        operator.goto(f"{url}/admin/dashboard/alert/?state__exact=firing")
+        firing = operator.locator("#result_list tbody a").first
+        if firing.count():  # e.g. after `manage.py enqueue synthetic --payload '{"fail": "permanent"}' --count 25`
+            firing.click()
+            if operator.locator("#alert-silence").count():
+                operator.fill("#alert-silence input[name=reason]", "planned work on the demo sites")
+                operator.click("#alert-silence input[type=submit]")
+            operator.screenshot(path=OUT / "alert-silenced.png", full_page=True)
+        else:
+            print("no firing alert: alert-silenced.png not taken")
         operator.goto(f"{url}/admin/bulk/?state__exact=result_stored")  # the dry run that fits the filter
         operator.screenshot(path=OUT / "bulk-dry-run.png", full_page=True)
         operator.goto(f"{url}/admin/jobs/batch/")

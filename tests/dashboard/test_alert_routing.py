@@ -348,3 +348,14 @@ def test_a_dead_letter_group_is_reviewed_reopened_and_alerted_when_left(make_job
         dead_letter_review(
             type="crawl", error_class="nothing.Else", step="", decision="retry", note="x", actor="op", user=None
         )
+
+
+def test_the_system_check_asks_for_absolute_links(settings):
+    from config.checks import notification_links
+
+    settings.LEITSTAND_PUBLIC_URL = "leitstand.example.org"
+    assert [m.id for m in notification_links()] == ["leitstand.E013"]
+    settings.LEITSTAND_PUBLIC_URL = ""
+    assert [m.id for m in notification_links()] == ["leitstand.W003"], "routes configured, links relative"
+    settings.LEITSTAND_ALERT_ROUTES = {}
+    assert notification_links() == []

@@ -134,3 +134,47 @@ def test_crawl_starts_one_job_per_active_source_idempotently_per_run():
         run("crawl", "--source", "C")
     with pytest.raises(CommandError, match="source 'B' is inactive"):
         run("crawl", "--source", "B")
+
+
+@pytest.mark.django_db
+def test_dlq_groups_and_review_record_a_decision_on_a_group():
+    from dashboard.models import AuditEntry, DeadLetterReview
+    from dashboard.operations.deadletters import dead_letters_refresh
+
+    dead_job(), dead_job()
+    dead_letters_refresh()
+    out, _ = run("dlq", "groups")
+    assert "     2  unreviewed synthetic" in out and "httpx.ConnectTimeout" in out
+    with pytest.raises(CommandError, match="no dead synthetic job failed with nothing.Else"):
+        run("dlq", "review", "--type", "synthetic", "--error", "nothing.Else", "--decision", "retry", "--note", "x")
+    with pytest.raises(CommandError, match="note: is required"):
+        run(
+            "dlq",
+            "review",
+            "--type",
+            "synthetic",
+            "--error",
+            "httpx.ConnectTimeout",
+            "--decision",
+            "retry",
+            "--note",
+            " ",
+        )
+    out, _ = run(
+        "dlq",
+        "review",
+        "--type",
+        "synthetic",
+        "--error",
+        "httpx.ConnectTimeout",
+        "--decision",
+        "retry",
+        "--note",
+        "the proxy is fixed",
+        "--actor",
+        "cli:ops-anna",
+    )
+    assert out.startswith("reviewed by cli:ops-anna")
+    assert DeadLetterReview.objects.get().decision == "retry"
+    assert AuditEntry.objects.get(action="deadletters.reviewed").actor == "cli:ops-anna"
+    assert "reviewed   synthetic" in run("dlq", "groups")[0]
