@@ -82,6 +82,7 @@ def main() -> None:
             if operator.locator("#alert-silence").count():
                 operator.fill("#alert-silence input[name=reason]", "planned work on the demo sites")
                 operator.click("#alert-silence input[type=submit]")
+                operator.wait_for_selector("#alert-silenced")
             operator.screenshot(path=OUT / "alert-silenced.png", full_page=True)
         else:
             print("no firing alert: alert-silenced.png not taken")

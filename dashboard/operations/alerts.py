@@ -632,7 +632,7 @@ def _escalate(now: datetime, silenced: ActiveSilences) -> list[str]:
                 comment = (
                     f"still firing, not acknowledged; notified again every {route.renotify_minutes} min"
                     if alert.notified_at
-                    else "nobody was notified yet (a silence ended): notified now"
+                    else "nobody has been notified of it yet: notified now"
                 )
                 event = AlertEvent.objects.create(
                     alert=alert, kind="renotified", actor="alert-evaluator", comment=comment

@@ -128,19 +128,19 @@ def deliver(message: dict, *, to: str, key: str, correlation_id: str) -> int:
 
 def test_notify(route: Route, test: ReceiptTest, token: str) -> None:
     """The test notification of ``route``: says what it is and how to confirm it."""
-    link = confirm_link(token)
+    link, api = confirm_link(token), public_url("/api/v1/alert-tests/confirm")
     message = {
         "event": "test",
         "route": route.name,
         "owner": route.owner.name if route.owner_id else "",
         "test_id": test.pk,
         "confirm_url": link,
-        "confirm_api": {"method": "POST", "url": public_url("/api/v1/alert-tests/confirm"), "json": {"token": token}},
+        "confirm_api": {"method": "POST", "url": api, "json": {"token": token}},
         "confirm_by": test.confirm_by.isoformat(),
         "text": (
             f"Test of the Leitstand alert route {route.name}: please confirm that it reached you by "
             f"{test.confirm_by:%Y-%m-%d %H:%M} UTC — open {link} (console login), or POST "
-            f'{{"token": "<the token>"}} to /api/v1/alert-tests/confirm. Unconfirmed, route_unconfirmed fires.'
+            f'{{"token": "<the token>"}} to {api} (scope alerts:confirm). Unconfirmed, route_unconfirmed fires.'
         ),
         "token": token,
     }
