@@ -206,6 +206,24 @@ def notification_links(app_configs=None, **kwargs):
                 id="leitstand.E013",
             )
         ]
+    limits = {
+        "ack_page_minutes": 7 * 24 * 60,
+        "ack_ticket_minutes": 7 * 24 * 60,
+        "renotify_minutes": 7 * 24 * 60,
+        "test_every_hours": 366 * 24,
+        "confirm_within_hours": 31 * 24,
+    }
+    for name, config in settings.LEITSTAND_ALERT_ROUTES.items():
+        for field, limit in limits.items():
+            value = config.get(field) if isinstance(config, dict) else None
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit):
+                return [
+                    Error(
+                        f"LEITSTAND_ALERT_ROUTES[{name!r}][{field!r}] is {value!r}, not a whole number from 1 to {limit}",
+                        hint="fix the setting (docs/operations.md, 'Alerts'); routes already stored are edited in the console",
+                        id="leitstand.E014",
+                    )
+                ]
     if settings.LEITSTAND_ALERT_ROUTES and not url:
         return [
             Warning(

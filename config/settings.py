@@ -502,6 +502,9 @@ LEITSTAND_METRICS_ALLOWED_IPS = env_list("LEITSTAND_METRICS_ALLOWED_IPS", [])
 # {"operations": {"webhook": "https://core.example/hooks/leitstand", "secret": "…", "email": ["ops@example.org"]}}
 # A route without an entry notifies nobody (the console still shows its alerts).
 LEITSTAND_ALERT_ROUTES = env_json("LEITSTAND_ALERT_ROUTES", {})
+# In-house receivers (host:port) a route's webhook or Alertmanager may reach although their address is
+# not public (loopback, private networks): allow-listed here, by whoever deploys, not in the console.
+LEITSTAND_NOTIFY_ALLOWED_TARGETS = env_list("LEITSTAND_NOTIFY_ALLOWED_TARGETS", [])
 # Where route_unconfirmed goes for a route without a fallback of its own.
 LEITSTAND_ALERT_FALLBACK_ROUTE = env_str("LEITSTAND_ALERT_FALLBACK_ROUTE", "operations")
 # How often firing alerts are posted again to an Alertmanager (each post ends 3 intervals later).

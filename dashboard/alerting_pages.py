@@ -11,6 +11,7 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from dashboard.display import as_id, as_number
 from dashboard.models import Alert, Route
 from dashboard.operations.alerts import RULES, route_of, routes_needed, silence_create, silence_lift, silenced_now
 from dashboard.operations.routes import (
@@ -32,8 +33,8 @@ def _actor(request) -> str:
 
 def _back(request) -> str:
     """Where a form returns to: the alert it was sent from, or the Routes page."""
-    alert_id = request.POST.get("alert", "")
-    if alert_id.isdigit() and Alert.objects.filter(pk=alert_id).exists():
+    alert_id = as_id(request.POST.get("alert", ""))
+    if alert_id is not None and Alert.objects.filter(pk=alert_id).exists():
         return reverse("admin:dashboard_alert_change", args=[alert_id])
     return reverse("admin:alert_routes")
 
@@ -90,31 +91,31 @@ def _act(request):
     action = request.POST.get("action")
     try:
         if action == "test":
-            route_id = request.POST.get("route", "")
-            if not route_id.isdigit():
+            route_id = as_id(request.POST.get("route", ""))
+            if route_id is None:
                 raise JobInputError("route", "choose a route")
-            test = receipt_test_now(route_id=int(route_id), actor=_actor(request), user=request.user)
+            test = receipt_test_now(route_id=route_id, actor=_actor(request), user=request.user)
             messages.success(
                 request,
                 f"Test sent to route {test.route.name} ({', '.join(test.route.channels)}); "
                 f"it asks for confirmation by {test.confirm_by:%Y-%m-%d %H:%M}.",
             )
         elif action == "silence":
-            minutes = request.POST.get("minutes", "")
+            minutes = as_number(request.POST.get("minutes", ""))
             silence = silence_create(
                 rule=request.POST.get("rule", ""),
                 scope=request.POST.get("scope", ""),
-                minutes=float(minutes) if minutes.replace(".", "", 1).isdigit() else -1,
+                minutes=-1 if minutes is None else minutes,
                 reason=request.POST.get("reason", ""),
                 actor=_actor(request),
                 user=request.user,
             )
             messages.success(request, f"Silenced {silence}: its alerts notify nobody until then.")
         elif action == "lift":
-            silence_id = request.POST.get("silence", "")
-            if not silence_id.isdigit():
+            silence_id = as_id(request.POST.get("silence", ""))
+            if silence_id is None:
                 raise JobInputError("silence", "choose a silence")
-            silence = silence_lift(silence_id=int(silence_id), actor=_actor(request), user=request.user)
+            silence = silence_lift(silence_id=silence_id, actor=_actor(request), user=request.user)
             messages.success(request, f"Lifted the silence of {silence.rule} {silence.scope or '(every scope)'}.")
         else:
             raise JobInputError("action", "must be test, silence or lift")
@@ -132,14 +133,14 @@ def receipt_confirm_page(request, token: str):
     try:
         test = receipt_test_for(token)
     except JobInputError as error:
-        refused = str(error)
+        refused = error.message
     if request.method == "POST" and test is not None:
         try:
             test = receipt_confirm(token=token, actor=_actor(request), via="console")
             messages.success(request, f"Receipt of the test of route {test.route.name} confirmed. Thank you.")
             return HttpResponseRedirect(reverse("admin:alert_routes"))
         except JobInputError as error:
-            refused = str(error)
+            refused = error.message
     return TemplateResponse(
         request,
         "admin/console/receipt_confirm.html",

@@ -1,6 +1,7 @@
 """Small display helpers shared by the console's pages."""
 
 import base64
+import re
 from datetime import datetime
 
 from django.utils import timezone
@@ -15,6 +16,23 @@ def data_uri(data: bytes | None) -> str:
     data = bytes(data)
     mime = next((t for t, signatures in MAGIC.items() if any(data.startswith(s) for s in signatures)), "image/png")
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+_ID = re.compile(r"[0-9]{1,18}")
+_NUMBER = re.compile(r"[0-9]{1,9}(\.[0-9]{1,6})?")
+
+
+def as_id(value) -> int | None:
+    """A record ID from a URL or a form, or None: ASCII digits only (``"²".isdigit()`` is true, and
+    ``int("²")`` raises), and small enough for the database's bigint."""
+    text = str(value)
+    return int(text) if _ID.fullmatch(text) else None
+
+
+def as_number(value) -> float | None:
+    """A plain decimal number from a form (no sign, exponent, NaN or infinity), or None."""
+    text = str(value).strip()
+    return float(text) if _NUMBER.fullmatch(text) else None
 
 
 def clock(moment: datetime) -> str:

@@ -1,5 +1,6 @@
 """The console's own records: the counts snapshot the control process refreshes."""
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from jobs.models import LeitstandNow
@@ -256,6 +257,9 @@ class Contact(models.Model):
         return f"{self.name} ({self.owner})"
 
 
+WEEK_MINUTES, MONTH_HOURS, YEAR_HOURS = 7 * 24 * 60, 31 * 24, 366 * 24
+
+
 class Route(models.Model):
     """Where an alert goes: its channels, its owner, when an unacknowledged alert escalates and is
     notified again, and how often the route's receipt is tested (``dashboard/operations/routes.py``).
@@ -273,22 +277,37 @@ class Route(models.Model):
         null=True,
         blank=True,
         default=15,
+        validators=[MinValueValidator(1), MaxValueValidator(WEEK_MINUTES)],
         help_text="A firing page-severity alert escalates when unacknowledged this long.",
     )
     ack_ticket_minutes = models.PositiveIntegerField(
-        null=True, blank=True, default=240, help_text="The same for ticket-severity alerts; empty: never escalate."
+        null=True,
+        blank=True,
+        default=240,
+        validators=[MinValueValidator(1), MaxValueValidator(WEEK_MINUTES)],
+        help_text="The same for ticket-severity alerts; empty: never escalate.",
     )
     escalate_to = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="Escalation target."
     )
     renotify_minutes = models.PositiveIntegerField(
-        null=True, blank=True, default=60, help_text="Notify again at this interval until acknowledged; empty: never."
+        null=True,
+        blank=True,
+        default=60,
+        validators=[MinValueValidator(1), MaxValueValidator(WEEK_MINUTES)],
+        help_text="Notify again at this interval until acknowledged; empty: never.",
     )
     test_every_hours = models.PositiveIntegerField(
-        null=True, blank=True, default=168, help_text="Send a test notification at this interval; empty: never."
+        null=True,
+        blank=True,
+        default=168,
+        validators=[MinValueValidator(1), MaxValueValidator(YEAR_HOURS)],
+        help_text="Send a test notification at this interval; empty: never.",
     )
     confirm_within_hours = models.PositiveIntegerField(
-        default=24, help_text="A test not confirmed within this time fires route_unconfirmed."
+        default=24,
+        validators=[MinValueValidator(1), MaxValueValidator(MONTH_HOURS)],
+        help_text="A test not confirmed within this time fires route_unconfirmed.",
     )
     fallback = models.ForeignKey(
         "self",
@@ -325,7 +344,6 @@ class ReceiptTest(models.Model):
     route = models.ForeignKey(Route, on_delete=models.CASCADE, related_name="tests")
     sent_at = models.DateTimeField(db_default=LeitstandNow())
     sent_by = models.CharField(max_length=255, help_text="The schedule, or the operator who sent it now.")
-    nonce_sha256 = models.CharField(max_length=64, help_text="Of the token's random part: it is stored only hashed.")
     confirm_by = models.DateTimeField(help_text="Not confirmed by then: route_unconfirmed fires.")
     confirmed_at = models.DateTimeField(null=True, blank=True)
     confirmed_by = models.CharField(max_length=255, blank=True)

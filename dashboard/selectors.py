@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
-from dashboard.display import ago
+from dashboard.display import ago, as_id
 from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, Silence
 from dashboard.operations.alerts import silenced_now
@@ -148,7 +148,7 @@ def stuck_leases(limit: int = STUCK_ROWS) -> list[dict]:
                 "limit": ago(heartbeat_limit_seconds(job.type)),
                 "expired": job.lease_expires_at is not None and job.lease_expires_at < now,
                 "expiry": ago((now - job.lease_expires_at).total_seconds()) if job.lease_expires_at else "—",
-                "worker_alive": (host, int(pid)) in alive if pid.isdigit() else False,
+                "worker_alive": (host, as_id(pid)) in alive,
                 "last_step": job.last_step or "—",
                 "rescued": job.rescued,
             }

@@ -18,7 +18,7 @@ from django_fsm import TransitionNotAllowed
 from dashboard import alerting_pages, review
 from dashboard.audit import audited
 from dashboard.diagram import declared_edges, state_diagram
-from dashboard.display import ago, data_uri
+from dashboard.display import ago, as_id, data_uri
 from dashboard.models import Alert, DeadLetterReview, RuleViolation
 from dashboard.operations import alerts, bulk
 from dashboard.operations.deadletters import (
@@ -285,10 +285,9 @@ class ConsoleSite(admin.AdminSite):
             return HttpResponseRedirect(request.get_full_path())
         batch, scope = None, {}
         if request.GET.get("batch"):
-            if not request.GET["batch"].isdigit() or not (
-                batch := Batch.objects.filter(pk=request.GET["batch"]).first()
-            ):
-                raise Http404(f"no batch {request.GET['batch']!r}")
+            batch_id = as_id(request.GET["batch"])
+            if batch_id is None or not (batch := Batch.objects.filter(pk=batch_id).first()):
+                raise Http404(f"no batch {request.GET['batch'][:40]!r}")
             scope = {"batch": batch.pk}
         every = settings.LEITSTAND_CONSOLE["deadletters_seconds"]
         snapshot, age = None, None

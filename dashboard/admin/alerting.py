@@ -10,9 +10,11 @@ from django.contrib import admin
 from django.core.validators import validate_email
 from django.utils.html import format_html
 
-from dashboard.admin.base import ReadOnlyAdmin
+from dashboard.admin.base import OfferedLookupsOnly, ReadOnlyAdmin
 from dashboard.audit import audit_record
 from dashboard.models import Contact, DeadLetterReview, Owner, Route, Silence
+from dashboard.operations.routes import destination_problem
+from workers.runtime.webhook import url_redacted
 
 
 def _http_url(value: str) -> str:
@@ -21,7 +23,22 @@ def _http_url(value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or len(value) > 500:
             raise forms.ValidationError("must be an http(s) URL with a host, at most 500 characters")
+        problem = destination_problem(value)
+        if problem:
+            raise forms.ValidationError(
+                f"notifications may not go there: {problem} (an in-house receiver is allow-listed in "
+                "LEITSTAND_NOTIFY_ALLOWED_TARGETS by whoever deploys Leitstand)"
+            )
     return value
+
+
+class SecretField(forms.CharField):
+    """A secret that is never shown: an empty field keeps the stored one, so only a typed one changed."""
+
+    widget = forms.PasswordInput(render_value=False)
+
+    def has_changed(self, initial, data):
+        return bool(data)
 
 
 class RouteForm(forms.ModelForm):
@@ -29,10 +46,8 @@ class RouteForm(forms.ModelForm):
     alertmanager_url = forms.URLField(
         required=False, assume_scheme="https", max_length=500, help_text="Its base URL, e.g. http://alertmanager:9093"
     )
-    webhook_secret = forms.CharField(
-        required=False,
-        widget=forms.PasswordInput(render_value=False),
-        help_text="The webhook's signing secret; left empty, the stored one stays.",
+    webhook_secret = SecretField(
+        required=False, max_length=200, help_text="The webhook's signing secret; left empty, the stored one stays."
     )
     emails = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="E-mail addresses, one per line or comma."
@@ -86,12 +101,10 @@ class RouteForm(forms.ModelForm):
                 self.add_error(field, "must be another route")
         if data.get("webhook_url") and not data.get("webhook_secret"):
             self.add_error("webhook_secret", "a webhook needs a signing secret (its receiver checks the signature)")
-        if data.get("confirm_within_hours") == 0:
-            self.add_error("confirm_within_hours", "must be at least 1 hour")
         return data
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class AuditedAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     """Every saved change is an audit entry naming the fields that changed (never a secret's value)."""
 
     def save_model(self, request, obj, form, change):
@@ -139,6 +152,27 @@ class RouteAdmin(AuditedAdmin):
     form = RouteForm
     list_display = ("name", "owner", "channel_list", "escalation", "renotify_minutes", "test_every_hours")
     list_select_related = ("owner", "escalate_to")
+
+    def get_fields(self, request, obj=None):
+        """Who may only look sees where a route sends (scheme and host), never its secret or the
+        rest of a URL (a token in a path or query is a credential)."""
+        if self.has_change_permission(request, obj):
+            return super().get_fields(request, obj)
+        shown = {"webhook_url": "webhook", "alertmanager_url": "alertmanager"}
+        return [shown.get(name, name) for name in RouteForm.Meta.fields if name != "webhook_secret"]
+
+    def get_readonly_fields(self, request, obj=None):
+        if self.has_change_permission(request, obj):
+            return ()
+        return [name for name in self.get_fields(request, obj)]
+
+    @admin.display(description="webhook")
+    def webhook(self, route):
+        return url_redacted(route.webhook_url) if route.webhook_url else "—"
+
+    @admin.display(description="Alertmanager")
+    def alertmanager(self, route):
+        return url_redacted(route.alertmanager_url) if route.alertmanager_url else "—"
 
     @admin.display(description="channels")
     def channel_list(self, route):

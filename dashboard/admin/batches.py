@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin
-from dashboard.display import ago
+from dashboard.display import ago, as_id
 from dashboard.operations.deadletters import dead_letter_groups
 from dashboard.templatetags.console import progress_bar
 from jobs.batches import COUNTERS, Progress, batch_eta, batch_progress, batch_timeline
@@ -62,7 +62,8 @@ class BatchAdmin(ReadOnlyAdmin):
         return super().changelist_view(request, {**(extra_context or {}), "sizing": sizing, "target_minutes": target})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        batch = Batch.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
+        batch_id = as_id(object_id)
+        batch = Batch.objects.filter(pk=batch_id).first() if batch_id is not None else None
         context = dict(extra_context or {})
         if batch is not None:
             progress = batch_progress(batch.pk)

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.alerting_pages import SILENCE_CHOICES
-from dashboard.display import ago, clock
+from dashboard.display import ago, as_id, clock
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
 from dashboard.operations.alerts import alert_acknowledge, alert_resolve, silenced_now
 from dashboard.operations.routes import route_named
@@ -85,7 +85,8 @@ class AlertAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(reverse("admin:dashboard_alert_change", args=[alert_id]))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        alert = Alert.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
+        alert_id = as_id(object_id)
+        alert = Alert.objects.filter(pk=alert_id).first() if alert_id is not None else None
         return super().change_view(
             request,
             object_id,

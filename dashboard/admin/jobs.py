@@ -27,7 +27,7 @@ from django_fsm import TransitionNotAllowed
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
 from dashboard.diagram import state_diagram
-from dashboard.display import ago, duration
+from dashboard.display import ago, as_id, duration
 from dashboard.explain import job_explain
 from dashboard.models import ArchivedJob, ArchiveFile
 from dashboard.operations.archive import AUDIT, ArchiveUnreadable, archived_document
@@ -259,7 +259,8 @@ class BatchFilter(LinkFilter):
     title, parameter_name = "batch", "batch"
 
     def condition(self, value):
-        return Q(batch_id=int(value)) if value.isdigit() else None
+        batch_id = as_id(value)
+        return Q(batch_id=batch_id) if batch_id is not None else None
 
 
 class StepFilter(LinkFilter):

@@ -673,7 +673,10 @@ def silence_create(*, rule: str, scope: str, minutes: float, reason: str, actor:
     if user is not None and not user.has_perm("jobs.operate_job"):
         raise PermissionDenied(f"{user} may not silence alerts")
     if rule not in RULES:
-        raise JobInputError("rule", f"unknown rule {rule!r}; rules: {', '.join(RULES)}")
+        raise JobInputError("rule", f"unknown rule {str(rule)[:64]!r}; rules: {', '.join(RULES)}")
+    scope = scope.strip() if isinstance(scope, str) else scope
+    if not isinstance(scope, str) or not scope.isprintable():
+        raise JobInputError("scope", "must be printable text (empty: every scope)")
     if not isinstance(minutes, (int, float)) or not 1 <= minutes <= 30 * 24 * 60:
         raise JobInputError("minutes", "must be from 1 to 43200 (30 days): a silence always ends")
     if not reason or not reason.strip():
@@ -683,7 +686,7 @@ def silence_create(*, rule: str, scope: str, minutes: float, reason: str, actor:
     now = database_now()
     silence = Silence.objects.create(
         rule=rule,
-        scope=scope.strip(),
+        scope=scope,
         reason=reason.strip()[:500],
         created_by=actor[:255],
         created_at=now,

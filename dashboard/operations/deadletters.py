@@ -239,10 +239,17 @@ def dead_letter_review(
         raise JobInputError("decision", f"must be one of: {', '.join(DeadLetterReview.Decision.values)}")
     if not note or not note.strip():
         raise JobInputError("note", "is required: say what you found and why you decided so")
-    if step and not STEP.fullmatch(step):
-        raise JobInputError("step", f"{step!r} is not a step name")
-    if not Job.objects.filter(state=State.DEAD, type=type, error_class=error_class).exists():
-        raise JobInputError("group", f"no dead {type} job failed with {error_class or '(no error class)'}")
+    if step and (len(step) > 64 or not STEP.fullmatch(step)):
+        raise JobInputError("step", f"{step[:64]!r} is not a step name")
+    if len(type) > 64 or len(error_class) > 255:
+        raise JobInputError("group", "names no dead-letter group (type or error class too long)")
+    groups, now, _ = dead_letters_snapshot()
+    if not any((g.type, g.error_class, g.step) == (type, error_class, step) for g in groups):
+        raise JobInputError(
+            "group",
+            f"no dead-letter group {type} · {error_class or '(no error class)'} · {step or '—'} "
+            f"(as grouped at {now:%H:%M:%S}: the page's groups)",
+        )
     review, _ = DeadLetterReview.objects.update_or_create(
         type=type,
         error_class=error_class,

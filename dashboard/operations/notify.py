@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.models import Alert, ReceiptTest, Route
-from dashboard.operations.routes import confirm_link, public_url, route_named
+from dashboard.operations.routes import confirm_link, destination_problem, public_url, receipt_token, route_named
 from jobs.errors import PermanentError
 from jobs.models import database_now
 from workers.runtime.context import Done, JobContext
@@ -126,10 +126,25 @@ def deliver(message: dict, *, to: str, key: str, correlation_id: str) -> int:
     return len(channels)
 
 
-def test_notify(route: Route, test: ReceiptTest, token: str) -> None:
-    """The test notification of ``route``: says what it is and how to confirm it."""
+def test_notify(route: Route, test: ReceiptTest) -> None:
+    """Queue the test notification of ``route``, one delivery per channel. The payload names the
+    test only: the handler signs the token as it sends (``test_message``)."""
+    for channel in route.channels:
+        job_submit(
+            job_type="alert_notify",
+            payload={"channel": channel, "route": route.name, "test_id": test.pk},
+            idempotency_key=f"receipt-test-{test.pk}-{channel}",
+            actor=test.sent_by,
+            correlation_id=f"route-{route.name}",
+        )
+
+
+def test_message(test: ReceiptTest) -> dict:
+    """What a route's test says, with the way to confirm it: the console link and the API call."""
+    token = receipt_token(test)
     link, api = confirm_link(token), public_url("/api/v1/alert-tests/confirm")
-    message = {
+    route = test.route
+    return {
         "event": "test",
         "route": route.name,
         "owner": route.owner.name if route.owner_id else "",
@@ -137,29 +152,16 @@ def test_notify(route: Route, test: ReceiptTest, token: str) -> None:
         "confirm_url": link,
         "confirm_api": {"method": "POST", "url": api, "json": {"token": token}},
         "confirm_by": test.confirm_by.isoformat(),
+        "token": token,
         "text": (
             f"Test of the Leitstand alert route {route.name}: please confirm that it reached you by "
             f"{test.confirm_by:%Y-%m-%d %H:%M} UTC — open {link} (console login), or POST "
             f'{{"token": "<the token>"}} to {api} (scope alerts:confirm). Unconfirmed, route_unconfirmed fires.'
         ),
-        "token": token,
     }
-    for channel in route.channels:
-        payload = {"channel": channel, "route": route.name}
-        if channel == "alertmanager":
-            payload["alerts"] = [_test_as_alert(message, test)]
-        else:
-            payload["message"] = message
-        job_submit(
-            job_type="alert_notify",
-            payload=payload,
-            idempotency_key=f"receipt-test-{test.pk}-{channel}",
-            actor=test.sent_by,
-            correlation_id=f"route-{route.name}",
-        )
 
 
-def _test_as_alert(message: dict, test: ReceiptTest) -> dict:
+def _test_as_alert(message: dict) -> dict:
     """A test in Alertmanager: an alert of its own (``LeitstandRouteTest``) that ends at its deadline."""
     return {
         "event": "test",
@@ -173,7 +175,7 @@ def _test_as_alert(message: dict, test: ReceiptTest) -> dict:
         "text": message["text"],
         "runbook": message["confirm_url"],
         "url": message["confirm_url"],
-        "ends_at": test.confirm_by.isoformat(),
+        "ends_at": message["confirm_by"],
     }
 
 
@@ -219,6 +221,17 @@ def handle(context: JobContext):
     route = route_named(to)
     if route is None:
         raise PermanentError(f"route {to!r} does not exist any more")
+    if "test_id" in payload:  # a route's test: the token is signed now, it is in no payload
+        test_id = payload["test_id"]
+        test = (
+            ReceiptTest.objects.select_related("route", "route__owner").filter(pk=test_id).first()
+            if isinstance(test_id, int)
+            else None
+        )
+        if test is None or test.route_id != route.pk:
+            raise PermanentError(f"test {payload['test_id']!r} of route {to!r} does not exist any more")
+        message = test_message(test)
+        payload = {**payload, "message": message, "alerts": [_test_as_alert(message)]}
     if channel == "alertmanager":
         alerts = payload.get("alerts")
         if not isinstance(alerts, list) or not all(isinstance(a, dict) for a in alerts):
@@ -232,6 +245,7 @@ def handle(context: JobContext):
             raise PermanentError(f"route {to!r} has no webhook any more")
         if not route.webhook_secret:
             raise PermanentError(f"route {to!r} has no signing secret")
+        _destination_check(route.webhook_url)
         return post_signed(
             context, url=route.webhook_url, secret=route.webhook_secret, message=message, agent="Leitstand-Alerts/1"
         )
@@ -266,6 +280,12 @@ def _body(message: dict) -> str:
         + (f"Comment: {message['comment']}\n" if message.get("comment") else "")
         + f"\nRunbook: {message['runbook']}\nAlert: {message.get('url', '')}\n"
     )
+
+
+def _destination_check(url: str) -> None:
+    problem = destination_problem(url)
+    if problem:
+        raise PermanentError(f"{url_redacted(url)} is not a destination notifications may go to: {problem}")
 
 
 _LABEL_SCOPE = re.compile(r"^(pool|type|source|host|route|batch)$")
@@ -316,6 +336,7 @@ def _alertmanager(context: JobContext, route: Route, alerts: list[dict]):
     if not route.alertmanager_url:
         raise PermanentError(f"route {route.name!r} has no Alertmanager any more")
     url = route.alertmanager_url.rstrip("/") + "/api/v2/alerts"
+    _destination_check(url)
     shown = url_redacted(url)
     now = timezone.now()  # Alertmanager's time is the wall clock (database time may differ)
     body = [alertmanager_alert(message, now) for message in alerts]
@@ -325,8 +346,8 @@ def _alertmanager(context: JobContext, route: Route, alerts: list[dict]):
         except httpx.HTTPError as exc:
             raise WebhookRefused(f"{type(exc).__name__} posting to {shown}") from None
         info["status"] = response.status_code
-        if response.status_code == 400:
-            raise PermanentError(f"{shown} refused the alerts: {response.text[:300]}")
+        if response.status_code == 400:  # its answer is not shown: the receiver's text is not ours to publish
+            raise PermanentError(f"{shown} refused the alerts as invalid (400)")
         if not 200 <= response.status_code < 300:
             raise WebhookRefused(f"{shown} answered {response.status_code}")
     return Done(reason=f"{len(body)} alerts posted to {shown}")

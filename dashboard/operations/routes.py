@@ -7,18 +7,23 @@ contacts, channels, times); a route that exists is never overwritten: the consol
 
 **Tested receipt.** Every route with a test interval gets a test notification on that schedule
 (``receipt_tests_send``, a sweep of the control process), and an operator can send one now. The
-test carries a confirmation token — signed with the project's secret key (Django's signing, its own
-salt) around the test's ID and a random nonce that is stored only as its SHA-256 — so a confirmation
-proves the message reached a receiver: a person opens the link (console, login required, one POST)
-or an automated receiver posts the token to the API. A token confirms once; a test not confirmed by
-its ``confirm_by`` fires ``route_unconfirmed`` (``dashboard/operations/alerts.py``) to the route's
-fallback.
+test carries a confirmation token — the test's ID signed with the project's secret key (Django's
+signing, its own salt) — so a confirmation proves the message reached a receiver: a person opens the
+link (console, login required, one POST) or an automated receiver posts the token to the API. The
+token exists only in the delivered message: the delivery job's payload names the test, and the
+handler signs the token as it sends (job payloads are readable by viewers and read tokens). A token
+confirms once; a test not confirmed by its ``confirm_by`` fires ``route_unconfirmed``
+(``dashboard/operations/alerts.py``) to the route's fallback.
+
+**Destinations.** A route's webhook and Alertmanager must be public addresses, as the crawler's
+targets must (the same special-purpose ranges are refused: loopback, private networks, link-local
+and cloud metadata …), unless ``LEITSTAND_NOTIFY_ALLOWED_TARGETS`` lists the ``host:port`` — an
+in-house Alertmanager or PHP core is allow-listed by whoever deploys, not by a console user. Checked
+when a route is saved and again before every delivery.
 """
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -31,6 +36,7 @@ from dashboard.audit import audit_record
 from dashboard.models import Contact, Owner, ReceiptTest, Route
 from jobs.models import database_now
 from jobs.services import JobInputError
+from workers.pipeline.http import FetchFailed, FetchPolicy, FetchRefused, SafeClient
 
 SALT = "leitstand.receipt-test"
 OPERATE_PERMISSION = "jobs.operate_job"
@@ -104,27 +110,39 @@ def fallback_of(route: Route) -> str:
 # --- tests of receipt -------------------------------------------------------------------------
 
 
-def _digest(nonce: str) -> str:
-    return hashlib.sha256(nonce.encode()).hexdigest()
+def destination_problem(url: str) -> str | None:
+    """Why a notification must not be sent to ``url`` (a special-purpose address not allow-listed,
+    user information, another scheme), or None."""
+    client = SafeClient(
+        FetchPolicy(allowed_ports=frozenset(range(1, 65536))),
+        allowed_targets=frozenset(settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS),
+    )
+    try:
+        client.check(url)
+    except (FetchRefused, FetchFailed) as refused:
+        return str(refused)
+    return None
 
 
-def receipt_test_send(*, route: Route, actor: str, now: datetime | None = None) -> tuple[ReceiptTest, str]:
-    """Record a test of ``route`` and queue its notification in the same transaction; the token."""
+def receipt_token(test: ReceiptTest) -> str:
+    """The test's confirmation token: its ID, signed (only the delivered message carries it)."""
+    return signing.dumps({"t": test.pk}, salt=SALT)
+
+
+def receipt_test_send(*, route: Route, actor: str, now: datetime | None = None) -> ReceiptTest:
+    """Record a test of ``route`` and queue its notification in the same transaction."""
     from dashboard.operations import notify  # notify imports this module for its links
 
     now = now or database_now()
-    nonce = secrets.token_urlsafe(32)
     with transaction.atomic():
         test = ReceiptTest.objects.create(
             route=route,
             sent_at=now,
             sent_by=actor[:255],
-            nonce_sha256=_digest(nonce),
             confirm_by=now + timedelta(hours=route.confirm_within_hours),
         )
-        token = signing.dumps({"t": test.pk, "n": nonce}, salt=SALT, compress=True)
-        notify.test_notify(route, test, token)
-    return test, token
+        notify.test_notify(route, test)
+    return test
 
 
 def receipt_test_now(*, route_id: int, actor: str, user) -> ReceiptTest:
@@ -136,8 +154,7 @@ def receipt_test_now(*, route_id: int, actor: str, user) -> ReceiptTest:
         raise JobInputError("route", f"route {route_id} does not exist")
     if not route.channels:
         raise JobInputError("route", f"route {route.name} has no channel to send a test to")
-    test, _ = receipt_test_send(route=route, actor=actor)
-    return test
+    return receipt_test_send(route=route, actor=actor)
 
 
 def receipt_tests_send() -> int:
@@ -166,8 +183,9 @@ def receipt_test_for(token: str) -> ReceiptTest:
         raise JobInputError(
             "token", "is not a confirmation token of this Leitstand (its signature does not match)"
         ) from None
-    test = ReceiptTest.objects.select_related("route").filter(pk=data.get("t")).first()
-    if test is None or not secrets.compare_digest(test.nonce_sha256, _digest(str(data.get("n", "")))):
+    test_id = data.get("t") if isinstance(data, dict) else None
+    test = ReceiptTest.objects.select_related("route").filter(pk=test_id).first() if isinstance(test_id, int) else None
+    if test is None:
         raise JobInputError("token", "belongs to no test notification (it was removed or never sent)")
     return test
 
@@ -179,8 +197,7 @@ def receipt_confirm(*, token: str, actor: str, via: str) -> ReceiptTest:
         test = ReceiptTest.objects.select_for_update().select_related("route").get(pk=test.pk)
         if test.confirmed_at is not None:
             raise ReceiptAlreadyConfirmed(
-                "token",
-                f"was used already: {test.confirmed_by} confirmed this test at {test.confirmed_at:%Y-%m-%d %H:%M:%S}",
+                "token", f"was used already: this test was confirmed at {test.confirmed_at:%Y-%m-%d %H:%M:%S}"
             )
         test.confirmed_at, test.confirmed_by, test.confirmed_via = database_now(), actor[:255], via
         test.save(update_fields=["confirmed_at", "confirmed_by", "confirmed_via"])

@@ -50,9 +50,15 @@ def routing(settings):
 def deliveries(**filters):
     """The queued notifications: (route, channel, event) per alert_notify job."""
     return sorted(
-        (j.payload["route"], j.payload["channel"], (j.payload.get("message") or j.payload["alerts"][0])["event"])
+        (j.payload["route"], j.payload["channel"], _event(j.payload))
         for j in Job.objects.filter(type="alert_notify", **filters)
     )
+
+
+def _event(payload):
+    if "test_id" in payload:
+        return "test"
+    return (payload.get("message") or payload["alerts"][0])["event"]
 
 
 def person(django_user_model, role, name=None):
@@ -197,15 +203,25 @@ def test_a_silence_mutes_notifications_shows_and_expires(make_job, db_clock, cli
     assert Silence.objects.count() == 1, "a viewer may not silence"
 
 
-def test_a_test_notification_is_confirmed_once_by_link_and_by_api(db_clock, client, django_user_model, settings):
+def test_a_test_notification_is_confirmed_once_by_link_and_by_api(
+    db_clock, client, django_user_model, settings, pool_runtime, mailoutbox
+):
     routes_ensure(set())
     assert receipt_tests_send() == 3, "every route with a channel, at once when never tested"
     assert receipt_tests_send() == 0, "not again within its interval"
     test = ReceiptTest.objects.get(route__name="operations")
-    webhook = Job.objects.get(type="alert_notify", payload__channel="webhook", payload__route="operations")
-    message = webhook.payload["message"]
-    assert message["event"] == "test" and message["confirm_url"].startswith(f"{PUBLIC}/admin/routes/confirm/")
-    link = message["confirm_url"].removeprefix(PUBLIC)
+    queued = Job.objects.filter(type="alert_notify")
+    assert all(set(job.payload) == {"channel", "route", "test_id"} for job in queued), (
+        "no token in a payload: viewers and read tokens see payloads"
+    )
+    Route.objects.filter(name="operations").update(webhook_url="")  # e-mail only: the webhook's host is not ours
+    pool_runtime("notify").wake()
+    mails = {mail.to[0]: mail for mail in mailoutbox}
+    body = mails["ops@example.org"].body
+    assert mails["ops@example.org"].subject == "[Leitstand] Test of alert route operations: please confirm receipt"
+    link = next(line for line in body.splitlines() if line.startswith("Confirm: ")).removeprefix("Confirm: ")
+    assert link.startswith(f"{PUBLIC}/admin/routes/confirm/")
+    link = link.removeprefix(PUBLIC)
     assert client.get(link).status_code == 302, "login required"
     client.force_login(person(django_user_model, VIEWERS, "vera"))
     page = client.get(link).content.decode()
@@ -218,21 +234,22 @@ def test_a_test_notification_is_confirmed_once_by_link_and_by_api(db_clock, clie
     again = client.post(link)
     assert again.status_code == 400 and "was used already" in again.content.decode()
     forged = client.get(link[:-3] + "abc/")
-    assert forged.status_code == 400 and "signature does not match" in forged.content.decode()
+    assert forged.status_code == 400 and "the token is not a confirmation token" in forged.content.decode()
     routes = client.get(reverse("admin:alert_routes")).content.decode()
     assert "by user:vera (console)" in routes
 
-    management = Job.objects.get(type="alert_notify", payload__route="management").payload["message"]
+    management = mails["lead@example.org"].body
+    token = management.split("/admin/routes/confirm/")[1].split("/")[0]  # what an automated receiver reads
     _, secret = token_create(name="receiver", scopes=["alerts:confirm"])
     _, other = token_create(name="reader", scopes=["jobs:read"])
     url = "/api/v1/alert-tests/confirm"
-    body = json.dumps({"token": management["token"]})
+    body = json.dumps({"token": token})
     refused = client.post(url, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {other}")
     assert refused.status_code == 403, "the scope alerts:confirm is needed"
     answer = client.post(url, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert answer.status_code == 200 and answer.json()["confirmed_by"] == "api:receiver"
     twice = client.post(url, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")
-    assert twice.status_code == 409
+    assert twice.status_code == 409 and "api:receiver" not in twice.json()["detail"], "who confirmed is not told"
     bad = client.post(
         url, json.dumps({"token": "x" * 40}), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
     )
@@ -244,14 +261,12 @@ def test_a_test_notification_is_confirmed_once_by_link_and_by_api(db_clock, clie
     assert (unconfirmed.scope, unconfirmed.route) == ("route:fallback", "fallback"), (
         "only the unconfirmed route fires, to the fallback"
     )
-    assert (
-        "was not confirmed" in unconfirmed.diagnosis
-        and "no test of this route was ever confirmed" in unconfirmed.diagnosis
-    )
+    assert "was not confirmed" in unconfirmed.diagnosis
+    assert "no test of this route was ever confirmed" in unconfirmed.diagnosis
     assert ("fallback", "email", "fired") in deliveries()
 
 
-def test_an_operator_sends_a_test_now_and_edits_a_route_audited(client, django_user_model, db):
+def test_an_operator_sends_a_test_now_and_edits_a_route_audited(client, django_user_model, db, settings):
     routes_ensure(set())
     operator = person(django_user_model, OPERATORS)
     client.force_login(operator)
@@ -262,7 +277,7 @@ def test_an_operator_sends_a_test_now_and_edits_a_route_audited(client, django_u
     form = {
         "name": "operations",
         "owner": str(ops.owner_id),
-        "webhook_url": "ftp://hooks.example.org/x",
+        "webhook_url": "http://169.254.169.254/latest/meta-data/",
         "webhook_secret": "",
         "emails": "ops@example.org, not-an-address",
         "alertmanager_url": "",
@@ -277,23 +292,30 @@ def test_an_operator_sends_a_test_now_and_edits_a_route_audited(client, django_u
     refused = client.post(change, form)
     errors = refused.context["adminform"].form.errors
     assert set(errors) == {"webhook_url", "emails", "escalate_to"}, errors
+    assert "not a public address" in str(errors["webhook_url"]), "the cloud's metadata address is refused"
     ops.refresh_from_db()
     assert ops.ack_page_minutes == 10, "nothing stored"
-    form.update(
-        webhook_url="https://hooks.example.org/new", emails="ops@example.org\noncall@example.org", escalate_to=""
-    )
+    settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS = ["10.0.0.7:8080"]  # an in-house receiver, allow-listed
+    form.update(webhook_url="http://10.0.0.7:8080/hook", emails="ops@example.org\noncall@example.org", escalate_to="")
     assert client.post(change, form).status_code == 302
     ops.refresh_from_db()
     assert (ops.webhook_url, ops.webhook_secret, ops.emails, ops.ack_page_minutes) == (
-        "https://hooks.example.org/new",
+        "http://10.0.0.7:8080/hook",
         "s3cret",
         ["ops@example.org", "oncall@example.org"],
         5,
     ), "an empty secret field keeps the stored secret"
     entry = AuditEntry.objects.get(action="route.changed")
     assert entry.actor == "user:operator" and "webhook_url" in entry.reason and "s3cret" not in entry.reason
+    assert "webhook_secret" not in entry.reason, "an untouched secret did not change"
     client.force_login(person(django_user_model, VIEWERS))
     assert client.post(change, form).status_code == 403
+    seen = client.get(change).content.decode()
+    assert "s3cret" not in seen and "/hook" not in seen and "http://10.0.0.7:8080/…" in seen, (
+        "a viewer sees where it sends, not the secret or the URL's path"
+    )
+    listing = reverse("admin:dashboard_route_changelist")
+    assert client.get(listing, {"webhook_secret__startswith": "s3"}).status_code == 400, "no guessing by filter"
 
 
 def test_a_dead_letter_group_is_reviewed_reopened_and_alerted_when_left(make_job, db_clock, client, django_user_model):
@@ -344,10 +366,15 @@ def test_a_dead_letter_group_is_reviewed_reopened_and_alerted_when_left(make_job
     assert group.review_state == "reopened"
     page = client.get(reverse("admin:dead_letters")).content.decode()
     assert ">reopened</span>" in page and "keep watching" in page
-    with pytest.raises(JobInputError, match="no dead crawl job failed with nothing.Else"):
-        dead_letter_review(
-            type="crawl", error_class="nothing.Else", step="", decision="retry", note="x", actor="op", user=None
-        )
+    for error_class, step in (
+        ("nothing.Else", ""),
+        ("httpx.ConnectError", "nosuchstep"),
+        ("httpx.ConnectError", "s" * 65),
+    ):
+        with pytest.raises(JobInputError, match="no dead-letter group|is not a step name"):
+            dead_letter_review(
+                type="crawl", error_class=error_class, step=step, decision="retry", note="x", actor="op", user=None
+            )
 
 
 def test_the_system_check_asks_for_absolute_links(settings):
@@ -359,3 +386,19 @@ def test_the_system_check_asks_for_absolute_links(settings):
     assert [m.id for m in notification_links()] == ["leitstand.W003"], "routes configured, links relative"
     settings.LEITSTAND_ALERT_ROUTES = {}
     assert notification_links() == []
+
+
+def test_digits_that_are_not_ascii_get_an_answer_not_a_500(client, django_user_model, db):
+    """ "²".isdigit() is true and int("²") raises: every ID and number from a form or a URL is ASCII."""
+    client.force_login(person(django_user_model, OPERATORS))
+    routes = reverse("admin:alert_routes")
+    for form in (
+        {"action": "test", "route": "²"},
+        {"action": "silence", "rule": "dlq_growth", "minutes": "²", "reason": "x"},
+        {"action": "silence", "rule": "dlq_growth", "minutes": "60", "reason": "x", "alert": "²"},
+        {"action": "lift", "silence": "²"},
+    ):
+        assert client.post(routes, form).status_code == 302, form
+    assert client.get("/admin/dashboard/alert/%C2%B2/change/").status_code == 302  # "does not exist", back to the list
+    assert client.get(reverse("admin:dead_letters"), {"batch": "²"}).status_code == 404
+    assert client.get(reverse("admin:jobs_batch_change", args=["²"])).status_code in (302, 404)

@@ -22,6 +22,7 @@ def receiver(settings):
 
     def start(status=200):
         made.append(Receiver(status))
+        settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS = [made[-1].target]
         settings.LEITSTAND_ALERT_ROUTES = {
             "operations": {"webhook": made[-1].url, "secret": SECRET, "email": ["oncall@example.org"]}
         }
@@ -92,3 +93,18 @@ def test_a_receivers_url_is_shown_to_people_as_scheme_and_host_only(
     seen += [json.dumps(step.data) for step in StepEvent.objects.filter(job=webhook)]
     assert "answered 500" in webhook.error_message and "127.0.0.1" in webhook.error_message
     assert not [text for text in seen if "T0K3N" in text or "s3cr3t" in text], seen
+
+
+def test_a_route_may_not_send_to_a_private_address_unless_allow_listed(
+    receiver, make_job, db_clock, pool_runtime, settings
+):
+    """A webhook on loopback (or in a private network, or the cloud's metadata address) is refused
+    before anything is sent, unless whoever deploys allow-listed it; the job says why."""
+    hook = receiver(200)
+    settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS = []
+    fire(make_job, db_clock)
+    pool_runtime("notify").wake()
+    webhook = Job.objects.get(type="alert_notify", payload__channel="webhook")
+    assert webhook.state == State.DEAD and not hook.deliveries
+    assert "is not a destination notifications may go to" in webhook.error_message
+    assert "not a public address" in webhook.error_message

@@ -27,7 +27,13 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        return f"http://{self.target}/hook"
+
+    @property
+    def target(self) -> str:
+        """``host:port``, to allow-list (``LEITSTAND_NOTIFY_ALLOWED_TARGETS``): a loopback receiver is
+        refused otherwise."""
+        return f"127.0.0.1:{self.httpd.server_address[1]}"
 
     def close(self):
         self.httpd.shutdown()

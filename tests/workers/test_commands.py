@@ -145,7 +145,7 @@ def test_dlq_groups_and_review_record_a_decision_on_a_group():
     dead_letters_refresh()
     out, _ = run("dlq", "groups")
     assert "     2  unreviewed synthetic" in out and "httpx.ConnectTimeout" in out
-    with pytest.raises(CommandError, match="no dead synthetic job failed with nothing.Else"):
+    with pytest.raises(CommandError, match="no dead-letter group synthetic · nothing.Else · —"):
         run("dlq", "review", "--type", "synthetic", "--error", "nothing.Else", "--decision", "retry", "--note", "x")
     with pytest.raises(CommandError, match="note: is required"):
         run(
