@@ -220,6 +220,42 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
     return row is not None
 
 
+def insert_planned_many(
+    *, rows: list[dict], actor: str, key_namespace: str, client_id, correlation_id: str, batch_id
+) -> set:
+    """Insert many jobs (``rows``: id, type, pool, idempotency_key, request_hash, schema_version,
+    priority, source, subject, payload) in one statement with their creation transitions, each unless
+    its key exists; the IDs inserted. Input is validated by ``jobs.services``."""
+    columns = {
+        "ids": "id",
+        "types": "type",
+        "pools": "pool",
+        "keys": "idempotency_key",
+        "hashes": "request_hash",
+        "schema_versions": "schema_version",
+        "priorities": "priority",
+        "sources": "source",
+        "subjects": "subject",
+        "max_attempts": "max_attempts",
+    }
+    params: dict[str, Any] = {name: [row[column] for row in rows] for name, column in columns.items()}
+    params["payloads"] = [row["payload_json"] for row in rows]  # JSON text, cast to jsonb by the statement
+    params.update(
+        key_namespace=key_namespace,
+        client_id=client_id,
+        correlation_id=correlation_id,
+        batch_id=batch_id,
+        state=Job._meta.get_field("state").default,
+        actor=actor[:255],
+    )
+    return {row[0] for row in _fetch_all(queries.jobs_insert_many_unless_key_exists, params)}
+
+
+def jobs_by_keys(*, types: list[str], keys: list[str], key_namespace: str) -> list[tuple]:
+    """(id, type, idempotency key, request hash, payload, batch ID) of the jobs holding these keys."""
+    return _fetch_all(queries.jobs_by_keys, {"types": types, "keys": keys, "key_namespace": key_namespace})
+
+
 # --- claim ------------------------------------------------------------------------------------
 
 

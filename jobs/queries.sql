@@ -33,6 +33,46 @@ logged AS (
 SELECT id FROM created
 
 
+-- name: jobs_insert_many_unless_key_exists
+-- Insert many jobs in their initial state with their creation transitions in one statement (a
+-- batch's members: the statement-level triggers count them once), each unless its (type, key
+-- namespace, idempotency key) exists — or came earlier in the same list. Arrays in input order;
+-- returns the IDs that were inserted.
+WITH input AS (
+    -- Binary parameters (%%b): a thousand JSON texts are sent as they are, not escaped into an array literal.
+    SELECT * FROM unnest(%(ids)b::uuid[], %(types)b::text[], %(pools)b::text[], %(keys)b::text[],
+                         %(hashes)b::text[], %(schema_versions)b::int[], %(priorities)b::int[],
+                         %(sources)b::text[], %(subjects)b::text[], %(payloads)b::text[]::jsonb[],
+                         %(max_attempts)b::int[])
+        WITH ORDINALITY AS i(id, type, pool, idempotency_key, request_hash, schema_version, priority, source,
+                             subject, payload, max_attempts, position)
+),
+created AS (
+    INSERT INTO jobs_job (id, type, pool, key_namespace, idempotency_key, request_hash, client_id, correlation_id,
+                          parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
+                          due_at, state)
+    SELECT id, type, pool, %(key_namespace)s, idempotency_key, request_hash, %(client_id)s, %(correlation_id)s,
+           NULL, %(batch_id)s, schema_version, priority, source, subject, payload, max_attempts,
+           leitstand_now(), %(state)s
+    FROM input ORDER BY position
+    ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
+    RETURNING id, state, lease_version
+),
+logged AS (
+    INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
+    SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
+)
+SELECT id FROM created
+
+
+-- name: jobs_by_keys
+-- The jobs that hold these (type, idempotency key) pairs in one key namespace: what a repeat of a
+-- bulk submission names.
+SELECT j.id, j.type, j.idempotency_key, j.request_hash, j.payload, j.batch_id
+FROM unnest(%(types)s::text[], %(keys)s::text[]) AS k(type, idempotency_key)
+JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AND j.idempotency_key = k.idempotency_key
+
+
 -- name: jobs_claim_due_skip_locked
 -- Reserve up to %(limit)s due jobs of one pool, most urgent lane first, then oldest due: raise each
 -- one's lease version (the attempt's ID and fencing token), insert its attempt and log the claim;

@@ -323,3 +323,46 @@ def test_jobs_are_listed_by_what_they_are_about(client, bearer, make_job):
     found = client.get("/api/v1/jobs", {"subject": "https://a.example/"}, **reader).json()["items"]
     assert sorted(job["subject"] for job in found) == ["https://a.example/x", "https://a.example/y"]
     assert client.get("/api/v1/jobs", {"subject": "https://c.example/"}, **reader).json()["items"] == []
+
+
+def test_a_batch_is_one_statement_with_every_guarantee_of_single_submissions(client, bearer):
+    """The members are inserted in one statement (issue 22): each still gets its creation transition,
+    its subject and the batch's counters; a key twice in one request is one job when the requests are
+    equal and refused when not; a key that names a job outside this batch is refused; a bad payload
+    names its job; nothing is created when anything is refused."""
+    from jobs.models import Batch, BatchCounter, Transition
+
+    writer = bearer("jobs:read", "jobs:write", "jobs:all")
+    url = "/api/v1/batches"
+
+    def crawl(n, key=None, url_=None):
+        page = url_ or f"https://shop.example/p/{n}"
+        return {
+            "type": "crawl",
+            "payload": {"source_id": 1, "url": page, "depth": 0, "run": "r"},
+            "idempotency_key": key or f"k-{n}",
+        }
+
+    body = {"key": "b1", "name": "import", "jobs": [crawl(0), crawl(1), crawl(0)]}
+    answer = client.post(url, json.dumps(body), content_type="application/json", **writer)
+    assert answer.status_code == 201, answer.content
+    ids = answer.json()["job_ids"]
+    assert len(ids) == 3 and ids[0] == ids[2] != ids[1], "the same key and request twice: one job"
+    assert Job.objects.count() == 2 and answer.json()["counters"]["total"] == 2
+    assert sorted(Job.objects.values_list("subject", flat=True)) == [
+        "https://shop.example/p/0",
+        "https://shop.example/p/1",
+    ]
+    assert Transition.objects.filter(cause="created").count() == 2
+    assert sum(BatchCounter.objects.values_list("total", flat=True)) == 2
+
+    twice = {"key": "b2", "name": "import", "jobs": [crawl(5), crawl(6, key="k-5", url_="https://shop.example/other")]}
+    refused = client.post(url, json.dumps(twice), content_type="application/json", **writer)
+    assert refused.status_code == 422 and refused.json()["invalid_fields"][0]["field"] == "idempotency_key"
+    other_batch = {"key": "b3", "name": "import", "jobs": [crawl(7), crawl(1)]}
+    refused = client.post(url, json.dumps(other_batch), content_type="application/json", **writer)
+    assert refused.status_code == 422 and refused.json()["invalid_fields"][0]["field"] == "jobs[1].idempotency_key"
+    bad = {"key": "b4", "name": "import", "jobs": [crawl(8), {**crawl(9), "payload": {"url": "x"}}]}
+    refused = client.post(url, json.dumps(bad), content_type="application/json", **writer)
+    assert refused.status_code == 422 and refused.json()["invalid_fields"][0]["field"] == "jobs[1].payload"
+    assert Job.objects.count() == 2 and Batch.objects.count() == 1, "every refusal rolled everything back"

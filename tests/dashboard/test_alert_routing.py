@@ -19,6 +19,9 @@ from jobs.models import Job, State
 from jobs.services import JobInputError
 from tests.conftest import job_in_state
 
+# Transactional: a pool runtime's heartbeat thread writes through its own connection, which a
+# rolled-back test would leave behind as a live notify consumer for the tests after it.
+pytestmark = pytest.mark.django_db(transaction=True)
 PUBLIC = "https://leitstand.example.org"
 ROUTES = {
     "operations": {

@@ -43,20 +43,7 @@ def job_submit(
     holds the parent's lease, locked for the insert: a stale attempt's spawn is refused
     (``leases.StaleAttempt``) and recorded, like its other writes.
     """
-    try:
-        declared = registry.get(job_type)
-    except UnknownJobType as exc:
-        raise JobInputError("type", str(exc)) from None
-    if declared.parse_payload is not None and isinstance(payload, dict):
-        try:
-            declared.parse_payload(payload)
-        except PermanentError as refused:
-            raise JobInputError("payload", str(refused)) from None
-    pool = declared.pool
-    if declared.may_choose_pool and isinstance(payload, dict) and payload.get("pool"):
-        pool = payload["pool"]
-        if pool not in settings.LEITSTAND_POOLS:
-            raise JobInputError("payload.pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    declared, pool = _declared(job_type, payload)
     with transaction.atomic():
         if parent_lease_version is not None and not leases.lease_lock_if_held(parent_id, parent_lease_version):
             submission = None
@@ -84,6 +71,64 @@ def job_submit(
     if submission is None:
         raise leases.refusal_record(parent_id, parent_lease_version, "spawn")
     return submission
+
+
+def _declared(job_type: str, payload) -> tuple:
+    """The registered type and the pool a job of it goes to (a synthetic job may choose its pool);
+    its payload checked by the type's parser."""
+    try:
+        declared = registry.get(job_type)
+    except UnknownJobType as exc:
+        raise JobInputError("type", str(exc)) from None
+    if declared.parse_payload is not None and isinstance(payload, dict):
+        try:
+            declared.parse_payload(payload)
+        except PermanentError as refused:
+            raise JobInputError("payload", str(refused)) from None
+    pool = declared.pool
+    if declared.may_choose_pool and isinstance(payload, dict) and payload.get("pool"):
+        pool = payload["pool"]
+        if pool not in settings.LEITSTAND_POOLS:
+            raise JobInputError("payload.pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    return declared, pool
+
+
+def jobs_submit_many(
+    jobs: list[dict], *, actor: str, correlation_id: str, batch_id: int | None = None, client: Client | None = None
+) -> list[job_services.BulkSubmission]:
+    """``job_submit`` for many jobs of registered types in one statement (a batch's members); each
+    pool that got new jobs is woken once when the transaction commits. Refusals name ``jobs[i].field``."""
+    prepared = []
+    for index, job in enumerate(jobs):
+        try:
+            declared, pool = _declared(job["job_type"], job["payload"])
+        except JobInputError as refused:
+            raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
+        prepared.append(
+            {
+                "type": job["job_type"],
+                "pool": pool,
+                "idempotency_key": job["idempotency_key"],
+                "payload": job["payload"],
+                "priority": declared.default_priority if job.get("priority") is None else job["priority"],
+                "source": job.get("source", ""),
+                "max_attempts": declared.retry.max_attempts,
+                "schema_version": declared.schema_version,
+                "request_hash": job.get("request_hash", ""),
+            }
+        )
+    with transaction.atomic():
+        submitted = job_services.job_create_many(
+            prepared,
+            actor=actor,
+            correlation_id=correlation_id,
+            batch_id=batch_id,
+            key_namespace=client.key_namespace if client else "",
+            client_id=client.pk if client else None,
+        )
+        for pool in sorted({row["pool"] for row, done in zip(prepared, submitted) if done.created}):
+            dispatch.wakeup_after_commit(pool)
+    return submitted
 
 
 @dataclass(frozen=True)
@@ -123,24 +168,15 @@ def batch_submit(
         if not created:
             members = Job.objects.filter(batch=batch, parent__isnull=True).order_by("created_at", "id")
             return BatchSubmission(batch, False, list(members.values_list("id", flat=True)))
-        job_ids = []
-        for index, job in enumerate(jobs):
-            try:
-                submission = job_submit(
-                    **job,
-                    actor=actor,
-                    correlation_id=batch.correlation_id,
-                    batch_id=batch.pk,
-                    client=client,
-                )
-            except JobInputError as refused:
-                raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
-            if submission.job.batch_id != batch.pk:
+        submitted = jobs_submit_many(
+            jobs, actor=actor, correlation_id=batch.correlation_id, batch_id=batch.pk, client=client
+        )
+        for index, submission in enumerate(submitted):
+            if submission.batch_id != batch.pk:
                 raise JobInputError(
-                    f"jobs[{index}].idempotency_key", f"names job {submission.job.pk}, which is not in this batch"
+                    f"jobs[{index}].idempotency_key", f"names job {submission.job_id}, which is not in this batch"
                 )
-            job_ids.append(submission.job.pk)
-    return BatchSubmission(batch, True, job_ids)
+    return BatchSubmission(batch, True, [submission.job_id for submission in submitted])
 
 
 def pool_pause(*, pool: str, actor: str, reason: str, user=None) -> Pool:
