@@ -60,8 +60,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.health.HealthMiddleware",  # /healthz and /readyz, before the host check and the budgets
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the application itself (collected into STATIC_ROOT; from the apps while debugging).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "api.middleware.ApiRequestMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

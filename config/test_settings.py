@@ -23,6 +23,7 @@ from pathlib import Path
 os.environ.setdefault("LEITSTAND_SECRET_KEY", "test-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz")
 os.environ.setdefault("LEITSTAND_SSL_REDIRECT", "false")
 os.environ.setdefault("LEITSTAND_ARCHIVE_DIR", tempfile.mkdtemp(prefix="leitstand-test-archive-"))
+os.environ.setdefault("LEITSTAND_STATIC_ROOT", tempfile.mkdtemp(prefix="leitstand-test-static-"))  # WhiteNoise's root
 
 if not os.environ.get("DATABASE_URL"):
     from config import embedded_db

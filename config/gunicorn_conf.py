@@ -1,0 +1,28 @@
+"""gunicorn's settings for the console and the API: ``gunicorn -c config/gunicorn_conf.py``
+(``scripts/serve`` runs exactly that; docs/operations.md, "Processes").
+
+Threaded workers (``gthread``): each worker process serves ``LEITSTAND_WEB_THREADS`` requests at
+once, so a console's live parts (a request per open page every 5 s) and a slow export do not hold
+a whole process each. Every value can be set from the environment.
+"""
+
+import multiprocessing
+import os
+
+wsgi_app = "config.wsgi:application"
+bind = os.environ.get("LEITSTAND_WEB_BIND", "127.0.0.1:8000").split(",")
+# gunicorn's own advice: (2 × cores) + 1 worker processes.
+workers = int(os.environ.get("LEITSTAND_WEB_WORKERS", 2 * multiprocessing.cpu_count() + 1))
+worker_class = "gthread"
+threads = int(os.environ.get("LEITSTAND_WEB_THREADS", "4"))
+timeout = int(os.environ.get("LEITSTAND_WEB_TIMEOUT_SECONDS", "30"))  # a request longer than this is killed
+graceful_timeout = 30  # SIGTERM: requests in flight finish, within this
+keepalive = 5
+# A worker is replaced after this many requests (and a random part of the jitter): nothing grows forever.
+max_requests = 10_000
+max_requests_jitter = 1_000
+# The proxy in front (TLS, the client's address in X-Forwarded-For) — by default only on this host.
+forwarded_allow_ips = os.environ.get("LEITSTAND_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
+accesslog = os.environ.get("LEITSTAND_WEB_ACCESS_LOG", "-") or None  # empty: no access log
+errorlog = "-"
+proc_name = "leitstand-web"

@@ -1,0 +1,80 @@
+"""The production web server (scripts/serve: gunicorn with config/gunicorn_conf.py) on a free
+loopback port: health and readiness for a load balancer, static files from the application
+(WhiteNoise, collected into STATIC_ROOT as a deploy does), the console's login page, the API with a
+token — and a graceful stop on SIGTERM."""
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from api.tokens import token_create
+from tests.support.db import PROJECT_ROOT, child_env
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_production_server_serves_the_console_the_api_and_its_static_files(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    static_root = tmp_path / "static"
+    env = child_env(
+        LEITSTAND_STATIC_ROOT=str(static_root),
+        LEITSTAND_DEBUG="false",
+        LEITSTAND_ALLOWED_HOSTS="127.0.0.1",
+        LEITSTAND_WEB_BIND=f"127.0.0.1:{port}",
+        LEITSTAND_WEB_WORKERS="2",
+        LEITSTAND_WEB_ACCESS_LOG="",
+    )
+    checked = subprocess.run(
+        [str(PROJECT_ROOT / "scripts" / "serve"), "--check-config"], cwd=PROJECT_ROOT, env=env, capture_output=True
+    )
+    assert checked.returncode == 0, checked.stderr.decode()[-2000:]
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--no-input", "--verbosity", "0"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        check=True,
+    )
+    server = subprocess.Popen(
+        [str(PROJECT_ROOT / "scripts" / "serve")],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, server.stdout.read().decode()[-3000:]
+            time.sleep(0.2)
+        assert httpx.get(f"{base}/readyz", headers={"Host": "10.1.2.3"}).json()["status"] == "ready"
+        css = httpx.get(f"{base}/static/dashboard/console.css")
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+        assert "max-age" in css.headers["cache-control"], "WhiteNoise sets caching headers"
+        login = httpx.get(f"{base}/admin/login/")
+        assert login.status_code == 200 and "Content-Security-Policy" in login.headers
+        _, secret = token_create(name="web", scopes=["jobs:read"])
+        listed = httpx.get(f"{base}/api/v1/jobs", headers={"Authorization": f"Bearer {secret}"})
+        assert listed.status_code == 200 and listed.json()["items"] == []
+        assert httpx.get(f"{base}/api/v1/jobs").status_code == 401
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            code = server.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise
+    assert code == 0, "gunicorn stops gracefully on SIGTERM"
