@@ -26,3 +26,6 @@ forwarded_allow_ips = os.environ.get("LEITSTAND_WEB_FORWARDED_ALLOW_IPS", "127.0
 accesslog = os.environ.get("LEITSTAND_WEB_ACCESS_LOG", "-") or None  # empty: no access log
 errorlog = "-"
 proc_name = "leitstand-web"
+# gunicorn's control socket (gunicornc: add workers, reload) is off: nothing here uses it, and two
+# servers on one host would share its default path ($HOME/.gunicorn/gunicorn.ctl).
+control_socket_disable = True
