@@ -91,7 +91,9 @@ def token_check(presented: str) -> ApiToken | None:
     now = database_now()
     if token.expires_at is not None and token.expires_at <= now:
         return None
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=LeitstandNow())
+    # At most once a minute: every request of a token would otherwise write the same row.
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() >= 60:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=LeitstandNow())
     return token
 
 
@@ -131,14 +133,26 @@ _TIDY_SQL = {
 
 
 def _count(what: str, key, n: int) -> tuple[int, float]:
+    """Count in the current minute's window. A budget count is not a state change: on its own
+    transaction it commits without waiting for the disk (``synchronous_commit`` off — a crash may
+    forget the last milliseconds of counts, never a job), so the requests of one token, which all
+    update one row, do not queue behind each other's flush."""
     from django.db import connection
 
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if not _inside_other_work(connection):
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
         cursor.execute(_COUNT_SQL[what], {"key": key, "n": n})
         count, left = cursor.fetchone()
         if count == n and what in _TIDY_SQL:  # the first count of a minute
             cursor.execute(_TIDY_SQL[what])
     return count, max(float(left), 0.0)
+
+
+def _inside_other_work(connection) -> bool:
+    """Within a transaction of the caller's (this atomic block is a savepoint in it): its state
+    changes keep their durable commit."""
+    return len(connection.atomic_blocks) > 1
 
 
 def rate_count(token: ApiToken) -> tuple[int, float]:

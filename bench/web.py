@@ -1,0 +1,193 @@
+"""The API and the console over HTTP under load: the production web server (gunicorn with
+config/gunicorn_conf.py, as ``scripts/serve`` runs it) side by side with Django's ``runserver`` in
+the same run, on the same database.
+
+Run: .venv/bin/python -m bench.web [--clients 50] [--seconds 60] [--preload 200000]
+(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
+
+Each server runs in its own process group on a loopback port with ``LEITSTAND_DEBUG=false``; the
+load comes from this process: ``--clients`` concurrent clients (asyncio, httpx), each looping for
+``--seconds`` over a mix like the PHP core's and the console's — 20 % single submissions
+(``POST /api/v1/jobs``), 45 % reads of one job, 25 % list pages (``GET /api/v1/jobs?limit=50``), 10 %
+the console home's live part (``GET /admin/`` with ``HX-Request``, as a logged-in operator). Reported
+per server and kind: requests, throughput, p50 and p99 latency (client-side: queueing included), errors
+(any status other than the expected, and connection failures). The load generator shares the
+machine's two cores with the server and PostgreSQL: figures are for comparing the two servers, not
+absolute capacity.
+"""
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.test_settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import httpx  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.sessions.backends.db import SessionStore  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+from api.tokens import token_create  # noqa: E402
+from bench.console import load  # noqa: E402
+from dashboard.operations.snapshot import snapshot_refresh  # noqa: E402
+from dashboard.roles import OPERATORS, roles_ensure  # noqa: E402
+from jobs.models import Job  # noqa: E402
+from tests.support.db import PROJECT_ROOT, child_env  # noqa: E402
+
+MIX = (("submit", 0.20), ("read", 0.45), ("list", 0.25), ("console", 0.10))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start(kind: str, port: int) -> subprocess.Popen:
+    env = child_env(
+        LEITSTAND_DEBUG="false",
+        LEITSTAND_ALLOWED_HOSTS="127.0.0.1",
+        LEITSTAND_API_RATE_PER_MINUTE="100000000",
+        LEITSTAND_API_JOBS_PER_MINUTE="100000000",
+        LEITSTAND_WEB_BIND=f"127.0.0.1:{port}",
+        LEITSTAND_WEB_ACCESS_LOG="",
+    )
+    command = (
+        [str(PROJECT_ROOT / "scripts" / "serve")]
+        if kind == "gunicorn"
+        else [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
+    )
+    server = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    os.killpg(server.pid, signal.SIGKILL)
+    raise RuntimeError(f"{kind} did not become ready on port {port}")
+
+
+def stop(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+
+
+async def client_loop(base, token, session, job_ids, seconds, results):
+    api = {"Authorization": f"Bearer {token}"}
+    console = {"HX-Request": "true", "Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"}
+    kinds, weights = zip(*MIX)
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            kind = random.choices(kinds, weights)[0]
+            started = time.perf_counter()
+            try:
+                if kind == "submit":
+                    body = {"type": "synthetic", "payload": {}, "idempotency_key": uuid.uuid4().hex}
+                    response = await http.post("/api/v1/jobs", json=body, headers=api)
+                    ok = response.status_code == 201
+                elif kind == "read":
+                    response = await http.get(f"/api/v1/jobs/{random.choice(job_ids)}", headers=api)
+                    ok = response.status_code == 200
+                elif kind == "list":
+                    response = await http.get("/api/v1/jobs", params={"limit": 50}, headers=api)
+                    ok = response.status_code == 200
+                else:
+                    response = await http.get("/admin/", headers=console)
+                    ok = response.status_code == 200 and b"console-nav" in response.content
+            except httpx.HTTPError:
+                ok = False
+            results.append((kind, (time.perf_counter() - started) * 1000, ok))
+
+
+async def load_run(base, token, session, job_ids, args, results):
+    await asyncio.gather(
+        *(client_loop(base, token, session, job_ids, args.seconds, results) for _ in range(args.clients))
+    )
+
+
+def percentile(values, share):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--preload", type=int, default=200_000)
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    if args.preload:
+        print(f"preloading {args.preload:,} jobs …", flush=True)
+        load(args.preload)
+    snapshot_refresh()
+    _, token = token_create(name=f"web-{uuid.uuid4().hex[:6]}", scopes=["jobs:read", "jobs:write", "jobs:synthetic"])
+    operator = get_user_model().objects.create_user(f"op-{uuid.uuid4().hex[:6]}", password="x" * 12, is_staff=True)
+    operator.groups.add(roles_ensure()[OPERATORS])
+    session = SessionStore()
+    session["_auth_user_id"], session["_auth_user_backend"] = (
+        str(operator.pk),
+        "django.contrib.auth.backends.ModelBackend",
+    )
+    session["_auth_user_hash"] = operator.get_session_auth_hash()
+    session.create()
+    report = {}
+    for kind in ("gunicorn", "runserver"):
+        port = free_port()
+        server = start(kind, port)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            # What the reads read: jobs of the token's own client (a token sees its client's jobs only).
+            job_ids = [
+                httpx.post(
+                    f"{base}/api/v1/jobs",
+                    json={"type": "synthetic", "payload": {}, "idempotency_key": uuid.uuid4().hex},
+                    headers={"Authorization": f"Bearer {token}"},
+                ).json()["id"]
+                for _ in range(50)
+            ]
+            results: list = []
+
+            asyncio.run(load_run(base, token, session.session_key, job_ids, args, results))
+        finally:
+            stop(server)
+        report[kind] = results
+    print(
+        f"\n{args.clients} clients for {args.seconds:g} s each server; {args.preload:,} jobs preloaded; "
+        f"{Job.objects.count():,} jobs after"
+    )
+    print(f"{'server':<10} {'kind':<9} {'requests':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    for kind, results in report.items():
+        for name in ("all", *dict(MIX)):
+            rows = [r for r in results if name == "all" or r[0] == name]
+            latencies = [ms for _, ms, _ in rows]
+            errors = sum(1 for *_, ok in rows if not ok)
+            print(
+                f"{kind:<10} {name:<9} {len(rows):>9,} {len(rows) / args.seconds:>8.0f} "
+                f"{statistics.median(latencies) if latencies else float('nan'):>8.1f} {percentile(latencies, 0.99):>8.1f} {errors:>7}"
+            )
+
+
+if __name__ == "__main__":
+    main()
