@@ -108,19 +108,19 @@ def token_revoke(*, name: str, user=None) -> ApiToken:
 _COUNT_SQL = {
     # One statement per request: add to the current minute's window and answer the new total and
     # the seconds left in the window. A key's first count of a minute tidies up older windows.
-    "requests": """
+    "requests": """{relaxed}
         INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
-        VALUES (%(key)s, date_trunc('minute', leitstand_now()), %(n)s, 0)
+        SELECT %(key)s, date_trunc('minute', leitstand_now()), %(n)s, 0 {from_relaxed}
         ON CONFLICT (token_id, window_start) DO UPDATE SET requests = w.requests + EXCLUDED.requests
         RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
-    "jobs": """
+    "jobs": """{relaxed}
         INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
-        VALUES (%(key)s, date_trunc('minute', leitstand_now()), 0, %(n)s)
+        SELECT %(key)s, date_trunc('minute', leitstand_now()), 0, %(n)s {from_relaxed}
         ON CONFLICT (token_id, window_start) DO UPDATE SET jobs = w.jobs + EXCLUDED.jobs
         RETURNING jobs, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
-    "address": """
+    "address": """{relaxed}
         INSERT INTO api_apiaddresswindow AS w (address, window_start, requests)
-        VALUES (%(key)s, date_trunc('minute', leitstand_now()), %(n)s)
+        SELECT %(key)s, date_trunc('minute', leitstand_now()), %(n)s {from_relaxed}
         ON CONFLICT (address, window_start) DO UPDATE SET requests = w.requests + EXCLUDED.requests
         RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
 }
@@ -132,27 +132,29 @@ _TIDY_SQL = {
 }
 
 
+# A budget count is not a state change: as a statement of its own it commits without waiting for
+# the disk (``synchronous_commit`` off for that statement's transaction, set by the statement itself —
+# one round trip; a crash may forget the last milliseconds of counts, never a job), so the requests
+# of one token, which all update one row, do not queue behind each other's flush. Inside a caller's
+# transaction the setting would cover its state changes too: there the count commits with them.
+_RELAXED = {
+    "relaxed": "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))",
+    "from_relaxed": "FROM relaxed",
+}
+_DURABLE = {"relaxed": "", "from_relaxed": ""}
+
+
 def _count(what: str, key, n: int) -> tuple[int, float]:
-    """Count in the current minute's window. A budget count is not a state change: on its own
-    transaction it commits without waiting for the disk (``synchronous_commit`` off — a crash may
-    forget the last milliseconds of counts, never a job), so the requests of one token, which all
-    update one row, do not queue behind each other's flush."""
+    """Count ``n`` in the current minute's window of ``key``; the total and the seconds left."""
     from django.db import connection
 
-    with transaction.atomic(), connection.cursor() as cursor:
-        if not _inside_other_work(connection):
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        cursor.execute(_COUNT_SQL[what], {"key": key, "n": n})
+    commit = _DURABLE if connection.in_atomic_block else _RELAXED
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_SQL[what].format(**commit), {"key": key, "n": n})
         count, left = cursor.fetchone()
         if count == n and what in _TIDY_SQL:  # the first count of a minute
             cursor.execute(_TIDY_SQL[what])
     return count, max(float(left), 0.0)
-
-
-def _inside_other_work(connection) -> bool:
-    """Within a transaction of the caller's (this atomic block is a savepoint in it): its state
-    changes keep their durable commit."""
-    return len(connection.atomic_blocks) > 1
 
 
 def rate_count(token: ApiToken) -> tuple[int, float]:
