@@ -558,6 +558,11 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
     return report
 
 
+def rule_title(name: str) -> str:
+    """A rule's title for a message (an alert of a rule that no longer exists: its name)."""
+    return RULES[name].title if name in RULES else name
+
+
 def routes_needed() -> set[str]:
     """Every route a rule may go to: its own, and those ``LEITSTAND_ALERTS`` names for it or a scope."""
     return {rule.route for rule in RULES.values()} | {
@@ -578,7 +583,7 @@ def _notify(alert: Alert, event: AlertEvent, silenced: ActiveSilences, now: date
         ]
         event.save(update_fields=["comment"])
         return
-    title = RULES[alert.rule].title if alert.rule in RULES else alert.rule
+    title = rule_title(alert.rule)
     message = notify.message_for(alert, event.kind, title=title, event_id=event.pk, comment=event.comment)
     notify.deliver(message, to=alert.route, key=f"alert-event-{event.pk}", correlation_id=f"alert-{alert.pk}")
     if alert.escalated_at and alert.state != Alert.State.FIRING:  # the escalation target hears how it ended
@@ -603,7 +608,7 @@ def _escalate(now: datetime, silenced: ActiveSilences) -> list[str]:
         if route is None or silenced(alert) is not None:
             continue
         ack = route.ack_minutes(alert.severity)
-        title = RULES[alert.rule].title if alert.rule in RULES else alert.rule
+        title = rule_title(alert.rule)
         with transaction.atomic():
             if ack is not None and alert.escalated_at is None and now - alert.fired_at >= timedelta(minutes=ack):
                 target = route.escalate_to

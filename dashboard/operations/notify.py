@@ -182,7 +182,7 @@ def _test_as_alert(message: dict) -> dict:
 def alertmanager_repost() -> int:
     """Post every firing or acknowledged, not silenced alert again to its route's Alertmanager, before
     the ``endsAt`` of the last post; one job per route and interval. How many routes."""
-    from dashboard.operations.alerts import RULES, silenced_now  # alerts imports this module
+    from dashboard.operations.alerts import rule_title, silenced_now  # alerts imports this module
 
     every = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
     slot = int(database_now().timestamp() // every)
@@ -197,8 +197,7 @@ def alertmanager_repost() -> int:
     for alert in open_alerts:
         if silences(alert):
             continue
-        title = RULES[alert.rule].title if alert.rule in RULES else alert.rule
-        by_route.setdefault(alert.route, []).append(message_for(alert, "firing", title=title))
+        by_route.setdefault(alert.route, []).append(message_for(alert, "firing", title=rule_title(alert.rule)))
     for name, messages in by_route.items():
         job_submit(
             job_type="alert_notify",
