@@ -1,0 +1,89 @@
+"""Start latency: from a submission's commit to its handler's start, on an idle pool.
+
+Run: .venv/bin/python -m bench.latency [--jobs 50] [--workers 2] [--gap 0.3]
+(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
+
+A real control process and a real crawl pool (``runpool``, 2 workers) run with nothing to do; this
+process submits one synthetic no-op job at a time (``job_submit`` in its own transaction, as
+``manage.py enqueue`` and ``POST /api/v1/jobs`` do), ``--gap`` seconds apart, so each one finds the
+pool idle. The latency is database time: the job's ``created_at`` (its insert, in the submitting
+transaction) to its attempt's ``started_at`` (the claim that started it) — what a user waits before
+work begins. Measured for each wake-up path in the same run: the ORM broker at its default poll
+(``LEITSTAND_QUEUE_POLL_SECONDS`` 0.1), and wake-ups through Redis (a throwaway ``redis-server``).
+"""
+
+import argparse
+import statistics
+import time
+import uuid
+
+from django.db import connection, transaction
+
+from bench.throughput import start, stop  # sets Django up
+from config.redis_local import LocalRedis
+from jobs.models import Job
+from workers.runtime.services import job_submit
+
+
+def run(jobs: int, workers: int, gap: float, **extra: str) -> list[float]:
+    control = start("control", workers, **extra)
+    pool = start("crawl", workers, **extra)
+    try:
+        time.sleep(8)  # both processes up, the pool's workers idle
+        tag = uuid.uuid4().hex[:8]
+        ids = []
+        for n in range(jobs):
+            with transaction.atomic():
+                ids.append(
+                    job_submit(
+                        job_type="synthetic", payload={}, idempotency_key=f"latency-{tag}-{n}", actor="bench"
+                    ).job.pk
+                )
+            time.sleep(gap)
+        deadline = time.monotonic() + 60
+        while Job.objects.filter(pk__in=ids, state="planned").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop(pool)
+        stop(control)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM a.started_at - j.created_at) * 1000 FROM jobs_job AS j "
+            "JOIN jobs_attempt AS a ON a.job_id = j.id AND a.lease_version = 1 WHERE j.id = ANY(%s)",
+            [ids],
+        )
+        return [float(ms) for (ms,) in cursor.fetchall()]
+
+
+def summary(name: str, values: list[float], jobs: int) -> str:
+    ordered = sorted(values)
+    p = lambda share: ordered[min(len(ordered) - 1, int(share * len(ordered)))]  # noqa: E731
+    return (
+        f"{name:<34} {len(values):>4}/{jobs:<4} {statistics.median(values):>7.1f} {p(0.9):>7.1f} {p(0.99):>7.1f} "
+        f"{statistics.mean(values):>7.1f} {max(values):>7.1f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--gap", type=float, default=0.3, help="seconds between submissions")
+    args = parser.parse_args()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    rows = [("ORM broker, poll 0.1 s (default)", run(args.jobs, args.workers, args.gap))]
+    redis = LocalRedis().start()
+    try:
+        rows.append(("Redis wake-ups", run(args.jobs, args.workers, args.gap, LEITSTAND_WAKEUP_REDIS_URL=redis.url)))
+    finally:
+        redis.close()
+    print(f"\n{args.jobs} submissions, {args.gap:g} s apart, to an idle pool of {args.workers} workers")
+    print(f"{'wake-up path':<34} {'jobs':>9} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'mean':>7} {'max':>7}")
+    for name, values in rows:
+        print(summary(name, values, args.jobs))
+
+
+if __name__ == "__main__":
+    main()
