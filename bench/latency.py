@@ -13,16 +13,30 @@ work begins. Measured for each wake-up path in the same run: the ORM broker at i
 """
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 
 from django.db import connection, transaction
 
-from bench.throughput import start, stop  # sets Django up
+from bench.throughput import ROOT, pool_env, start, stop  # sets Django up
 from config.redis_local import LocalRedis
 from jobs.models import Job
 from workers.runtime.services import job_submit
+
+
+def submit(jobs: int, gap: float) -> list[str]:
+    """One job at a time, each in its own transaction (its wake-up sent at the commit)."""
+    tag, ids = uuid.uuid4().hex[:8], []
+    for n in range(jobs):
+        with transaction.atomic():
+            job = job_submit(job_type="synthetic", payload={}, idempotency_key=f"latency-{tag}-{n}", actor="bench")
+        ids.append(str(job.job.pk))
+        time.sleep(gap)
+    return ids
 
 
 def run(jobs: int, workers: int, gap: float, **extra: str) -> list[float]:
@@ -30,16 +44,17 @@ def run(jobs: int, workers: int, gap: float, **extra: str) -> list[float]:
     pool = start("crawl", workers, **extra)
     try:
         time.sleep(8)  # both processes up, the pool's workers idle
-        tag = uuid.uuid4().hex[:8]
-        ids = []
-        for n in range(jobs):
-            with transaction.atomic():
-                ids.append(
-                    job_submit(
-                        job_type="synthetic", payload={}, idempotency_key=f"latency-{tag}-{n}", actor="bench"
-                    ).job.pk
-                )
-            time.sleep(gap)
+        # The submitter is a process of its own with the pools' settings: its wake-ups go to the
+        # broker the pool listens on (a Redis URL is read when Django starts).
+        submitter = subprocess.run(
+            [sys.executable, "-m", "bench.latency", "--submit", str(jobs), "--gap", str(gap)],
+            cwd=ROOT,
+            env=pool_env(workers, **extra),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        ids = json.loads(submitter.stdout.strip().splitlines()[-1])
         deadline = time.monotonic() + 60
         while Job.objects.filter(pk__in=ids, state="planned").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -69,7 +84,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--gap", type=float, default=0.3, help="seconds between submissions")
+    parser.add_argument("--submit", type=int, help=argparse.SUPPRESS)  # the submitting child process
     args = parser.parse_args()
+    if args.submit:
+        print(json.dumps(submit(args.submit, args.gap)))
+        return
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
