@@ -21,7 +21,6 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,14 +45,9 @@ from dashboard.operations.snapshot import snapshot_refresh  # noqa: E402
 from dashboard.roles import OPERATORS, roles_ensure  # noqa: E402
 from jobs.models import Job  # noqa: E402
 from tests.support.db import PROJECT_ROOT, child_env  # noqa: E402
+from tests.support.servers import free_port, wait_until_answers  # noqa: E402
 
 MIX = (("submit", 0.20), ("read", 0.45), ("list", 0.25), ("console", 0.10))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start(kind: str, port: int) -> subprocess.Popen:
@@ -73,15 +67,12 @@ def start(kind: str, port: int) -> subprocess.Popen:
     server = subprocess.Popen(
         command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    os.killpg(server.pid, signal.SIGKILL)
-    raise RuntimeError(f"{kind} did not become ready on port {port}")
+    try:
+        wait_until_answers(f"http://127.0.0.1:{port}/readyz", server, timeout=60)
+    except AssertionError:
+        os.killpg(server.pid, signal.SIGKILL)
+        raise
+    return server
 
 
 def stop(server: subprocess.Popen) -> None:

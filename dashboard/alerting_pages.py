@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from dashboard.display import as_id, as_number
 from dashboard.models import Alert, Route
-from dashboard.operations.alerts import RULES, route_of, routes_needed, silence_create, silence_lift, silenced_now
+from dashboard.operations.alerts import RULES, ActiveSilences, route_of, routes_needed, silence_create, silence_lift
 from dashboard.operations.routes import (
     receipt_confirm,
     receipt_test_for,
@@ -47,7 +47,7 @@ def routes_page(request):
     now = database_now()
     routes_ensure(routes_needed())  # what the evaluator would create: each route is listed and editable
     routes = {route.name: route for route in Route.objects.select_related("owner")}
-    silences = silenced_now(now).active
+    silences = ActiveSilences(now).active
     rules = []
     for rule in RULES.values():
         route = routes.get(route_of(rule, ""))

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from dashboard.display import ago, as_id
 from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, Silence
-from dashboard.operations.alerts import silenced_now
+from dashboard.operations.alerts import ActiveSilences
 from dashboard.operations.stuck import stuck_jobs
 from dashboard.operations.trends import RANGES as TREND_RANGES
 from jobs.batches import batches_progress
@@ -89,7 +89,7 @@ STUCK_ROWS = 100
 def _active_alerts(now) -> tuple[list[Alert], list[Silence]]:
     """Firing and acknowledged alerts, each with the silence that mutes it (``alert.silence``), and
     the active silences."""
-    silences = silenced_now(now)
+    silences = ActiveSilences(now)
     alerts = list(
         Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).order_by("state", "-fired_at")[
             :20

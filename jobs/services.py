@@ -71,11 +71,14 @@ def _validate(
     correlation_id: str,
     source: str,
     schema_version: int,
+    pool: str,
 ) -> bytes:
-    if not isinstance(type, str) or not _TYPE_PATTERN.match(type):
-        raise JobInputError(
-            "type", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter"
-        )
+    """The submission checked field by field; its payload as JSON (for its size, and to store)."""
+    for name, value in (("type", type), ("pool", pool)):
+        if not isinstance(value, str) or not _TYPE_PATTERN.match(value):
+            raise JobInputError(
+                name, "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter"
+            )
     if not isinstance(idempotency_key, str) or not idempotency_key.strip() or len(idempotency_key) > 255:
         raise JobInputError("idempotency_key", "must be a non-empty string of at most 255 characters")
     if not isinstance(payload, dict):
@@ -164,12 +167,9 @@ def job_create(
         correlation_id=correlation_id,
         source=source,
         schema_version=schema_version,
+        pool=pool or type,
     )
     pool = pool or type
-    if not isinstance(pool, str) or not _TYPE_PATTERN.match(pool):
-        raise JobInputError(
-            "pool", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-', starting with a letter"
-        )
     job_id = uuid.uuid4()
     with transaction.atomic():
         if parent_id is not None:
@@ -208,12 +208,17 @@ def job_create(
         if created:
             return Submission(Job.objects.get(pk=job_id), created=True)
         existing = Job.objects.get(type=type, key_namespace=key_namespace, idempotency_key=idempotency_key)
-        if request_hash and existing.request_hash:
-            if existing.request_hash != request_hash:
-                raise IdempotencyConflict(existing)
-        elif existing.payload != json.loads(json.dumps(payload)):
+        if not _same_request(existing.request_hash, existing.payload, request_hash, json.dumps(payload)):
             raise IdempotencyConflict(existing)
         return Submission(existing, created=False)
+
+
+def _same_request(stored_hash: str, stored_payload: dict, request_hash: str, payload_json: str) -> bool:
+    """Whether a repeat under a taken key is the request that took it: the API's fingerprints when both
+    have one, the payloads otherwise."""
+    if request_hash and stored_hash:
+        return stored_hash == request_hash
+    return stored_payload == json.loads(payload_json)
 
 
 @dataclass(frozen=True)
@@ -253,9 +258,8 @@ def job_create_many(
                 correlation_id=correlation_id,
                 source=job["source"],
                 schema_version=job["schema_version"],
+                pool=job["pool"],
             )
-            if not isinstance(job["pool"], str) or not _TYPE_PATTERN.match(job["pool"]):
-                raise JobInputError("pool", "must be 1-64 characters: lowercase letters, digits, '_', '.', '-'")
         except JobInputError as refused:
             raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
         rows.append(
@@ -293,12 +297,7 @@ def job_create_many(
                 results.append(BulkSubmission(row["id"], batch_id, True))
                 continue
             job_id, digest, payload, batch = existing[(row["type"], row["idempotency_key"])]
-            same = (
-                digest == row["request_hash"]
-                if row["request_hash"] and digest
-                else payload == json.loads(row["payload_json"])
-            )
-            if not same:
+            if not _same_request(digest, payload, row["request_hash"], row["payload_json"]):
                 raise IdempotencyConflict(Job.objects.get(pk=job_id))
             results.append(BulkSubmission(job_id, batch, False))
     return results

@@ -12,7 +12,7 @@ from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.alerting_pages import SILENCE_CHOICES
 from dashboard.display import ago, as_id, clock
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
-from dashboard.operations.alerts import alert_acknowledge, alert_resolve, silenced_now
+from dashboard.operations.alerts import ActiveSilences, alert_acknowledge, alert_resolve
 from dashboard.operations.routes import route_named
 from jobs.models import database_now
 from jobs.services import JobInputError
@@ -95,7 +95,7 @@ class AlertAdmin(ReadOnlyAdmin):
                 **(extra_context or {}),
                 "can_operate": request.user.has_perm("jobs.operate_job"),
                 "route": route_named(alert.route) if alert else None,
-                "silence": silenced_now()(alert) if alert else None,
+                "silence": ActiveSilences()(alert) if alert else None,
                 "silence_choices": SILENCE_CHOICES,
             },
         )

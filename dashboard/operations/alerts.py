@@ -34,7 +34,7 @@ from dashboard.operations import notify
 from dashboard.operations.routes import fallback_of, route_named, routes_ensure
 from dashboard.operations.rules import RULES as BUSINESS_RULES
 from jobs.batches import batch_eta, batches_progress
-from jobs.models import Batch, Job, StaleWrite, State, database_now
+from jobs.models import OPERATE_PERMISSION, Batch, Job, StaleWrite, State, database_now
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Candidate, Source
@@ -496,7 +496,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
     now = now or database_now()
     routes_ensure(routes_needed())
     report = {"fired": 0, "resolved": 0, "open": 0, "escalated": 0, "renotified": 0}
-    silenced = silenced_now(now)
+    silenced = ActiveSilences(now)
     for rule in RULES.values():
         firing = {f.scope: f for f in rule.evaluate(now, _memory)}
         with transaction.atomic():
@@ -670,12 +670,9 @@ class ActiveSilences:
         return matching[-1] if matching else None
 
 
-silenced_now = ActiveSilences
-
-
 def silence_create(*, rule: str, scope: str, minutes: float, reason: str, actor: str, user) -> Silence:
     """Mute ``rule`` for ``scope`` (empty: every scope) for ``minutes``, with a reason; audited."""
-    if user is not None and not user.has_perm("jobs.operate_job"):
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
         raise PermissionDenied(f"{user} may not silence alerts")
     if rule not in RULES:
         raise JobInputError("rule", f"unknown rule {str(rule)[:64]!r}; rules: {', '.join(RULES)}")
@@ -708,7 +705,7 @@ def silence_create(*, rule: str, scope: str, minutes: float, reason: str, actor:
 
 
 def silence_lift(*, silence_id: int, actor: str, user) -> Silence:
-    if user is not None and not user.has_perm("jobs.operate_job"):
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
         raise PermissionDenied(f"{user} may not lift silences")
     now = database_now()
     with transaction.atomic():
@@ -739,7 +736,7 @@ def alert_resolve(*, alert_id: int, actor: str, comment: str, user) -> Alert:
 def _human(alert_id, actor, comment, user, target, kind) -> Alert:
     if not comment or not comment.strip():
         raise JobInputError("comment", f"is required: say why the alert is {kind}")
-    if user is not None and not user.has_perm("jobs.operate_job"):
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
         raise PermissionDenied(f"{user} may not act on alerts")
     with transaction.atomic():
         alert = Alert.objects.select_for_update().filter(pk=alert_id).first()
@@ -758,7 +755,7 @@ def _human(alert_id, actor, comment, user, target, kind) -> Alert:
             alert.resolved_at = database_now()
         alert.save()
         event = AlertEvent.objects.create(alert=alert, kind=kind, actor=actor[:255], comment=comment.strip()[:500])
-        _notify(alert, event, silenced_now(), database_now())
+        _notify(alert, event, ActiveSilences(), database_now())
     audit_record(
         actor=actor,
         action=f"alert.{kind}",

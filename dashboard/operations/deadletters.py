@@ -30,7 +30,7 @@ from django.db.models.lookups import Regex
 
 from dashboard.audit import audit_record
 from dashboard.models import ConsoleSnapshot, DeadLetterReview
-from jobs.models import Attempt, Job, LeitstandNow, State, database_now
+from jobs.models import OPERATE_PERMISSION, Attempt, Job, LeitstandNow, State, database_now
 from jobs.services import JobInputError
 from workers.runtime.registry import registry
 
@@ -233,7 +233,7 @@ def dead_letter_review(
 ) -> DeadLetterReview:
     """A person reviews a group: the decision (retry after a fix, cancel, keep watching) and a note;
     audited. Reviewing again replaces the review (and closes a reopened group)."""
-    if user is not None and not user.has_perm("jobs.operate_job"):
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
         raise PermissionDenied(f"{user} may not review dead letters")
     if decision not in DeadLetterReview.Decision.values:
         raise JobInputError("decision", f"must be one of: {', '.join(DeadLetterReview.Decision.values)}")

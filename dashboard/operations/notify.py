@@ -182,7 +182,7 @@ def _test_as_alert(message: dict) -> dict:
 def alertmanager_repost() -> int:
     """Post every firing or acknowledged, not silenced alert again to its route's Alertmanager, before
     the ``endsAt`` of the last post; one job per route and interval. How many routes."""
-    from dashboard.operations.alerts import rule_title, silenced_now  # alerts imports this module
+    from dashboard.operations.alerts import ActiveSilences, rule_title  # alerts imports this module
 
     every = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
     slot = int(database_now().timestamp() // every)
@@ -193,7 +193,7 @@ def alertmanager_repost() -> int:
     open_alerts = Alert.objects.filter(
         route__in=routes, state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)
     ).order_by("pk")
-    silences = silenced_now()
+    silences = ActiveSilences()
     for alert in open_alerts:
         if silences(alert):
             continue

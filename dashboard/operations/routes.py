@@ -34,12 +34,11 @@ from django.urls import reverse
 
 from dashboard.audit import audit_record
 from dashboard.models import Contact, Owner, ReceiptTest, Route
-from jobs.models import database_now
+from jobs.models import OPERATE_PERMISSION, database_now
 from jobs.services import JobInputError
 from workers.pipeline.http import FetchFailed, FetchPolicy, FetchRefused, SafeClient
 
 SALT = "leitstand.receipt-test"
-OPERATE_PERMISSION = "jobs.operate_job"
 _SEEDED_FIELDS = (
     "ack_page_minutes",
     "ack_ticket_minutes",

@@ -100,7 +100,6 @@ def test_routes_are_seeded_once_and_every_notification_names_who_and_where(make_
 @pytest.mark.parametrize("rule", sorted(alerts.RULES))
 def test_each_rule_text_names_component_scope_diagnosis_route_owner_and_runbook(rule, db):
     routes_ensure({"operations"})
-    rule_route = alerts.RULES[rule].route
     alert = Alert.objects.create(
         rule=rule,
         scope="pool:crawl",
@@ -126,7 +125,6 @@ def test_each_rule_text_names_component_scope_diagnosis_route_owner_and_runbook(
         alert.severity.upper(),
     ):
         assert part in text, (rule, part)
-    assert rule_route in {"operations", "review", "business", "infrastructure"}
     alertmanager = notify.alertmanager_alert(message, alert.last_seen)
     assert alertmanager["labels"] | {"scope": "pool:crawl"} == {
         "alertname": notify.alertname(rule),

@@ -3,9 +3,7 @@ without clustering): an alert Leitstand fires appears in Alertmanager with its l
 annotations, is re-posted before it would expire, and resolves there when it resolves here."""
 
 import shutil
-import socket
 import subprocess
-import time
 from datetime import datetime
 
 import httpx
@@ -15,6 +13,7 @@ from dashboard.models import Alert
 from dashboard.operations import alerts, notify
 from jobs.models import Job, State
 from tests.conftest import job_in_state
+from tests.support.servers import free_port, wait_until_answers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CONFIG = """
@@ -35,9 +34,7 @@ def alertmanager(tmp_path_factory):
         )
     home = tmp_path_factory.mktemp("alertmanager")
     (home / "alertmanager.yml").write_text(CONFIG)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [
             binary,
@@ -50,17 +47,11 @@ def alertmanager(tmp_path_factory):
         stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"alertmanager did not start: {process.stderr.read().decode()[-2000:]}")
-        time.sleep(0.1)
+    try:
+        wait_until_answers(f"{url}/-/ready", process, timeout=20)
+    except AssertionError as failed:
+        process.kill()
+        pytest.fail(f"alertmanager did not start: {failed}")
     yield url
     process.terminate()
     process.wait(timeout=10)

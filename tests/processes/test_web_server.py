@@ -4,24 +4,21 @@ loopback port: health and readiness for a load balancer, static files from the a
 token — and a graceful stop on SIGTERM."""
 
 import signal
-import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
 from api.tokens import token_create
 from tests.support.db import PROJECT_ROOT, child_env
+from tests.support.servers import free_port, wait_until_answers
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_production_server_serves_the_console_the_api_and_its_static_files(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     static_root = tmp_path / "static"
     env = child_env(
         LEITSTAND_STATIC_ROOT=str(static_root),
@@ -51,15 +48,7 @@ def test_the_production_server_serves_the_console_the_api_and_its_static_files(t
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, server.stdout.read().decode()[-3000:]
-            time.sleep(0.2)
+        wait_until_answers(f"{base}/healthz", server, timeout=30)
         assert httpx.get(f"{base}/readyz", headers={"Host": "10.1.2.3"}).json()["status"] == "ready"
         css = httpx.get(f"{base}/static/dashboard/console.css")
         assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
