@@ -96,13 +96,17 @@ class JobOut(Schema):
 _RELATED = {"attempt", "transitions", "findings", "recheck_plan"}
 
 
-def job_out(job: Job, *, with_transitions: bool) -> dict:
+def job_out(job: Job, *, with_transitions: bool, created: bool = False) -> dict:
+    """A job's record; ``with_transitions``: the single-job record, with its transitions, findings and
+    recheck plan. A job ``created`` by this request has no findings and no recheck plan yet (only its
+    analysis makes them), so they are not read."""
     data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
     data.update(attempt=job.lease_version, transitions=[], findings=[], recheck_plan=None)
-    if with_transitions:  # the single-job record: its transitions, findings and recheck plan too
+    if with_transitions:
         data["transitions"] = list(
             job.transitions.order_by("id").values("from_state", "to_state", "at", "lease_version", "cause", "actor")
         )
+    if with_transitions and not created:
         data["findings"] = [finding_out(f) for f in job.findings.select_related("candidate", "asset").order_by("id")]
         plan = RecheckPlan.objects.filter(job=job).first()
         data["recheck_plan"] = plan_out(plan) if plan else None
@@ -161,7 +165,10 @@ def jobs_create(request, body: JobIn):
         "created" if submission.created else "already submitted",
         request.auth.name,
     )
-    return Status(201 if submission.created else 200, job_out(submission.job, with_transitions=True))
+    return Status(
+        201 if submission.created else 200,
+        job_out(submission.job, with_transitions=True, created=submission.created),
+    )
 
 
 @router.get("/jobs/{job_id}", response=JobOut)

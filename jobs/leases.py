@@ -195,29 +195,47 @@ def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
 # --- creation -----------------------------------------------------------------------------------
 
 
-def insert_planned(*, payload: dict, actor: str, **columns) -> bool:
+def insert_planned(*, payload: dict, actor: str, **columns) -> Job | None:
     """Insert a job in its initial state with its creation transition, unless its
-    (type, key namespace, idempotency key) exists. True if inserted. Input is validated by
-    ``jobs.services``."""
+    (type, key namespace, idempotency key) exists. The new job as the statement returned it (no
+    second read), or None. Input is validated by ``jobs.services``."""
 
     initial = Job._meta.get_field("state").default
     parent_id = columns.pop("parent_id", None)
-    row = _fetch_one(
-        queries.job_insert_unless_key_exists,
-        {
-            "batch_id": None,
-            "key_namespace": "",
-            "request_hash": "",
-            "client_id": None,
-            "subject": "",
-            **columns,
-            "parent_id": _as_uuid(parent_id) if parent_id else None,
-            "payload": Jsonb(payload),
-            "state": initial,
-            "actor": actor[:255],
-        },
+    with _server_bound_cursor() as cursor:
+        cursor.execute(
+            queries.job_insert_unless_key_exists,
+            {
+                "batch_id": None,
+                "key_namespace": "",
+                "request_hash": "",
+                "client_id": None,
+                "subject": "",
+                **columns,
+                "parent_id": _as_uuid(parent_id) if parent_id else None,
+                "payload": Jsonb(payload),
+                "state": initial,
+                "actor": actor[:255],
+            },
+            # Not prepared: it returns the row as ``*``, and a prepared ``*`` fails once a migration
+            # adds a column ("cached plan must not change result type") until the connection closes.
+            prepare=False,
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        values = dict(zip((column.name for column in cursor.description), row))
+    # As the ORM would load it: each field's conversion from the database (JSON arrives as text here).
+    fields = Job._meta.concrete_fields
+    return Job.from_db(
+        connection.alias,
+        [f.attname for f in fields],
+        [_from_db(f, values[f.column]) for f in fields],
     )
-    return row is not None
+
+
+def _from_db(field, value):
+    return field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") else value
 
 
 def insert_planned_many(

@@ -15,7 +15,7 @@
 
 -- name: job_insert_unless_key_exists
 -- Insert a job in its initial state with its creation transition, unless its (type, key
--- namespace, idempotency key) exists. Returns the new job's id, or no row.
+-- namespace, idempotency key) exists. Returns the new job's row, or no row.
 WITH created AS (
     INSERT INTO jobs_job (id, type, pool, key_namespace, idempotency_key, request_hash, client_id, correlation_id,
                           parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
@@ -24,13 +24,13 @@ WITH created AS (
             %(correlation_id)s, %(parent_id)s, %(batch_id)s, %(schema_version)s, %(priority)s, %(source)s,
             %(subject)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
-    RETURNING id, state, lease_version
+    RETURNING *
 ),
 logged AS (
     INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
     SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
 )
-SELECT id FROM created
+SELECT * FROM created
 
 
 -- name: jobs_insert_many_unless_key_exists
@@ -56,13 +56,13 @@ created AS (
            leitstand_now(), %(state)s
     FROM input ORDER BY position
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
-    RETURNING id, state, lease_version
+    RETURNING *
 ),
 logged AS (
     INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
     SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
 )
-SELECT id FROM created
+SELECT * FROM created
 
 
 -- name: jobs_by_keys

@@ -171,46 +171,45 @@ def job_create(
     )
     pool = pool or type
     job_id = uuid.uuid4()
-    with transaction.atomic():
-        if parent_id is not None:
-            parent = (
-                Job.objects.filter(pk=parent_id)
-                .values("correlation_id", "batch_id", "client_id", "key_namespace")
-                .first()
-            )
-            if parent is None:
-                raise JobInputError("parent_id", f"job {parent_id} does not exist")
-            correlation_id = correlation_id or parent["correlation_id"]
-            batch_id = batch_id if batch_id is not None else parent["batch_id"]
-            # A child is its parent's client's, and so are its keys: two clients' runs of the same
-            # name never share children.
-            client_id, key_namespace = parent["client_id"], parent["key_namespace"]
-        created = leases.insert_planned(
-            id=job_id,
-            subject=subject_of(type, payload),
-            type=type,
-            pool=pool,
-            key_namespace=key_namespace,
-            idempotency_key=idempotency_key,
-            request_hash=request_hash,
-            client_id=client_id,
-            correlation_id=correlation_id or str(job_id),
-            parent_id=parent_id,
-            batch_id=batch_id,
-            schema_version=schema_version,
-            priority=priority,
-            source=source,
-            payload=payload,
-            max_attempts=max_attempts,
-            due_at=due_at,
-            actor=actor,
+    # No transaction of its own: the insert is one statement, and the read of a taken key's job
+    # needs none; a caller's transaction covers both (and a savepoint here would cost two round trips).
+    if parent_id is not None:
+        parent = (
+            Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id", "client_id", "key_namespace").first()
         )
-        if created:
-            return Submission(Job.objects.get(pk=job_id), created=True)
-        existing = Job.objects.get(type=type, key_namespace=key_namespace, idempotency_key=idempotency_key)
-        if not _same_request(existing.request_hash, existing.payload, request_hash, json.dumps(payload)):
-            raise IdempotencyConflict(existing)
-        return Submission(existing, created=False)
+        if parent is None:
+            raise JobInputError("parent_id", f"job {parent_id} does not exist")
+        correlation_id = correlation_id or parent["correlation_id"]
+        batch_id = batch_id if batch_id is not None else parent["batch_id"]
+        # A child is its parent's client's, and so are its keys: two clients' runs of the same
+        # name never share children.
+        client_id, key_namespace = parent["client_id"], parent["key_namespace"]
+    job = leases.insert_planned(
+        id=job_id,
+        subject=subject_of(type, payload),
+        type=type,
+        pool=pool,
+        key_namespace=key_namespace,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+        client_id=client_id,
+        correlation_id=correlation_id or str(job_id),
+        parent_id=parent_id,
+        batch_id=batch_id,
+        schema_version=schema_version,
+        priority=priority,
+        source=source,
+        payload=payload,
+        max_attempts=max_attempts,
+        due_at=due_at,
+        actor=actor,
+    )
+    if job is not None:
+        return Submission(job, created=True)
+    existing = Job.objects.get(type=type, key_namespace=key_namespace, idempotency_key=idempotency_key)
+    if not _same_request(existing.request_hash, existing.payload, request_hash, json.dumps(payload)):
+        raise IdempotencyConflict(existing)
+    return Submission(existing, created=False)
 
 
 def _same_request(stored_hash: str, stored_payload: dict, request_hash: str, payload_json: str) -> bool:
