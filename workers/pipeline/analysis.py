@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
-from django.db import transaction
 
 from jobs.errors import PermanentError
 from jobs.models import Job, LeitstandNow
@@ -142,20 +141,30 @@ def _finding_record(
     dhash: str,
     thumbnail: bytes,
 ) -> dict:
-    with transaction.atomic():
-        finding, _ = Finding.objects.update_or_create(
-            candidate=candidate,
-            asset_id=asset_id,
-            analysis_version=PROCESSING_VERSION,
-            job_id=context.job_id,
-            defaults={"score": score, "verdict": verdict, "evidence": evidence, "thumbnail": thumbnail},
-        )
-        Candidate.objects.filter(pk=candidate.pk).update(
-            content_hash=content_hash, dhash=dhash, analysed_at=LeitstandNow()
-        )
-        followed_up = []
-        if verdict == Finding.Verdict.MATCH:  # whoever follows a match up (rechecks) does so in this transaction
-            followed_up = match_report(
-                sender="analysis", job=Job.objects.get(pk=context.job_id), finding=finding, content_hash=content_hash
+    """The effect ``finding:<job>``, inside the ledger's transaction. Once per job — but a replay's
+    isolated run applies it again over the recorded one, so it is an upsert: one statement, without
+    the look-up and savepoints of ``update_or_create``."""
+    (finding,) = Finding.objects.bulk_create(
+        [
+            Finding(
+                candidate=candidate,
+                asset_id=asset_id,
+                analysis_version=PROCESSING_VERSION,
+                job_id=context.job_id,
+                score=score,
+                verdict=verdict,
+                evidence=evidence,
+                thumbnail=thumbnail,
             )
+        ],
+        update_conflicts=True,
+        unique_fields=["candidate", "asset", "analysis_version", "job"],
+        update_fields=["score", "verdict", "evidence", "thumbnail"],
+    )
+    Candidate.objects.filter(pk=candidate.pk).update(content_hash=content_hash, dhash=dhash, analysed_at=LeitstandNow())
+    followed_up = []
+    if verdict == Finding.Verdict.MATCH:  # whoever follows a match up (rechecks) does so in this transaction
+        followed_up = match_report(
+            sender="analysis", job=Job.objects.get(pk=context.job_id), finding=finding, content_hash=content_hash
+        )
     return {"finding_id": finding.pk, "verdict": verdict, "score": score, "followed_up": followed_up}

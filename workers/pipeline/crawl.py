@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urldefrag, urljoin, urlsplit
 
+from django.db import transaction
+
 from jobs.errors import PermanentError
 from jobs.services import IdempotencyConflict
 from workers.pipeline.fetching import fetch_politely
@@ -87,7 +89,9 @@ def handle(context: JobContext):
         )
         info.update(candidates=len(candidate_ids))
     follow = links if spec.depth < source.max_depth else []
-    with context.step("spawn") as info:
+    # One transaction for the page's children: one commit instead of one per child, and a crash
+    # leaves all or none of them (the retry spawns the rest; each child is idempotent anyway).
+    with context.step("spawn") as info, transaction.atomic():
         for candidate_id in candidate_ids:
             context.spawn(
                 "analysis",

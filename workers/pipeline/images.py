@@ -85,7 +85,8 @@ def _thumbnail(image: Image.Image) -> bytes:
     small = image.convert("RGB")
     small.thumbnail(THUMBNAIL_SIZE)
     buffer = io.BytesIO()
-    small.save(buffer, "PNG", optimize=True)
+    # zlib's default level: optimize=True took 4-5× as long (22 ms a demo thumbnail) for 1-5 % fewer bytes.
+    small.save(buffer, "PNG")
     return buffer.getvalue()
 
 

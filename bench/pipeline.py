@@ -1,0 +1,159 @@
+"""Real work, engine included, against the same work done bare: analysis and crawl on the demo web.
+
+Run: .venv/bin/python -m bench.pipeline [--images 900] [--pages 500]
+(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
+
+The demo web (``workers/pipeline/demoweb.py``, both sites) is served from this process on loopback;
+politeness is off for the run (``LEITSTAND_HOST_MIN_DELAY_SECONDS=0``), and each pool runs **one**
+worker — per core, and one request in flight per host as politeness always allows.
+
+- **Analysis**: ``--images`` candidates (the demo web's nine fetchable images, each under many URLs:
+  ``?n=…``, so every job is a candidate of its own) → analysis jobs run by ``runpool analysis``: the
+  whole handler — robots.txt (cached), the host's politeness slot, the fetch through the safe client,
+  decode, hash, thumbnail, the comparison with the protected assets, the finding through the effect
+  ledger, a recheck plan for a match — and the engine around it. The **baseline**: a loop over the
+  same images already in memory doing the same image work (``images.decode``: verify, decode, dHash,
+  thumbnail; the comparison with every asset; the content hash).
+- **Crawl**: ``--pages`` crawl jobs for the demo web's pages (each under many URLs, at the source's
+  depth so no links are followed; each its own run, so each spawns its analysis jobs afresh) run by
+  ``runpool crawl``. The **baseline**: a bare httpx loop fetching the same pages and parsing them
+  with the same parser (``crawl.extract``).
+
+Rates are taken between the first and the last completion (start-up not counted), as in
+``bench.throughput``.
+"""
+
+import argparse
+import hashlib
+import time
+import uuid
+
+from django.db import transaction
+
+from bench.throughput import count, measure, start, stop  # sets Django up
+from workers.pipeline import demoweb, images
+from workers.pipeline.crawl import extract
+from workers.pipeline.models import Candidate, ProtectedAsset
+from workers.pipeline.services import asset_register, source_upsert
+from workers.runtime.services import jobs_submit_many
+
+# A job is the worker's until it leaves these (a failed one comes back for its retry).
+WORKING = ["planned", "reserved", "running", "failed"]
+# What the sites serve without a special behaviour (robots.txt, slowness, 503s, vanishing).
+IMAGES = (
+    (0, "/img/abendlicht.png"),
+    (0, "/img/mohnfeld-klein.jpg"),
+    (0, "/img/logo.png"),
+    (0, "/img/kreise-collage.jpg"),
+    (0, "/img/foto-204.jpg"),
+    (1, "/img/stadt.webp"),
+    (1, "/img/abendlicht-kopie.jpg"),
+    (1, "/img/hafen-mix.jpg"),
+    (1, "/img/verschwindet.jpg"),
+)
+PAGES = ((0, "/"), (0, "/werke/1.html"), (0, "/werke/2.html"), (1, "/"), (1, "/archiv/verschwindet.html"))
+
+
+def submit(jobs: list[dict]) -> None:
+    for first in range(0, len(jobs), 1000):
+        jobs_submit_many(jobs[first : first + 1000], actor="bench", correlation_id=f"pipeline-{uuid.uuid4().hex[:8]}")
+
+
+def remaining(job_type: str):
+    return lambda: count("SELECT count(*) FROM jobs_job WHERE type = %s AND state = ANY(%s)", [job_type, WORKING])
+
+
+def run_pool(pool: str, env: dict, total: int) -> float:
+    control = start("control", 1, **env)
+    worker = start(pool, 1, **env)
+    try:
+        return measure(remaining(pool), total)
+    finally:
+        stop(worker)
+        stop(control)
+
+
+def bare_analysis(bodies: list[bytes]) -> float:
+    assets = [int(h, 16) for h in ProtectedAsset.objects.values_list("dhash", flat=True)]
+    started = time.perf_counter()
+    for body in bodies:
+        decoded = images.decode(body)
+        max(images.similarity(decoded.dhash, asset) for asset in assets)
+        hashlib.sha256(body).hexdigest()
+    return len(bodies) / (time.perf_counter() - started)
+
+
+def bare_crawl(urls: list[str]) -> float:
+    import httpx
+
+    with httpx.Client(timeout=10) as http:
+        started = time.perf_counter()
+        for url in urls:
+            response = http.get(url)
+            extract(response.content, base_url=str(response.url))
+        return len(urls) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--images", type=int, default=900)
+    parser.add_argument("--pages", type=int, default=500)
+    args = parser.parse_args()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    with demoweb.DemoWeb(vanish_after=86400) as web:
+        for name, owner, data in demoweb.protected_assets():
+            asset_register(name=name, owner_ref=owner, data=data)
+        sources = [source_upsert(**spec) for spec in web.sources()]
+        env = {"LEITSTAND_HTTP_ALLOWED_TARGETS": ",".join(web.targets), "LEITSTAND_HOST_MIN_DELAY_SECONDS": "0"}
+        tag = uuid.uuid4().hex[:8]
+
+        # Analysis: the candidates, their jobs, the pool; then the same images bare.
+        image_urls = [
+            (sources[site].pk, f"{web.base_url(site)}{path[1:]}?n={n}")
+            for n in range(args.images)
+            for site, path in [IMAGES[n % len(IMAGES)]]
+        ]
+        with transaction.atomic():
+            candidates = Candidate.objects.bulk_create(
+                [Candidate(image_url=url, page_url=url, source_id=source) for source, url in image_urls]
+            )
+        submit(
+            [
+                {"job_type": "analysis", "payload": {"candidate_id": c.pk}, "idempotency_key": f"{tag}-{c.pk}"}
+                for c in candidates
+            ]
+        )
+        analysis = run_pool("analysis", {**env, "LEITSTAND_ANALYSIS_WORKERS": "1"}, len(candidates))
+        import httpx
+
+        bodies = [httpx.get(url).content for _, url in image_urls]
+        analysis_bare = bare_analysis(bodies)
+
+        # Crawl: one job per page URL, each its own run; then the same pages bare.
+        page_jobs = []
+        for n in range(args.pages):
+            site, path = PAGES[n % len(PAGES)]
+            source = sources[site]
+            url = f"{web.base_url(site)}{path[1:]}?n={n}"
+            payload = {"source_id": source.pk, "url": url, "depth": source.max_depth, "run": f"{tag}-{n}"}
+            page_jobs.append({"job_type": "crawl", "payload": payload, "idempotency_key": f"{tag}-page-{n}"})
+        submit(page_jobs)
+        crawl = run_pool("crawl", env, len(page_jobs))
+        spawned = count("SELECT count(*) FROM jobs_job WHERE type = 'analysis' AND parent_id IS NOT NULL")
+        crawl_bare = bare_crawl([job["payload"]["url"] for job in page_jobs])
+
+    print("\none worker per pool; politeness off; demo web on loopback (served by this process)")
+    print(f"{'work':<62} {'per s':>8} {'of bare':>8}")
+    print(f"{f'analysis, bare loop over the images in memory ({args.images})':<62} {analysis_bare:>8.1f} {1:>8.2f}")
+    print(f"{f'analysis jobs, end to end ({args.images})':<62} {analysis:>8.1f} {analysis / analysis_bare:>8.2f}")
+    print(f"{f'crawl, bare httpx loop: fetch and parse ({args.pages})':<62} {crawl_bare:>8.1f} {1:>8.2f}")
+    print(
+        f"{f'crawl jobs, end to end ({args.pages}; {spawned} analysis jobs spawned)':<62} {crawl:>8.1f} "
+        f"{crawl / crawl_bare:>8.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
