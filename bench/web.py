@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.test_settings")
 
@@ -41,6 +42,7 @@ from django.core.management import call_command  # noqa: E402
 
 from api.tokens import token_create  # noqa: E402
 from bench.console import load  # noqa: E402
+from config import gunicorn_conf  # noqa: E402
 from dashboard.operations.snapshot import snapshot_refresh  # noqa: E402
 from dashboard.roles import OPERATORS, roles_ensure  # noqa: E402
 from jobs.models import Job  # noqa: E402
@@ -59,11 +61,26 @@ def start(kind: str, port: int) -> subprocess.Popen:
         LEITSTAND_WEB_BIND=f"127.0.0.1:{port}",
         LEITSTAND_WEB_ACCESS_LOG="",
     )
-    command = (
-        [str(PROJECT_ROOT / "scripts" / "serve")]
-        if kind == "gunicorn"
-        else [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
-    )
+    command = {
+        "gunicorn": [str(PROJECT_ROOT / "scripts" / "serve")],
+        # granian with gunicorn's process and thread counts from config/gunicorn_conf.py.
+        "granian": [
+            str(Path(sys.executable).parent / "granian"),
+            "--interface",
+            "wsgi",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(gunicorn_conf.workers),
+            "--blocking-threads",
+            str(gunicorn_conf.threads),
+            "--no-ws",
+            "config.wsgi:application",
+        ],
+        "runserver": [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+    }[kind]
     server = subprocess.Popen(
         command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -127,6 +144,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--preload", type=int, default=200_000)
+    parser.add_argument("--servers", default="gunicorn,runserver", help="any of gunicorn, granian, runserver")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     if args.preload:
@@ -144,7 +162,7 @@ def main() -> None:
     session["_auth_user_hash"] = operator.get_session_auth_hash()
     session.create()
     report = {}
-    for kind in ("gunicorn", "runserver"):
+    for kind in args.servers.split(","):
         port = free_port()
         server = start(kind, port)
         base = f"http://127.0.0.1:{port}"
