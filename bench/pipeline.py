@@ -1,6 +1,6 @@
 """Real work, engine included, against the same work done bare: analysis and crawl on the demo web.
 
-Run: .venv/bin/python -m bench.pipeline [--images 900] [--pages 500]
+Run: .venv/bin/python -m bench.pipeline [--images 900] [--pages 500] [--latency-ms 50]
 (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
 
 The demo web (``workers/pipeline/demoweb.py``, both sites) is served from this process on loopback;
@@ -17,7 +17,8 @@ worker — per core, and one request in flight per host as politeness always all
 - **Crawl**: ``--pages`` crawl jobs for the demo web's pages (each under many URLs, at the source's
   depth so no links are followed; each its own run, so each spawns its analysis jobs afresh) run by
   ``runpool crawl``. The **baseline**: a bare httpx loop fetching the same pages and parsing them
-  with the same parser (``crawl.extract``).
+  with the same parser (``crawl.extract``). Both run twice: on loopback as it is, and with every
+  answer ``--latency-ms`` late (50: a fast real site's response time).
 
 Rates are taken between the first and the last completion (start-up not counted), as in
 ``bench.throughput``.
@@ -98,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=900)
     parser.add_argument("--pages", type=int, default=500)
+    parser.add_argument("--latency-ms", type=int, default=50, help="the crawl's second run: each answer this late")
     args = parser.parse_args()
     from django.core.management import call_command
 
@@ -139,20 +141,32 @@ def main() -> None:
             url = f"{web.base_url(site)}{path[1:]}?n={n}"
             payload = {"source_id": source.pk, "url": url, "depth": source.max_depth, "run": f"{tag}-{n}"}
             page_jobs.append({"job_type": "crawl", "payload": payload, "idempotency_key": f"{tag}-page-{n}"})
-        submit(page_jobs)
-        crawl = run_pool("crawl", env, len(page_jobs))
+        crawls = []
+        for latency_ms in (0, args.latency_ms):
+            for site in web.sites:
+                site.latency_seconds = latency_ms / 1000
+            jobs = [
+                {
+                    **job,
+                    "payload": {**job["payload"], "run": f"{job['payload']['run']}-{latency_ms}"},
+                    "idempotency_key": f"{job['idempotency_key']}-{latency_ms}",
+                }
+                for job in page_jobs
+            ]
+            submit(jobs)
+            crawl = run_pool("crawl", env, len(jobs))
+            crawls.append((latency_ms, crawl, bare_crawl([job["payload"]["url"] for job in jobs])))
         spawned = count("SELECT count(*) FROM jobs_job WHERE type = 'analysis' AND parent_id IS NOT NULL")
-        crawl_bare = bare_crawl([job["payload"]["url"] for job in page_jobs])
 
     print("\none worker per pool; politeness off; demo web on loopback (served by this process)")
     print(f"{'work':<62} {'per s':>8} {'of bare':>8}")
     print(f"{f'analysis, bare loop over the images in memory ({args.images})':<62} {analysis_bare:>8.1f} {1:>8.2f}")
     print(f"{f'analysis jobs, end to end ({args.images})':<62} {analysis:>8.1f} {analysis / analysis_bare:>8.2f}")
-    print(f"{f'crawl, bare httpx loop: fetch and parse ({args.pages})':<62} {crawl_bare:>8.1f} {1:>8.2f}")
-    print(
-        f"{f'crawl jobs, end to end ({args.pages}; {spawned} analysis jobs spawned)':<62} {crawl:>8.1f} "
-        f"{crawl / crawl_bare:>8.2f}"
-    )
+    for latency_ms, crawl, crawl_bare in crawls:
+        site = f"pages answered after {latency_ms} ms"
+        print(f"{f'crawl, bare httpx loop: fetch and parse ({args.pages}; {site})':<62} {crawl_bare:>8.1f} {1:>8.2f}")
+        print(f"{f'crawl jobs, end to end ({args.pages}; {site})':<62} {crawl:>8.1f} {crawl / crawl_bare:>8.2f}")
+    print(f"(the crawl jobs spawned {spawned} analysis jobs, left unrun)")
 
 
 if __name__ == "__main__":

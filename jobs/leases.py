@@ -248,11 +248,12 @@ def _from_db(field, value):
 
 
 def insert_planned_many(
-    *, rows: list[dict], actor: str, key_namespace: str, client_id, correlation_id: str, batch_id
+    *, rows: list[dict], actor: str, key_namespace: str, client_id, correlation_id: str, batch_id, parent_id=None
 ) -> set:
     """Insert many jobs (``rows``: id, type, pool, idempotency_key, request_hash, schema_version,
     priority, source, subject, payload) in one statement with their creation transitions, each unless
-    its key exists; the IDs inserted. Input is validated by ``jobs.services``."""
+    its key exists; the IDs inserted. ``parent_id``: the parent of them all, if any. Input is
+    validated by ``jobs.services``."""
     columns = {
         "ids": "id",
         "types": "type",
@@ -272,6 +273,7 @@ def insert_planned_many(
         client_id=client_id,
         correlation_id=correlation_id,
         batch_id=batch_id,
+        parent_id=_as_uuid(parent_id) if parent_id else None,
         state=Job._meta.get_field("state").default,
         actor=actor[:255],
     )
@@ -280,7 +282,9 @@ def insert_planned_many(
 
 def jobs_by_keys(*, types: list[str], keys: list[str], key_namespace: str) -> list[tuple]:
     """(id, type, idempotency key, request hash, payload, batch ID) of the jobs holding these keys."""
-    return _fetch_all(queries.jobs_by_keys, {"types": types, "keys": keys, "key_namespace": key_namespace})
+    rows = _fetch_all(queries.jobs_by_keys, {"types": types, "keys": keys, "key_namespace": key_namespace})
+    # Django leaves JSON undecoded on raw cursors: the payload is compared with a request's.
+    return [(*row[:4], json.loads(row[4]) if isinstance(row[4], str) else row[4], row[5]) for row in rows]
 
 
 # --- claim ------------------------------------------------------------------------------------

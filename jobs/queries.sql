@@ -37,7 +37,7 @@ SELECT * FROM created
 -- Insert many jobs in their initial state with their creation transitions in one statement (a
 -- batch's members: the statement-level triggers count them once), each unless its (type, key
 -- namespace, idempotency key) exists — or came earlier in the same list. Arrays in input order;
--- returns the IDs that were inserted.
+-- %(parent_id)s: the parent of them all (a handler's children), or NULL. Returns the IDs inserted.
 WITH input AS (
     -- Binary parameters (%%b): a thousand JSON texts are sent as they are, not escaped into an array literal.
     SELECT * FROM unnest(%(ids)b::uuid[], %(types)b::text[], %(pools)b::text[], %(keys)b::text[],
@@ -52,17 +52,17 @@ created AS (
                           parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
                           due_at, state)
     SELECT id, type, pool, %(key_namespace)s, idempotency_key, request_hash, %(client_id)s, %(correlation_id)s,
-           NULL, %(batch_id)s, schema_version, priority, source, subject, payload, max_attempts,
+           %(parent_id)s::uuid, %(batch_id)s, schema_version, priority, source, subject, payload, max_attempts,
            leitstand_now(), %(state)s
     FROM input ORDER BY position
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
-    RETURNING *
+    RETURNING id, state, lease_version
 ),
 logged AS (
     INSERT INTO jobs_transition (job_id, from_state, to_state, at, lease_version, cause, actor)
     SELECT id, '', state, leitstand_now(), lease_version, 'created', %(actor)s FROM created
 )
-SELECT * FROM created
+SELECT id FROM created
 
 
 -- name: jobs_by_keys

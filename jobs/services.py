@@ -174,16 +174,7 @@ def job_create(
     # No transaction of its own: the insert is one statement, and the read of a taken key's job
     # needs none; a caller's transaction covers both (and a savepoint here would cost two round trips).
     if parent_id is not None:
-        parent = (
-            Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id", "client_id", "key_namespace").first()
-        )
-        if parent is None:
-            raise JobInputError("parent_id", f"job {parent_id} does not exist")
-        correlation_id = correlation_id or parent["correlation_id"]
-        batch_id = batch_id if batch_id is not None else parent["batch_id"]
-        # A child is its parent's client's, and so are its keys: two clients' runs of the same
-        # name never share children.
-        client_id, key_namespace = parent["client_id"], parent["key_namespace"]
+        correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
     job = leases.insert_planned(
         id=job_id,
         subject=subject_of(type, payload),
@@ -212,6 +203,21 @@ def job_create(
     return Submission(existing, created=False)
 
 
+def _inherited(parent_id, correlation_id: str, batch_id: int | None) -> tuple:
+    """What a child takes from its parent: the correlation ID (unless it has one), the batch (unless
+    given), the client and the key namespace — a child is its parent's client's, and so are its
+    keys: two clients' runs of the same name never share children."""
+    parent = Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id", "client_id", "key_namespace").first()
+    if parent is None:
+        raise JobInputError("parent_id", f"job {parent_id} does not exist")
+    return (
+        correlation_id or parent["correlation_id"],
+        batch_id if batch_id is not None else parent["batch_id"],
+        parent["client_id"],
+        parent["key_namespace"],
+    )
+
+
 def _same_request(stored_hash: str, stored_payload: dict, request_hash: str, payload_json: str) -> bool:
     """Whether a repeat under a taken key is the request that took it: the API's fingerprints when both
     have one, the payloads otherwise."""
@@ -228,6 +234,8 @@ class BulkSubmission:
     job_id: uuid.UUID
     batch_id: int | None
     created: bool
+    # With conflicts="report": the key names a job submitted with a different request (not created).
+    conflict: bool = False
 
 
 def job_create_many(
@@ -238,12 +246,21 @@ def job_create_many(
     batch_id: int | None = None,
     key_namespace: str = "",
     client_id: int | None = None,
+    parent_id=None,
+    conflicts: str = "raise",
 ) -> list[BulkSubmission]:
     """Create many jobs in one statement — ``job_create``'s rules for each (validation, one job per
-    (type, key namespace, idempotency key), a repeat must be the same request) without a parent —
-    and return them in input order. ``jobs``: dicts of ``type``, ``pool``, ``idempotency_key``,
-    ``payload``, ``priority``, ``source``, ``max_attempts``, ``schema_version``, ``request_hash``.
-    A refusal names its job: ``jobs[i].field``."""
+    (type, key namespace, idempotency key), a repeat must be the same request) — and return them in
+    input order. ``jobs``: dicts of ``type``, ``pool``, ``idempotency_key``, ``payload``, ``priority``,
+    ``source``, ``max_attempts``, ``schema_version``, ``request_hash``. A refusal names its job:
+    ``jobs[i].field``. ``parent_id``: the parent of them all (a handler's children), whose
+    correlation ID, batch, client and key namespace they inherit as with ``job_create``.
+    ``conflicts``: a key that names a different request raises ``IdempotencyConflict`` ("raise"),
+    or is answered as a ``BulkSubmission`` with ``conflict`` set ("report")."""
+    if conflicts not in ("raise", "report"):
+        raise ValueError(f"conflicts must be 'raise' or 'report', got {conflicts!r}")
+    if parent_id is not None:
+        correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
     text_check("correlation_id", correlation_id)
     rows = []
     for index, job in enumerate(jobs):
@@ -277,6 +294,7 @@ def job_create_many(
             client_id=client_id,
             correlation_id=correlation_id,
             batch_id=batch_id,
+            parent_id=parent_id,
         )
         repeated = [row for row in rows if row["id"] not in inserted]
         existing = {}
@@ -296,9 +314,12 @@ def job_create_many(
                 results.append(BulkSubmission(row["id"], batch_id, True))
                 continue
             job_id, digest, payload, batch = existing[(row["type"], row["idempotency_key"])]
-            if not _same_request(digest, payload, row["request_hash"], row["payload_json"]):
+            if _same_request(digest, payload, row["request_hash"], row["payload_json"]):
+                results.append(BulkSubmission(job_id, batch, False))
+            elif conflicts == "report":
+                results.append(BulkSubmission(job_id, batch, False, conflict=True))
+            else:
                 raise IdempotencyConflict(Job.objects.get(pk=job_id))
-            results.append(BulkSubmission(job_id, batch, False))
     return results
 
 

@@ -16,7 +16,7 @@ from jobs.effects import effect_apply_once
 from jobs.errors import ErrorKind
 from jobs.models import Attempt, Effect, Job, StaleWrite, State, StepEvent, Transition
 from jobs.retry import RetryPolicy
-from workers.runtime.services import job_submit
+from workers.runtime.services import job_submit, jobs_spawn_many
 
 LEASE = 30.0
 POLICY = RetryPolicy(base_seconds=1, cap_seconds=10)
@@ -169,6 +169,18 @@ def test_a_stale_spawn_creates_no_child(zombie):
             actor="spawn",
             parent_id=job.pk,
             parent_lease_version=stale.lease_version,
+        )
+    assert not Job.objects.filter(parent=job).exists()
+    assert_refused_and_untouched(job, before, "spawn")
+
+
+def test_a_stale_bulk_spawn_creates_no_child(zombie):
+    job, stale, _ = zombie(type="synthetic")
+    before = snapshot(job.pk)
+    children = [{"job_type": "synthetic", "payload": {}, "idempotency_key": f"stale-child-{n}"} for n in range(3)]
+    with pytest.raises(leases.StaleAttempt):
+        jobs_spawn_many(
+            children, parent_id=job.pk, parent_lease_version=stale.lease_version, correlation_id=job.correlation_id
         )
     assert not Job.objects.filter(parent=job).exists()
     assert_refused_and_untouched(job, before, "spawn")

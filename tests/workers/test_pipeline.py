@@ -241,7 +241,7 @@ def test_a_cancelled_crawl_attempt_writes_no_candidates_and_spawns_nothing(web):
     from jobs.services import job_cancel
     from workers.pipeline.crawl import handle
     from workers.runtime.context import JobContext
-    from workers.runtime.pool import _spawn
+    from workers.runtime.pool import _spawn, _spawn_many
 
     job = crawl_job(web, "/werke/1.html", depth=1)
     worker = leases.WorkerIdentity("zombie-host", 4242, "crawl")
@@ -257,6 +257,7 @@ def test_a_cancelled_crawl_attempt_writes_no_candidates_and_spawns_nothing(web):
         payload=claimed.payload,
         priority=claimed.priority,
         _spawn=_spawn,
+        _spawn_many=_spawn_many,
     )
     with pytest.raises(leases.StaleAttempt):
         handle(context)

@@ -11,7 +11,7 @@ from jobs.errors import PermanentError, TransientError
 from jobs.models import Attempt, Job, State, StepEvent
 from jobs.retry import RetryPolicy
 from workers.runtime import lifecycle
-from workers.runtime.context import Done, NeedsReview, Skipped, Stored
+from workers.runtime.context import Child, Done, NeedsReview, Skipped, Stored
 from workers.runtime.models import WorkerProcess
 from workers.runtime.services import job_submit, pool_pause, pool_resume
 
@@ -216,6 +216,38 @@ def test_spawned_children_carry_parent_and_correlation(job_type_factory, pool_ru
     pool_runtime().wake()
     (child,) = Job.objects.filter(parent=parent)
     assert child.correlation_id == "case-9" and child.state == State.RESULT_STORED
+
+
+def test_children_spawned_together_inherit_like_one_and_report_conflicts(job_type_factory, pool_runtime):
+    child_type = job_type_factory(lambda ctx: Stored())
+    answers = []
+
+    def parent_handler(ctx):
+        first = Child(child_type.name, {"n": 1}, "one", priority=2, source="site")
+        answers.append(ctx.spawn_many([first, Child(child_type.name, {"n": 2}, "two")]))
+        # Again: the same request is answered with its job; the same key for another request is a
+        # conflict, reported while the new child beside it is still created.
+        answers.append(
+            ctx.spawn_many([first, Child(child_type.name, {"n": 99}, "two"), Child(child_type.name, {}, "three")])
+        )
+        return Stored()
+
+    parent = submit(job_type_factory(parent_handler), correlation_id="case-7")
+    pool_runtime().wake()
+    children = {job.idempotency_key: job for job in Job.objects.filter(parent=parent)}
+    assert set(children) == {"one", "two", "three"}
+    assert {(c.correlation_id, c.client_id, c.key_namespace) for c in children.values()} == {("case-7", None, "")}
+    assert (children["one"].priority, children["one"].source, children["two"].payload) == (2, "site", {"n": 2})
+    first, second = answers
+    assert [(s.job_id, s.created, s.conflict) for s in first] == [
+        (children["one"].pk, True, False),
+        (children["two"].pk, True, False),
+    ]
+    assert [(s.job_id, s.created, s.conflict) for s in second] == [
+        (children["one"].pk, False, False),
+        (children["two"].pk, False, True),
+        (children["three"].pk, True, False),
+    ]
 
 
 def test_retry_policy_of_the_type_sets_the_budget(job_type_factory):

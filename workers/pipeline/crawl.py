@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-from django.db import transaction
-
 from jobs.errors import PermanentError
-from jobs.services import IdempotencyConflict
 from workers.pipeline.fetching import fetch_politely
 from workers.pipeline.models import Candidate, Source, url_in_scope
-from workers.runtime.context import Done, JobContext, Skipped
+from workers.runtime.context import Child, Done, JobContext, Skipped
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 MAX_URL_LENGTH = 2000
@@ -89,30 +86,27 @@ def handle(context: JobContext):
         )
         info.update(candidates=len(candidate_ids))
     follow = links if spec.depth < source.max_depth else []
-    # One transaction for the page's children: one commit instead of one per child, and a crash
-    # leaves all or none of them (the retry spawns the rest; each child is idempotent anyway).
-    with context.step("spawn") as info, transaction.atomic():
-        for candidate_id in candidate_ids:
-            context.spawn(
-                "analysis",
-                {"candidate_id": candidate_id},
-                key=f"{spec.run}:{candidate_id}",
-                priority=source.priority,
-                source=source.name,
+    with context.step("spawn") as info:
+        # Every child of the page in one statement and one commit: an analysis per image, a crawl per
+        # link below the source's depth. A link reached by another path (at another depth) in this run
+        # is a key that names a different request: reported, not created again.
+        analyses = [
+            Child("analysis", {"candidate_id": c}, f"{spec.run}:{c}", source.priority, source.name)
+            for c in candidate_ids
+        ]
+        crawls = [
+            Child(
+                "crawl",
+                {"source_id": source.id, "url": link, "depth": spec.depth + 1, "run": spec.run},
+                f"{spec.run}:{link}",
+                source.priority,
+                source.name,
             )
-        already = 0
-        for link in follow:
-            try:
-                context.spawn(
-                    "crawl",
-                    {"source_id": source.id, "url": link, "depth": spec.depth + 1, "run": spec.run},
-                    key=f"{spec.run}:{link}",
-                    priority=source.priority,
-                    source=source.name,
-                )
-            except IdempotencyConflict:  # reached by another path (at another depth) in this run
-                already += 1
-        info.update(analyses=len(candidate_ids), crawls=len(follow) - already, already_in_run=already)
+            for link in follow
+        ]
+        spawned = context.spawn_many(analyses + crawls)
+        already = sum(s.conflict for s in spawned[len(analyses) :])
+        info.update(analyses=len(analyses), crawls=len(crawls) - already, already_in_run=already)
     return Done(
         reason=f"page crawled: {len(candidate_ids)} images handed to analysis, {len(follow)} links followed",
         result_ref=f"page:{page.final_url}"[:500],

@@ -142,11 +142,14 @@ class Site:
     flaky_left: int = FLAKY_FAILURES
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[tuple[float, str]] = field(default_factory=list)
+    latency_seconds: float = 0.0  # every answer waits this long first, like a real site's response time
 
     def answer(self, path: str) -> tuple[int, dict, bytes]:
         path = path.split("?", 1)[0]
         with self.lock:
             self.requests.append((time.monotonic(), path))
+        if self.latency_seconds:
+            time.sleep(self.latency_seconds)
         if path == "/robots.txt":
             return 200, {"Content-Type": "text/plain"}, self.spec["robots"]
         if path in VANISHING_PATHS and time.monotonic() - self.started > self.vanish_after:

@@ -69,6 +69,27 @@ class Interrupted(Exception):
     """Raised by ``context.check_stop()``: the job must end now (shutdown, lease lost, deadline)."""
 
 
+@dataclass(frozen=True)
+class Child:
+    """A child job for ``JobContext.spawn_many``."""
+
+    job_type: str
+    payload: dict
+    key: str
+    priority: int | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """What became of one child: its job, whether it was created now (False: the same request was
+    spawned before) or its key names a different request (``conflict``: nothing was created)."""
+
+    job_id: UUID
+    created: bool
+    conflict: bool = False
+
+
 # --- the context --------------------------------------------------------------------------------
 
 
@@ -87,6 +108,7 @@ class JobContext:
     _steps: list[leases.Step] = field(default_factory=list, repr=False)
     _steps_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _spawn: Callable[..., Any] | None = field(default=None, repr=False)
+    _spawn_many: Callable[..., Any] | None = field(default=None, repr=False)
     # Replaces the effect ledger (dry runs and shadow runs record what would be applied).
     _effect: Callable[..., Any] | None = field(default=None, repr=False)
 
@@ -185,4 +207,28 @@ class JobContext:
             parent_lease_version=self.lease_version,
             correlation_id=self.correlation_id,
             source=source,
+        )
+
+    def spawn_many(self, children: list[Child]) -> list[Spawned]:
+        """Create many children in one statement and one transaction (each idempotent per key, as with
+        ``spawn``). A child whose key names a different request is answered with ``conflict`` set
+        instead of raising, and the others are still created."""
+        if self._spawn_many is None:
+            raise RuntimeError("this context cannot spawn jobs")
+        if not children:
+            return []
+        return self._spawn_many(
+            [
+                {
+                    "job_type": c.job_type,
+                    "payload": c.payload,
+                    "idempotency_key": c.key,
+                    "priority": c.priority,
+                    "source": c.source,
+                }
+                for c in children
+            ],
+            parent_id=self.job_id,
+            parent_lease_version=self.lease_version,
+            correlation_id=self.correlation_id,
         )

@@ -33,11 +33,11 @@ from jobs.correlation import correlation
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import LeitstandNow
 from workers.runtime import lifecycle
-from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Stored
+from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.metrics import WORKER_JOBS, WORKER_WAKEUPS
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.registry import JobType, registry
-from workers.runtime.services import job_submit
+from workers.runtime.services import job_submit, jobs_spawn_many
 
 logger = logging.getLogger("leitstand.worker")
 
@@ -223,6 +223,7 @@ class PoolRuntime:
             payload=job.payload,
             priority=job.priority,
             _spawn=_spawn,
+            _spawn_many=_spawn_many,
         )
 
     def _run_one(self, job: leases.ClaimedJob, context: JobContext, report: WakeupReport) -> leases.Completion | None:
@@ -450,3 +451,7 @@ class PoolRuntime:
 
 def _spawn(**kwargs):
     return job_submit(actor="spawn", **kwargs).job.id
+
+
+def _spawn_many(children: list[dict], **parent) -> list[Spawned]:
+    return [Spawned(s.job_id, s.created, s.conflict) for s in jobs_spawn_many(children, **parent)]

@@ -28,7 +28,7 @@ from jobs.errors import Deferred, PermanentError, UnclearError, error_class_name
 from jobs.models import Attempt, Effect, Job, State, StepEvent
 from jobs.pathspec import EXITS, Observed, Verdict
 from jobs.services import job_create, job_retry_now
-from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Stored
+from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.models import ShadowRun
 from workers.runtime.pool import time_limit
 from workers.runtime.registry import JobType, registry
@@ -129,6 +129,9 @@ class Recorder:
         )
         return uuid.uuid4()  # a stand-in: nothing was created
 
+    def spawn_many(self, children: list[dict], **parent) -> list[Spawned]:
+        return [Spawned(self.spawn(**child), created=True) for child in children]
+
 
 @dataclass
 class Run:
@@ -172,6 +175,7 @@ def run_isolated(job: Job, job_type: JobType, handler, processing_version: str, 
         payload=job.payload,
         priority=job.priority,
         _spawn=recorder.spawn,
+        _spawn_many=recorder.spawn_many,
         _effect=recorder.effect,
     )
     returned: Any = None

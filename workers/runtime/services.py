@@ -98,6 +98,49 @@ def jobs_submit_many(
 ) -> list[job_services.BulkSubmission]:
     """``job_submit`` for many jobs of registered types in one statement (a batch's members); each
     pool that got new jobs is woken once when the transaction commits. Refusals name ``jobs[i].field``."""
+    prepared = _prepared(jobs)
+    with transaction.atomic():
+        submitted = job_services.job_create_many(
+            prepared,
+            actor=actor,
+            correlation_id=correlation_id,
+            batch_id=batch_id,
+            key_namespace=client.key_namespace if client else "",
+            client_id=client.pk if client else None,
+        )
+        _wake_after_commit(prepared, submitted)
+    return submitted
+
+
+def jobs_spawn_many(
+    jobs: list[dict], *, parent_id, parent_lease_version: int, correlation_id: str, actor: str = "spawn"
+) -> list[job_services.BulkSubmission]:
+    """A handler's children in one statement (``jobs``: as for ``jobs_submit_many``), created only
+    while that attempt holds the parent's lease, locked once for them all: a stale attempt's spawn is
+    refused and recorded. A child whose key names a different request is reported (``conflict``),
+    not raised: the others are still created."""
+    prepared = _prepared(jobs)
+    with transaction.atomic():
+        if leases.lease_lock_if_held(parent_id, parent_lease_version):
+            spawned = job_services.job_create_many(
+                prepared, actor=actor, correlation_id=correlation_id, parent_id=parent_id, conflicts="report"
+            )
+            _wake_after_commit(prepared, spawned)
+        else:
+            spawned = None
+    if spawned is None:
+        raise leases.refusal_record(parent_id, parent_lease_version, "spawn")
+    return spawned
+
+
+def _wake_after_commit(prepared: list[dict], submitted: list[job_services.BulkSubmission]) -> None:
+    for pool in sorted({row["pool"] for row, done in zip(prepared, submitted) if done.created}):
+        dispatch.wakeup_after_commit(pool)
+
+
+def _prepared(jobs: list[dict]) -> list[dict]:
+    """Each job's registered type checked (its payload parsed) and its pool, priority, retry budget
+    and schema version filled in from the declaration; a refusal names ``jobs[i].field``."""
     prepared = []
     for index, job in enumerate(jobs):
         try:
@@ -117,18 +160,7 @@ def jobs_submit_many(
                 "request_hash": job.get("request_hash", ""),
             }
         )
-    with transaction.atomic():
-        submitted = job_services.job_create_many(
-            prepared,
-            actor=actor,
-            correlation_id=correlation_id,
-            batch_id=batch_id,
-            key_namespace=client.key_namespace if client else "",
-            client_id=client.pk if client else None,
-        )
-        for pool in sorted({row["pool"] for row, done in zip(prepared, submitted) if done.created}):
-            dispatch.wakeup_after_commit(pool)
-    return submitted
+    return prepared
 
 
 @dataclass(frozen=True)
