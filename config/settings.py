@@ -359,6 +359,8 @@ LEITSTAND_FETCH = {
 # Images above this many pixels are refused from their header, before decoding (a 340 KB PNG can
 # declare 9,400 × 9,400 RGBA pixels: 350 MB decoded).
 LEITSTAND_IMAGE_MAX_PIXELS = env_int("LEITSTAND_IMAGE_MAX_PIXELS", 25_000_000, minimum=10_000)
+# A source's crawl schedule when it sets none (workers/pipeline/schedules.py; docs/crawler.md).
+LEITSTAND_CRAWL_EVERY_MINUTES = env_int("LEITSTAND_CRAWL_EVERY_MINUTES", 1440, minimum=1)
 # Per-host politeness shared by every worker: spacing between requests, Retry-After cap, breaker.
 LEITSTAND_POLITENESS = {
     "min_delay_seconds": env_float("LEITSTAND_HOST_MIN_DELAY_SECONDS", 1.0, minimum=0.0),

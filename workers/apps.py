@@ -13,6 +13,7 @@ class WorkersConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from workers.pipeline import job_types as pipeline_types
+        from workers.pipeline import schedules
         from workers.runtime import control
         from workers.runtime import job_types as runtime_types
 
@@ -20,6 +21,7 @@ class WorkersConfig(AppConfig):
         runtime_types.job_types_register()
         pipeline_types.job_types_register()
         control.sweeps_register()
+        schedules.sweeps_register()
 
         post_migrate.connect(_pools_ensure, sender=self)
         post_spawn.connect(_worker_spawned)

@@ -17,6 +17,7 @@ from html.parser import HTMLParser
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from jobs.errors import PermanentError
+from jobs.models import LeitstandNow
 from workers.pipeline.fetching import fetch_politely
 from workers.pipeline.models import Candidate, Source, url_in_scope
 from workers.runtime.context import Child, Done, JobContext, Skipped
@@ -81,7 +82,7 @@ def handle(context: JobContext):
         # zombie attempt is refused and recorded), and once per job across its attempts.
         candidate_ids = context.effect(
             f"candidates:{context.job_id}",
-            lambda: [candidate.id for candidate in candidates_record(source, page.final_url, image_urls)],
+            lambda: page_record(source, spec, page.final_url, image_urls),
             kind="candidates",
         )
         info.update(candidates=len(candidate_ids))
@@ -112,6 +113,14 @@ def handle(context: JobContext):
         result_ref=f"page:{page.final_url}"[:500],
         result_checksum=hashlib.sha256(page.body).hexdigest(),
     )
+
+
+def page_record(source: Source, spec: CrawlSpec, page_url: str, image_urls: list[str]) -> list[int]:
+    """The page's effect: its candidates; a run's first page also marks the source as crawled."""
+    candidate_ids = [candidate.id for candidate in candidates_record(source, page_url, image_urls)]
+    if spec.depth == 0:
+        Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
+    return candidate_ids
 
 
 def candidates_record(source: Source, page_url: str, image_urls: list[str]) -> list[Candidate]:

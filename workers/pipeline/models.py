@@ -59,12 +59,43 @@ class Source(models.Model):
     max_depth = models.PositiveSmallIntegerField(default=1, help_text="Link hops followed from the base URL.")
     max_links_per_page = models.PositiveSmallIntegerField(default=50)
     max_images_per_page = models.PositiveSmallIntegerField(default=100)
-    is_active = models.BooleanField(default=True, help_text="Inactive sources are not crawled.")
+    is_active = models.BooleanField(
+        default=True, help_text="Inactive sources are not crawled: their schedule is paused too."
+    )
     created_at = models.DateTimeField(db_default=LeitstandNow())
+    # The schedule (workers.pipeline.schedules): a run per slot of this many minutes (local time,
+    # counted from midnight), started only inside the window when there is one.
+    crawl_every_minutes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Crawl every this many minutes; empty: LEITSTAND_CRAWL_EVERY_MINUTES."
+    )
+    window_start = models.TimeField(null=True, blank=True, help_text="Runs start only from this local time …")
+    window_end = models.TimeField(null=True, blank=True, help_text="… until this one (may pass midnight).")
+    time_zone = models.CharField(
+        max_length=64, blank=True, help_text="For slots and window; empty: LEITSTAND_TIME_ZONE."
+    )
+    last_run = models.ForeignKey(
+        "jobs.Batch", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The latest run."
+    )
+    last_slot_at = models.DateTimeField(
+        null=True, blank=True, help_text="The slot the schedule last started a run for."
+    )
+    last_crawled_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a run last fetched the source's base page (unchanged counts)."
+    )
 
     class Meta:
         constraints = [
             models.CheckConstraint(condition=models.Q(priority__gte=0, priority__lte=9), name="source_priority_0_to_9"),
+            models.CheckConstraint(
+                condition=models.Q(crawl_every_minutes__isnull=True)
+                | models.Q(crawl_every_minutes__gte=1, crawl_every_minutes__lte=44640),
+                name="source_crawl_every_1_minute_to_31_days",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(window_start__isnull=True, window_end__isnull=True)
+                | models.Q(window_start__isnull=False, window_end__isnull=False),
+                name="source_window_both_or_neither",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -4,6 +4,8 @@ keeping a reviewer's verdict with a finding."""
 from __future__ import annotations
 
 import hashlib
+import logging
+from datetime import datetime, time
 from urllib.parse import urlsplit
 
 from django.core.exceptions import PermissionDenied
@@ -15,9 +17,11 @@ from jobs.models import OPERATE_PERMISSION
 from jobs.services import JobInputError, Submission
 from workers.pipeline import images
 from workers.pipeline.models import Finding, ProtectedAsset, Source, url_in_scope
+from workers.pipeline.schedules import schedule_validate
 from workers.runtime.services import job_submit
 
 MAX_ASSET_BYTES = 20 * 2**20
+logger = logging.getLogger(__name__)
 
 
 def asset_register(*, name: str, owner_ref: str, data: bytes) -> tuple[ProtectedAsset, bool]:
@@ -61,19 +65,65 @@ def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> Non
 
 
 def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
-    """Create or update a source by name."""
+    """Create or update a source by name (its schedule's fields among the settings)."""
     source_validate(
         base_url=base_url, scope=crawl_settings.get("scope", ""), priority=crawl_settings.get("priority", 5)
+    )
+    schedule_validate(
+        crawl_every_minutes=crawl_settings.get("crawl_every_minutes"),
+        window_start=crawl_settings.get("window_start"),
+        window_end=crawl_settings.get("window_end"),
+        time_zone=crawl_settings.get("time_zone", ""),
     )
     source, _ = Source.objects.update_or_create(name=name, defaults={"base_url": base_url, **crawl_settings})
     return source
 
 
+def source_schedule_set(
+    *,
+    source_id: int,
+    crawl_every_minutes: int | None,
+    window_start: time | None = None,
+    window_end: time | None = None,
+    time_zone: str = "",
+    actor: str,
+    user=None,
+) -> Source:
+    """Set a source's crawl schedule (empty interval: the default; no window: any time). ``user``: the
+    person acting (their operator permission is checked); None for trusted callers (an API token's scope)."""
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
+        raise PermissionDenied(f"{user} lacks the permission to change crawl schedules")
+    schedule_validate(
+        crawl_every_minutes=crawl_every_minutes, window_start=window_start, window_end=window_end, time_zone=time_zone
+    )
+    changed = Source.objects.filter(pk=source_id).update(
+        crawl_every_minutes=crawl_every_minutes, window_start=window_start, window_end=window_end, time_zone=time_zone
+    )
+    if not changed:
+        raise JobInputError("source_id", f"source {source_id} does not exist")
+    logger.info(
+        "schedule of source %s set by %s: every %s min, window %s-%s %s",
+        source_id,
+        actor,
+        crawl_every_minutes,
+        window_start,
+        window_end,
+        time_zone,
+    )
+    return Source.objects.get(pk=source_id)
+
+
 def crawl_start(
-    *, actor: str, sources: list[Source] | None = None, run: str | None = None, user=None
+    *,
+    actor: str,
+    sources: list[Source] | None = None,
+    run: str | None = None,
+    user=None,
+    slot_at: datetime | None = None,
 ) -> list[Submission]:
     """Start a crawl run: one crawl job per active source, at its base URL (idempotent per run).
-    ``user``: the person acting (their operator permission is checked); None for trusted callers."""
+    ``user``: the person acting (their operator permission is checked); None for trusted callers.
+    The run becomes each source's last run; ``slot_at``: the schedule's slot it was started for."""
     if user is not None and not user.has_perm(OPERATE_PERMISSION):
         raise PermissionDenied(f"{user} lacks the permission to start crawl runs")
     run = run or timezone.now().strftime("run-%Y%m%d-%H%M%S")
@@ -99,6 +149,8 @@ def crawl_start(
                     batch_id=batch.pk,
                 )
             )
+        recorded = {"last_run": batch} if slot_at is None else {"last_run": batch, "last_slot_at": slot_at}
+        Source.objects.filter(pk__in=[source.pk for source in chosen]).update(**recorded)
     return submissions
 
 

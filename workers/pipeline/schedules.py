@@ -1,0 +1,187 @@
+"""Sources crawl themselves: one run per slot of a source's schedule, planned by the control process.
+
+A source's schedule is an interval (``crawl_every_minutes``, else ``LEITSTAND_CRAWL_EVERY_MINUTES``)
+and an optional window of local time (``window_start`` … ``window_end``, which may pass midnight) in
+the source's time zone (else ``LEITSTAND_TIME_ZONE``). Slots are counted in local wall-clock time
+from a Monday midnight, so a daily schedule's slot starts at local midnight and a weekly one's on
+Monday. The current slot is due when
+
+- no run was started for it yet (``last_slot_at`` is older) — after downtime the sources that
+  missed several slots are crawled once, for the current slot, never once per missed slot;
+- the local time lies inside the window (if any);
+- the source's previous run (its batch) has finished;
+- the source is active and the crawl pool is not paused.
+
+``schedules_sweep`` (the control process, every ``SWEEP_SECONDS``) starts the due runs, most urgent
+source first, through ``crawl_start`` with the run named after the source and slot: the batch and
+its first job are idempotent per name, so two control processes, a restart or a failover never start
+a slot twice. ``schedule_of`` answers the same question for the console and the API, with the next
+run's time and why a source waits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.conf import settings
+from django.db.models import F
+
+from jobs.models import database_now
+from jobs.services import JobInputError
+from workers.pipeline.models import Source
+from workers.runtime.models import Pool
+from workers.runtime.sweeps import Stage, register_sweep
+
+SWEEP_SECONDS = 15.0
+# Slots are counted from here (local wall-clock time): a Monday at midnight.
+_EPOCH = datetime(2000, 1, 3)
+MAX_EVERY_MINUTES = 31 * 24 * 60
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    every_minutes: int
+    slot_at: datetime  # the current slot's start
+    due: bool
+    next_at: datetime | None  # when the next run will start, as far as the schedule knows; None: not while it waits
+    waiting: str  # why it does not run now ("" when due)
+
+
+def every_minutes(source: Source) -> int:
+    return source.crawl_every_minutes or settings.LEITSTAND_CRAWL_EVERY_MINUTES
+
+
+def zone_of(source: Source) -> ZoneInfo:
+    return ZoneInfo(source.time_zone or settings.TIME_ZONE)
+
+
+def _slot_start(local: datetime, minutes: int) -> datetime:
+    """The start of the slot that holds ``local`` (naive local time)."""
+    elapsed = int((local - _EPOCH).total_seconds() // 60)
+    return _EPOCH + timedelta(minutes=elapsed - elapsed % minutes)
+
+
+def _in_window(moment: time, start: time, end: time) -> bool:
+    if start <= end:
+        return start <= moment < end
+    return moment >= start or moment < end  # the window passes midnight
+
+
+def _window_opens(local: datetime, start: time) -> datetime:
+    """The next local time the window opens at or after ``local``."""
+    opening = datetime.combine(local.date(), start)
+    return opening if opening >= local else opening + timedelta(days=1)
+
+
+def _aware(local: datetime, zone: ZoneInfo) -> datetime:
+    return local.replace(tzinfo=zone).astimezone(UTC)
+
+
+def schedule_of(source: Source, *, now: datetime, run_open: bool, pool_paused: bool) -> ScheduleState:
+    """Whether the source's current slot is due at ``now`` (database time), and if not, why and until when.
+    ``run_open``: its previous run has not finished; ``pool_paused``: the crawl pool is paused."""
+    minutes, zone = every_minutes(source), zone_of(source)
+    local = now.astimezone(zone).replace(tzinfo=None)
+    slot = _slot_start(local, minutes)
+    slot_at = _aware(slot, zone)
+    taken = source.last_slot_at is not None and source.last_slot_at >= slot_at
+    # The next moment a run may start: this slot if it is still open, else the next slot.
+    candidate = local if not taken else slot + timedelta(minutes=minutes)
+    windowed = source.window_start is not None and source.window_end is not None
+    if windowed and not _in_window(candidate.time(), source.window_start, source.window_end):
+        candidate = _window_opens(candidate, source.window_start)
+    next_at = _aware(candidate, zone)
+
+    def waits(reason: str, until: datetime | None = next_at) -> ScheduleState:
+        return ScheduleState(minutes, slot_at, False, until, reason)
+
+    if not source.is_active:
+        return waits("source paused (inactive)", None)
+    if pool_paused:
+        return waits("crawl pool paused", None)
+    if run_open:
+        return waits("previous run still running", None)
+    if taken:
+        return waits(f"this slot's run started; next slot at {candidate:%Y-%m-%d %H:%M}")
+    if windowed and not _in_window(local.time(), source.window_start, source.window_end):
+        return waits(f"window opens at {source.window_start:%H:%M}")
+    return ScheduleState(minutes, slot_at, True, next_at, "")
+
+
+def run_name(source: Source, slot_at: datetime) -> str:
+    """The run (and its batch key) of a source's slot: the same name in every control process."""
+    return f"schedule-{source.pk}-{slot_at:%Y%m%dT%H%MZ}"
+
+
+def schedules_due(*, now: datetime | None = None) -> list[tuple[Source, ScheduleState]]:
+    """Every active source with its schedule's state, most urgent first (priority, then oldest run)."""
+    now = now or database_now()
+    pool_paused = Pool.objects.filter(name="crawl", is_paused=True).exists()
+    sources = (
+        Source.objects.filter(is_active=True)
+        .select_related("last_run")
+        .order_by("priority", F("last_slot_at").asc(nulls_first=True), "id")
+    )
+    return [
+        (source, schedule_of(source, now=now, run_open=_run_open(source), pool_paused=pool_paused))
+        for source in sources
+    ]
+
+
+def _run_open(source: Source) -> bool:
+    return source.last_run is not None and source.last_run.finished_at is None
+
+
+def schedules_sweep(*, limit: int = 100) -> int:
+    """Start the due runs (at most ``limit`` a round, most urgent source first); the number started."""
+    from workers.pipeline.services import crawl_start
+
+    started = 0
+    for source, state in schedules_due():
+        if started >= limit:
+            break
+        if state.due:
+            crawl_start(actor="schedule", sources=[source], run=run_name(source, state.slot_at), slot_at=state.slot_at)
+            started += 1
+    return started
+
+
+def schedule_validate(
+    *, crawl_every_minutes: int | None, window_start: time | None, window_end: time | None, time_zone: str
+) -> None:
+    """A schedule's fields checked together; a refusal names its field."""
+    if crawl_every_minutes is not None and (
+        isinstance(crawl_every_minutes, bool)
+        or not isinstance(crawl_every_minutes, int)
+        or not 1 <= crawl_every_minutes <= MAX_EVERY_MINUTES
+    ):
+        raise JobInputError("crawl_every_minutes", f"must be a whole number of minutes from 1 to {MAX_EVERY_MINUTES}")
+    if (window_start is None) != (window_end is None):
+        raise JobInputError("window_start", "a window needs both its start and its end")
+    if window_start is not None and window_start == window_end:
+        raise JobInputError("window_end", "must differ from window_start (an empty window never opens)")
+    if time_zone:
+        try:
+            ZoneInfo(time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise JobInputError(
+                "time_zone", f"unknown time zone {time_zone!r} (an IANA name such as Europe/Berlin)"
+            ) from None
+
+
+def sources_overdue(*, now: datetime | None = None) -> list[tuple[Source, float]]:
+    """Active sources not crawled for twice their interval (counted from their creation until a first
+    crawl), with the hours since."""
+    now = now or database_now()
+    overdue = []
+    for source in Source.objects.filter(is_active=True):
+        since = source.last_crawled_at or source.created_at
+        if (now - since) > timedelta(minutes=2 * every_minutes(source)):
+            overdue.append((source, (now - since).total_seconds() / 3600))
+    return overdue
+
+
+def sweeps_register() -> None:
+    register_sweep("crawl-schedules", schedules_sweep, stage=Stage.PLAN, every_seconds=SWEEP_SECONDS)
