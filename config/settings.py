@@ -470,6 +470,8 @@ LEITSTAND_ALERTS = {
     "review_backlog_age": {**_ALERT_TIMING, "seconds": 24 * 3600},
     "rechecks_overdue": {**_ALERT_TIMING, "seconds": 3600},
     "source_quiet": {**_ALERT_TIMING, "hours": 48},
+    # An active source not crawled (its base page fetched) for twice its schedule's interval.
+    "crawl_overdue": {**_ALERT_TIMING, "for_seconds": 0},
     "disk_low": {**_ALERT_TIMING, "bytes": 5 * 2**30},
     # Purging stops at once; the database keeps growing until the archive is written again.
     "archive_failing": {**_ALERT_TIMING, "for_seconds": 0},

@@ -58,8 +58,10 @@ def home_context() -> dict:
     if review_figures.get("oldest_seconds") is not None:
         review_figures["oldest"] = ago(review_figures["oldest_seconds"])
     for source in data["business"]["sources"]:
-        age_s = source.get("last_candidate_age_seconds")
-        source["last_candidate"] = "never" if age_s is None else f"{ago(age_s)} ago"
+        for key in ("last_candidate", "last_crawl"):
+            age_s = source.get(f"{key}_age_seconds")
+            source[key] = "never" if age_s is None else f"{ago(age_s)} ago"
+    data["business"]["overdue"] = sum(1 for source in data["business"]["sources"] if source.get("is_overdue"))
     running = list(Batch.objects.filter(finished_at__isnull=True).order_by("-id")[: OPEN_BATCHES + 1])
     progress = batches_progress([b.pk for b in running[:OPEN_BATCHES]])
     return {

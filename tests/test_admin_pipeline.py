@@ -6,10 +6,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
-from jobs.models import Job
+from jobs.models import Batch, Job, LeitstandNow
 from workers.pipeline import demoweb
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
-from workers.pipeline.services import asset_register, source_upsert
+from workers.pipeline.services import asset_register, crawl_start, source_upsert
 
 pytestmark = pytest.mark.django_db
 
@@ -77,6 +77,39 @@ def test_a_source_is_validated_and_a_crawl_run_started_from_the_list(client, ope
     assert b"started for 1 source" in response.content
     job = Job.objects.get(type="crawl")
     assert job.payload["url"] == "https://shop.example/bilder/" and job.source == "Shop"
+
+
+def test_a_source_shows_its_schedule_its_last_and_next_run_and_why_it_waits(client, operator):
+    add = reverse("admin:workers_source_add")
+    fields = {
+        "name": "Archiv",
+        "base_url": "https://archiv.example/",
+        "priority": 5,
+        "max_depth": 1,
+        "max_links_per_page": 50,
+        "max_images_per_page": 100,
+        "is_active": "on",
+        "crawl_every_minutes": 360,
+        "window_start": "02:00",
+        "window_end": "",
+        "time_zone": "Europe/Berlin",
+    }
+    response = client.post(add, fields)
+    assert b"a window needs both its start and its end" in response.content and not Source.objects.exists()
+    assert b"unknown time zone" in client.post(add, {**fields, "window_end": "05:00", "time_zone": "Berlin"}).content
+    assert client.post(add, {**fields, "window_end": "05:00"}).status_code == 302
+    source = Source.objects.get()
+    assert (source.crawl_every_minutes, f"{source.window_start:%H:%M}") == (360, "02:00")
+    crawl_start(actor="test", sources=[source], run="by-hand")
+    page = client.get(reverse("admin:workers_source_changelist")).content.decode()
+    assert "every 6 h, 02:00–05:00 Europe/Berlin" in page
+    assert "crawl run by-hand</a> (running, started " in page
+    assert "previous run still running" in page
+    # The run by hand has finished and took no slot: without a window, the current slot is due now.
+    Batch.objects.update(finished_at=LeitstandNow())
+    Source.objects.update(window_start=None, window_end=None)
+    page = client.get(reverse("admin:workers_source_change", args=[source.pk])).content.decode()
+    assert '<div class="readonly">now</div>' in page and "previous run still running" not in page
 
 
 def test_a_reviewer_sees_findings_but_cannot_start_crawls_or_add_assets(client, django_user_model):

@@ -18,6 +18,7 @@ from dashboard.display import data_uri
 from jobs.models import OPERATE_PERMISSION
 from jobs.services import JobInputError
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
+from workers.pipeline.schedules import every_minutes, schedule_state, schedule_validate, with_schedule, zone_of
 from workers.pipeline.services import asset_register, crawl_start, source_validate
 
 
@@ -39,6 +40,10 @@ class SourceForm(forms.ModelForm):
             "max_links_per_page",
             "max_images_per_page",
             "is_active",
+            "crawl_every_minutes",
+            "window_start",
+            "window_end",
+            "time_zone",
         )
 
     def clean(self):
@@ -46,6 +51,12 @@ class SourceForm(forms.ModelForm):
         if not self.errors:
             try:
                 source_validate(base_url=data["base_url"], scope=data.get("scope", ""), priority=data["priority"])
+                schedule_validate(
+                    crawl_every_minutes=data.get("crawl_every_minutes"),
+                    window_start=data.get("window_start"),
+                    window_end=data.get("window_end"),
+                    time_zone=data.get("time_zone", ""),
+                )
             except JobInputError as exc:
                 _field_error(self, exc)
         return data
@@ -80,21 +91,29 @@ def start_crawl(modeladmin, request, queryset):
 class SourceAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     form = SourceForm
     show_full_result_count = False
-    list_display = ("name", "base_url", "priority", "max_depth", "is_active", "candidates", "matches")
+    list_display = (
+        "name",
+        "base_url",
+        "priority",
+        "is_active",
+        "schedule",
+        "last_run_link",
+        "next_run",
+        "waits_for",
+        "candidates",
+        "matches",
+    )
     list_filter = ("is_active",)
     search_fields = ("name", "base_url")
     actions = [start_crawl]
+    readonly_fields = ("last_run_link", "last_crawled_at", "next_run", "waits_for")
 
     def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                candidate_count=Count("candidates", distinct=True),
-                match_count=Count(
-                    "candidates__findings", filter=Q(candidates__findings__verdict=Finding.Verdict.MATCH), distinct=True
-                ),
-            )
+        return with_schedule(super().get_queryset(request)).annotate(
+            candidate_count=Count("candidates", distinct=True),
+            match_count=Count(
+                "candidates__findings", filter=Q(candidates__findings__verdict=Finding.Verdict.MATCH), distinct=True
+            ),
         )
 
     @admin.display(description="candidates", ordering="candidate_count")
@@ -105,11 +124,55 @@ class SourceAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     def matches(self, source):
         return source.match_count
 
+    @admin.display(description="schedule")
+    def schedule(self, source):
+        every = every_minutes(source)
+        text = f"every {_interval(every)}" + ("" if source.crawl_every_minutes else " (default)")
+        if source.window_start is not None:
+            text += f", {source.window_start:%H:%M}–{source.window_end:%H:%M}"
+        return f"{text} {zone_of(source).key}"
+
+    @admin.display(description="last run")
+    def last_run_link(self, source):
+        run = source.last_run
+        if run is None:
+            return "—"
+        state = "running" if run.finished_at is None else f"finished {run.finished_at:%Y-%m-%d %H:%M}"
+        url = reverse("admin:jobs_batch_change", args=[run.pk])
+        return format_html(
+            '<a href="{}">{}</a> ({}, started {})', url, run.name, state, f"{run.created_at:%Y-%m-%d %H:%M}"
+        )
+
+    @admin.display(description="next run")
+    def next_run(self, source):
+        state = _state(source)
+        if state is None or state.next_at is None:
+            return "—"
+        return "now" if state.due else f"{state.next_at.astimezone(zone_of(source)):%Y-%m-%d %H:%M}"
+
+    @admin.display(description="waits for")
+    def waits_for(self, source):
+        state = _state(source)
+        return "" if state is None else state.waiting
+
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")
 
     def has_delete_permission(self, request, obj=None):
         return False  # candidates refer to it: deactivate instead
+
+
+def _state(source: Source):
+    """The schedule of a source the admin loaded (``with_schedule``); None on an unsaved one."""
+    return schedule_state(source) if hasattr(source, "db_now") else None
+
+
+def _interval(minutes: int) -> str:
+    for unit, size in (("week", 10080), ("day", 1440), ("h", 60)):
+        if minutes % size == 0:
+            count = minutes // size
+            return f"{count} {unit}" if unit == "h" else f"{count} {unit}{'s' if count > 1 else ''}"
+    return f"{minutes} min"
 
 
 class AssetForm(forms.ModelForm):

@@ -38,6 +38,7 @@ from jobs.models import OPERATE_PERMISSION, Batch, Job, StaleWrite, State, datab
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Candidate, Source
+from workers.pipeline.schedules import every_minutes, sources_overdue
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pool_consumers
 
@@ -307,6 +308,24 @@ def _source_quiet(now: datetime, memory: dict) -> list[Firing]:
     return firings
 
 
+def _crawl_overdue(now: datetime, memory: dict) -> list[Firing]:
+    return [
+        Firing(
+            f"source:{source.name}",
+            round(hours, 1),
+            round(2 * every_minutes(source) / 60, 1),
+            f"{source.name}: not crawled for {ago(hours * 3600)} — twice its interval is "
+            f"{ago(2 * every_minutes(source) * 60)}"
+            + (
+                f"; its last run ({source.last_run.name}) started {clock(source.last_run.created_at)}"
+                if source.last_run
+                else "; no run was ever started"
+            ),
+        )
+        for source, hours in sources_overdue(now=now)
+    ]
+
+
 def _disk_low(now: datetime, memory: dict) -> list[Firing]:
     latest = (
         WorkerProcess.objects.filter(last_seen_at__gt=now - timedelta(minutes=5), disk_free_bytes__isnull=False)
@@ -474,6 +493,7 @@ RULES = {
         Rule("review_backlog_age", "The review backlog's oldest case is too old", _review_backlog, route="review"),
         Rule("rechecks_overdue", "Recheck plans are overdue", _rechecks_overdue),
         Rule("source_quiet", "A source is unusually quiet", _source_quiet, route="business"),
+        Rule("crawl_overdue", "A source has not been crawled for twice its interval", _crawl_overdue),
         Rule("disk_low", "A worker host is low on disk", _disk_low, route="infrastructure", severity="page"),
         Rule("business_rule_violated", "A business rule across jobs is broken", _business_rules, route="business"),
         Rule("batch_will_miss_target", "A batch will miss its target finish time", _batch_late),

@@ -151,13 +151,21 @@ def business_figures(now) -> dict:
             "is_active": is_active,
             "last_candidate_age_seconds": None if age is None else float(age),
             "is_quiet": is_active and (age is None or float(age) > quiet_hours * 3600),
+            "last_crawl_age_seconds": None if crawled is None else float(crawled),
+            # Not crawled for twice its interval (counted from its creation until a first crawl): what
+            # the alert crawl_overdue says too.
+            "is_overdue": is_active and float(unfetched) > 2 * every * 60,
             "findings_24h": {},
         }
-        for source_id, name, is_active, age in _rows(
+        for source_id, name, is_active, age, crawled, unfetched, every in _rows(
             "SELECT s.id, s.name, s.is_active, extract(epoch FROM %(now)s - "
-            "       (SELECT max(c.last_seen_at) FROM workers_candidate AS c WHERE c.source_id = s.id)) "
+            "       (SELECT max(c.last_seen_at) FROM workers_candidate AS c WHERE c.source_id = s.id)), "
+            "       extract(epoch FROM %(now)s - s.last_crawled_at), "
+            "       extract(epoch FROM %(now)s - coalesce(s.last_crawled_at, s.created_at)), "
+            "       coalesce(s.crawl_every_minutes, %(every)s) "
             "FROM workers_source AS s ORDER BY s.name",
             now,
+            {"every": settings.LEITSTAND_CRAWL_EVERY_MINUTES},
         )
     ]
     by_id = {s["id"]: s for s in sources}

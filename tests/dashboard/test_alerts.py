@@ -14,6 +14,8 @@ from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from tests.conftest import job_in_state
 from workers.pipeline.models import Candidate, Source
+from workers.pipeline.schedules import schedules_sweep
+from workers.pipeline.services import source_upsert
 from workers.runtime.models import WorkerProcess
 
 pytestmark = pytest.mark.django_db
@@ -231,3 +233,16 @@ def test_overdue_recheck_plans_fire_and_clear(db_clock):
     RecheckPlan.objects.filter(pk=plan.pk).update(next_check_at=now + timedelta(hours=1))
     alerts.alerts_evaluate(now=now)
     assert not open_alerts("rechecks_overdue")
+
+
+def test_a_source_whose_crawls_fail_is_overdue(db_clock):
+    source = source_upsert(name="Archiv", base_url="http://127.0.0.1:9/", crawl_every_minutes=60)
+    assert schedules_sweep() == 1
+    (run,) = Job.objects.filter(type="crawl")
+    job_in_state(run, State.DEAD)  # the base page never answered
+    db_clock.advance(2 * 3600 + 60)
+    alerts.alerts_evaluate(now=db_clock.now())
+    diagnosis = open_alerts("crawl_overdue")["source:Archiv"].diagnosis
+    assert diagnosis.startswith("Archiv: not crawled for 2.0 h — twice its interval is 2.0 h; its last run (crawl run ")
+    Source.objects.filter(pk=source.pk).update(last_crawled_at=db_clock.now())
+    assert_clears(["crawl_overdue"], db_clock.now())

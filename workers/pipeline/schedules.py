@@ -26,9 +26,9 @@ from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import Exists, F, QuerySet
 
-from jobs.models import database_now
+from jobs.models import LeitstandNow, database_now
 from jobs.services import JobInputError
 from workers.pipeline.models import Source
 from workers.runtime.models import Pool
@@ -115,23 +115,26 @@ def run_name(source: Source, slot_at: datetime) -> str:
     return f"schedule-{source.pk}-{slot_at:%Y%m%dT%H%MZ}"
 
 
-def schedules_due(*, now: datetime | None = None) -> list[tuple[Source, ScheduleState]]:
-    """Every active source with its schedule's state, most urgent first (priority, then oldest run)."""
-    now = now or database_now()
-    pool_paused = Pool.objects.filter(name="crawl", is_paused=True).exists()
-    sources = (
-        Source.objects.filter(is_active=True)
-        .select_related("last_run")
-        .order_by("priority", F("last_slot_at").asc(nulls_first=True), "id")
+def with_schedule(sources: QuerySet) -> QuerySet:
+    """Sources with what ``schedule_state`` reads, in the same query: database time, whether the crawl
+    pool is paused, the last run."""
+    return sources.select_related("last_run").annotate(
+        db_now=LeitstandNow(), crawl_paused=Exists(Pool.objects.filter(name="crawl", is_paused=True))
     )
-    return [
-        (source, schedule_of(source, now=now, run_open=_run_open(source), pool_paused=pool_paused))
-        for source in sources
-    ]
 
 
-def _run_open(source: Source) -> bool:
-    return source.last_run is not None and source.last_run.finished_at is None
+def schedule_state(source: Source) -> ScheduleState:
+    """The schedule of a source loaded through ``with_schedule``."""
+    run_open = source.last_run is not None and source.last_run.finished_at is None
+    return schedule_of(source, now=source.db_now, run_open=run_open, pool_paused=source.crawl_paused)
+
+
+def schedules_due() -> list[tuple[Source, ScheduleState]]:
+    """Every active source with its schedule's state, most urgent first (priority, then oldest run)."""
+    sources = with_schedule(Source.objects.filter(is_active=True)).order_by(
+        "priority", F("last_slot_at").asc(nulls_first=True), "id"
+    )
+    return [(source, schedule_state(source)) for source in sources]
 
 
 def schedules_sweep(*, limit: int = 100) -> int:
