@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from api import batches, jobs, rechecks
+from api import batches, jobs, rechecks, sources
 from api.auth import TokenAuth
 from api.errors import PROBLEM, PROBLEM_SCHEMA, PROBLEM_STATUSES, handlers_install
 
@@ -21,7 +21,7 @@ class LeitstandApi(NinjaAPI):
         for path, operations in schema["paths"].items():
             for method, operation in operations.items():
                 statuses = {"401", "403", "422", "429"}
-                if method == "post":
+                if method in ("post", "put"):
                     statuses |= {"400", "413"}
                 if "{" in path:
                     statuses.add("404")
@@ -54,3 +54,4 @@ handlers_install(api)
 api.add_router("", jobs.router)
 api.add_router("", rechecks.router)
 api.add_router("", batches.router)
+api.add_router("", sources.router)

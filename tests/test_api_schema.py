@@ -55,11 +55,13 @@ def existing(db):
     from jobs.batches import batch_create
     from rechecks.services import plan_request
     from tests.dashboard.test_console import review_case
+    from workers.pipeline.services import source_upsert
 
     case = review_case("schema")
     plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")
     batch, _ = batch_create(key="schema", name="schema", created_by="test")
-    return {"job_id": str(case.pk), "plan_id": plan.pk, "batch_id": batch.pk}
+    source = source_upsert(name="schema", base_url="http://127.0.0.1:9/")
+    return {"job_id": str(case.pk), "plan_id": plan.pk, "batch_id": batch.pk, "source_id": source.pk}
 
 
 @pytest.mark.parametrize(

@@ -168,7 +168,7 @@ def schedule_validate(
     if time_zone:
         try:
             ZoneInfo(time_zone)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file
             raise JobInputError(
                 "time_zone", f"unknown time zone {time_zone!r} (an IANA name such as Europe/Berlin)"
             ) from None
