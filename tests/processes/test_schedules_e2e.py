@@ -1,0 +1,78 @@
+"""Crawl schedules with real processes and the demo web: two control processes start each slot's run
+once, a control restart does not start a slot again, and slots missed while no control process ran
+collapse into one run (issue 23)."""
+
+import re
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from jobs.models import Batch, database_now
+from tests.support.pools import PoolProcesses, wait_for
+from workers.pipeline import demoweb
+from workers.pipeline.models import Source
+from workers.pipeline.services import asset_register, source_upsert
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+SCHEDULED = re.compile(r"crawl-run:schedule-(\d+)-(\d{8}T\d{4}Z)")
+
+
+def scheduled_runs() -> list[tuple[int, str, bool]]:
+    """(source ID, slot, finished) of every scheduled run."""
+    runs = []
+    for key, finished in Batch.objects.values_list("key", "finished_at"):
+        if match := SCHEDULED.fullmatch(key):
+            runs.append((int(match[1]), match[2], finished is not None))
+    return runs
+
+
+def test_each_slot_runs_once_with_two_control_processes_and_across_a_restart(tmp_path):
+    with demoweb.DemoWeb(slow_seconds=0.2) as web:
+        for name, owner, data in demoweb.protected_assets():
+            asset_register(name=name, owner_ref=owner, data=data)
+        sources = [source_upsert(**spec, crawl_every_minutes=1) for spec in web.sources()]
+        # As after a downtime: the last runs were five slots ago.
+        Source.objects.update(last_slot_at=database_now() - timedelta(minutes=5))
+        pools = PoolProcesses(
+            str(tmp_path),
+            LEITSTAND_HTTP_ALLOWED_TARGETS=",".join(web.targets),
+            LEITSTAND_HOST_MIN_DELAY_SECONDS="0.05",
+            LEITSTAND_ANALYSIS_WORKERS="2",
+        )
+        try:
+            pools.start("control", key="control-a", LEITSTAND_HOST_NAME="host-a")
+            pools.start("control", key="control-b", LEITSTAND_HOST_NAME="host-b")
+            pools.start("crawl")
+            pools.start("analysis")
+            wait_for(
+                lambda: pools.check_running() and len([r for r in scheduled_runs() if r[2]]) >= len(sources),
+                timeout=90,
+                interval=0.5,
+                message="each source's run for the current slot to finish",
+            )
+            first = scheduled_runs()
+            assert Counter(source for source, _, _ in first) == {s.pk: 1 for s in sources}, (
+                "five missed slots made one run per source"
+            )
+            assert Source.objects.filter(last_crawled_at__isnull=True).count() == 0
+
+            # The control processes go; a new one starts: nothing of the slots already run starts again.
+            pools.terminate("control-a")
+            pools.terminate("control-b")
+            pools.start("control", key="control-c", LEITSTAND_HOST_NAME="host-c")
+            wait_for(
+                lambda: pools.check_running() and len(scheduled_runs()) >= 2 * len(sources),
+                timeout=150,
+                interval=0.5,
+                message="the next slot's runs",
+            )
+        finally:
+            pools.stop_all()
+    runs = scheduled_runs()
+    slots = Counter((source, slot) for source, slot, _ in runs)
+    assert max(slots.values()) == 1, f"a slot ran twice: {slots}"
+    for source in sources:
+        mine = sorted(slot for s, slot, _ in runs if s == source.pk)
+        assert len(mine) >= 2 and mine[0] < mine[1]
