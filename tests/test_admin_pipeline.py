@@ -105,11 +105,14 @@ def test_a_source_shows_its_schedule_its_last_and_next_run_and_why_it_waits(clie
     assert "every 6 h, 02:00–05:00 Europe/Berlin" in page
     assert "crawl run by-hand</a> (running, started " in page
     assert "previous run still running" in page
-    # The run by hand has finished and took no slot: without a window, the current slot is due now.
+    # The run by hand has finished; it took the current slot, so the schedule waits for the next one.
     Batch.objects.update(finished_at=LeitstandNow())
-    Source.objects.update(window_start=None, window_end=None)
     page = client.get(reverse("admin:workers_source_change", args=[source.pk])).content.decode()
-    assert '<div class="readonly">now</div>' in page and "previous run still running" not in page
+    assert "this slot&#x27;s run started; next slot at " in page and "previous run still running" not in page
+    # Without that slot taken and without a window, the current slot is due now.
+    Source.objects.update(window_start=None, window_end=None, last_slot_at=None)
+    page = client.get(reverse("admin:workers_source_change", args=[source.pk])).content.decode()
+    assert '<div class="readonly">now</div>' in page
 
 
 def test_a_reviewer_sees_findings_but_cannot_start_crawls_or_add_assets(client, django_user_model):

@@ -9,7 +9,7 @@ from jobs.models import Batch, Job, LeitstandNow
 from jobs.services import JobInputError
 from workers.pipeline.models import Source
 from workers.pipeline.schedules import run_name, schedule_of, schedules_sweep, sources_overdue
-from workers.pipeline.services import source_schedule_set, source_upsert
+from workers.pipeline.services import crawl_start, source_schedule_set, source_upsert
 from workers.runtime.models import Pool
 
 BERLIN = "Europe/Berlin"
@@ -154,3 +154,12 @@ def test_a_source_not_crawled_for_twice_its_interval_is_overdue(db, db_clock):
     assert overdue == source and hours > 2
     Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
     assert sources_overdue() == []
+
+
+def test_a_run_by_hand_takes_the_current_slot(db, db_clock):
+    source = source_upsert(name="s", base_url="http://127.0.0.1:9/", crawl_every_minutes=60)
+    crawl_start(actor="operator", sources=[source], run="by-hand")
+    Batch.objects.update(finished_at=LeitstandNow())
+    assert schedules_sweep() == 0, "the slot's run was started by hand"
+    db_clock.advance(3600)
+    assert schedules_sweep() == 1

@@ -79,6 +79,12 @@ def _aware(local: datetime, zone: ZoneInfo) -> datetime:
     return local.replace(tzinfo=zone).astimezone(UTC)
 
 
+def current_slot(source: Source, now: datetime) -> datetime:
+    """The start of the source's slot that holds ``now``."""
+    zone = zone_of(source)
+    return _aware(_slot_start(now.astimezone(zone).replace(tzinfo=None), every_minutes(source)), zone)
+
+
 def schedule_of(source: Source, *, now: datetime, run_open: bool, pool_paused: bool) -> ScheduleState:
     """Whether the source's current slot is due at ``now`` (database time), and if not, why and until when.
     ``run_open``: its previous run has not finished; ``pool_paused``: the crawl pool is paused."""

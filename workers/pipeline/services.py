@@ -10,14 +10,15 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from jobs.batches import batch_create
-from jobs.models import OPERATE_PERMISSION
+from jobs.models import OPERATE_PERMISSION, database_now
 from jobs.services import JobInputError, Submission
 from workers.pipeline import images
 from workers.pipeline.models import Finding, ProtectedAsset, Source, url_in_scope
-from workers.pipeline.schedules import schedule_validate
+from workers.pipeline.schedules import current_slot, schedule_validate
 from workers.runtime.services import job_submit
 
 MAX_ASSET_BYTES = 20 * 2**20
@@ -149,8 +150,14 @@ def crawl_start(
                     batch_id=batch.pk,
                 )
             )
-        recorded = {"last_run": batch} if slot_at is None else {"last_run": batch, "last_slot_at": slot_at}
-        Source.objects.filter(pk__in=[source.pk for source in chosen]).update(**recorded)
+        # The run takes the sources' current slot (a run by hand too: the schedule's next run is the
+        # next slot, not another run right after this one).
+        now = database_now()
+        for source in chosen:
+            slot = slot_at or current_slot(source, now)
+            Source.objects.filter(pk=source.pk).update(
+                last_run=batch, last_slot_at=Greatest(Coalesce("last_slot_at", slot), slot)
+            )
     return submissions
 
 

@@ -26,6 +26,7 @@ from workers.runtime.services import job_submit
 
 DEMO_PASSWORD = "leitstand-demo"
 POLICY = RetryPolicy(base_seconds=30, cap_seconds=600)
+DEMO_CRAWL_EVERY_MINUTES = 3
 
 
 class Command(BaseCommand):
@@ -83,7 +84,11 @@ class Command(BaseCommand):
             raise CommandError("--web takes the two demo sites as HOST:PORT,HOST:PORT")
         for name, owner, data in demoweb.protected_assets():
             asset_register(name=name, owner_ref=owner, data=data)
-        sources = [source_upsert(**spec) for spec in demoweb.DemoWeb.source_specs(targets)]
+        # On the demo's time scale the sites crawl themselves every few minutes (issue 23).
+        sources = [
+            source_upsert(**spec, crawl_every_minutes=DEMO_CRAWL_EVERY_MINUTES)
+            for spec in demoweb.DemoWeb.source_specs(targets)
+        ]
         if not start_crawl:
             return "assets and sources registered"
         submissions = crawl_start(actor="demo", sources=sources)
