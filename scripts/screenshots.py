@@ -88,6 +88,10 @@ def main() -> None:
             print("no firing alert: alert-silenced.png not taken")
         operator.goto(f"{url}/admin/bulk/?state__exact=result_stored")  # the dry run that fits the filter
         operator.screenshot(path=OUT / "bulk-dry-run.png", full_page=True)
+        operator.goto(f"{url}/admin/workers/source/")  # each source's schedule, last and next run
+        operator.screenshot(path=OUT / "sources.png", full_page=True)
+        operator.goto(url + first_link(operator, f"{url}/admin/workers/source/", r"/admin/workers/source/\d+/change/"))
+        operator.screenshot(path=OUT / "source-schedule.png", full_page=True)
         operator.goto(f"{url}/admin/jobs/batch/")
         operator.screenshot(path=OUT / "batches.png", full_page=True)
         batch = first_link(operator, f"{url}/admin/jobs/batch/", r"/admin/jobs/batch/\d+/change/")
