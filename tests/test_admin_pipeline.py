@@ -101,7 +101,10 @@ def test_a_source_shows_its_schedule_its_last_and_next_run_and_why_it_waits(clie
     source = Source.objects.get()
     assert (source.crawl_every_minutes, f"{source.window_start:%H:%M}") == (360, "02:00")
     crawl_start(actor="test", sources=[source], run="by-hand")
+    for n in range(3):  # a row per source however many candidates it has
+        Candidate.objects.create(image_url=f"https://archiv.example/{n}.png", page_url="p", source=source)
     page = client.get(reverse("admin:workers_source_changelist")).content.decode()
+    assert page.count('<th class="field-name">') == 1 and '<td class="field-candidates">3</td>' in page
     assert "every 6 h, 02:00–05:00 Europe/Berlin" in page
     assert "crawl run by-hand</a> (running, started " in page
     assert "previous run still running" in page

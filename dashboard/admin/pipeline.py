@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -109,11 +110,17 @@ class SourceAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     readonly_fields = ("last_run_link", "last_crawled_at", "next_run", "waits_for")
 
     def get_queryset(self, request):
+        # Counted in subqueries, not joins: a GROUP BY would also group by the schedule's database
+        # time (a volatile function, different on every joined row) and repeat each source.
+        candidates = Candidate.objects.filter(source=OuterRef("pk")).order_by().values("source")
+        matches = (
+            Finding.objects.filter(candidate__source=OuterRef("pk"), verdict=Finding.Verdict.MATCH)
+            .order_by()
+            .values("candidate__source")
+        )
         return with_schedule(super().get_queryset(request)).annotate(
-            candidate_count=Count("candidates", distinct=True),
-            match_count=Count(
-                "candidates__findings", filter=Q(candidates__findings__verdict=Finding.Verdict.MATCH), distinct=True
-            ),
+            candidate_count=Coalesce(Subquery(candidates.annotate(n=Count("id")).values("n")), 0),
+            match_count=Coalesce(Subquery(matches.annotate(n=Count("candidate", distinct=True)).values("n")), 0),
         )
 
     @admin.display(description="candidates", ordering="candidate_count")
