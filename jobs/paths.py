@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from jobs.models import Attempt
-from jobs.pathspec import Observed, PathSpec
+from jobs.pathspec import STEP_MARKS, Observed, PathSpec
 from jobs.sql import queries
 
 # Attempt outcome → the exit of the pattern language; None: not judged (the attempt was interrupted).
@@ -119,8 +119,7 @@ def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 1000) -> list[
             checked.append((job_id, job_type, observed.exit if observed else None))
             spec = specs.get(job_type)
             if observed is None:
-                marks = {"failed": "!", "skipped": "~"}
-                signature = " > ".join(n + marks.get(o, "") for n, o, _ in ran) or "(no steps)"
+                signature = " > ".join(n + STEP_MARKS.get(o, "") for n, o, _ in ran) or "(no steps)"
                 row = {"signature": f"{signature} -> {outcome}", "conforms": None, "divergence": "", "kind": ""}
             elif spec is None:
                 row = {

@@ -33,9 +33,14 @@ class PathSpecError(ValueError):
     pass
 
 
+# How a step's outcome shows in a path's signature: "fetch!" failed, "robots~" skipped, "fetch="
+# unchanged (a conditional request answered 304).
+STEP_MARKS = {"failed": "!", "skipped": "~", "unchanged": "="}
+
+
 @dataclass(frozen=True)
 class Observed:
-    """What one attempt did: its steps in order (name, outcome: ok|failed|skipped) and its exit."""
+    """What one attempt did: its steps in order (name, outcome: ok|failed|skipped|unchanged) and its exit."""
 
     steps: tuple[tuple[str, str], ...]
     exit: str
@@ -46,8 +51,7 @@ class Observed:
 
     @property
     def signature(self) -> str:
-        marks = {"failed": "!", "skipped": "~"}
-        steps = " > ".join(name + marks.get(outcome, "") for name, outcome in self.steps) or "(no steps)"
+        steps = " > ".join(name + STEP_MARKS.get(outcome, "") for name, outcome in self.steps) or "(no steps)"
         return f"{steps} -> {self.exit}"
 
 

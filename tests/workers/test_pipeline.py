@@ -220,17 +220,77 @@ def test_a_bad_crawl_payload_is_a_permanent_error_naming_the_field(payload, mess
         parse(payload)
 
 
-def test_a_second_crawl_run_records_its_own_findings_and_keeps_the_first_run_s(web, pool_runtime):
-    for run in ("r1", "r2"):
-        crawl_job(web, "/werke/2.html", run=run)
-        pool_runtime("crawl").wake()
-        runtime = pool_runtime("analysis")
-        while runtime.wake().claimed:
-            pass
+def run_all(pool_runtime, pool):
+    runtime = pool_runtime(pool)
+    while runtime.wake().claimed:
+        pass
+
+
+def test_a_second_crawl_of_an_unchanged_page_costs_no_download_and_no_analysis(web, pool_runtime):
+    first = crawl_job(web, "/werke/1.html", run="r1")
+    run_all(pool_runtime, "crawl")
+    run_all(pool_runtime, "analysis")
+    assert Job.objects.filter(type="analysis").count() == 3 and Finding.objects.count() == 3
+    before = len(web.sites[0].requests)
+
+    second = crawl_job(web, "/werke/1.html", run="r2")
+    run_all(pool_runtime, "crawl")
+    assert reload(second).state == State.DONE
+    assert reload(second).completion_reason.startswith("page unchanged since its last fetch (304): nothing to analyse")
+    assert steps(second) == [("robots", "ok"), ("fetch", "unchanged"), ("spawn", "ok")]
+    assert reload(second).result_checksum == reload(first).result_checksum
+    assert Job.objects.filter(type="analysis").count() == 3, "a 304 page costs no analysis job"
+    assert [path for _, path in web.sites[0].requests[before:]] == ["/werke/1.html"]
+
+
+def test_an_unchanged_image_is_not_analysed_again_and_points_to_its_finding(web, pool_runtime):
+    crawl_job(web, "/werke/1.html", run="r1")
+    run_all(pool_runtime, "crawl")
+    run_all(pool_runtime, "analysis")
+    copy = Candidate.objects.get(image_url=web.base_url(0) + "img/abendlicht.png")
+    finding = Finding.objects.get(candidate=copy)
+    assert copy.etag and finding.content_hash == copy.content_hash
+
+    # Asked again (a page that changed hands its images to analysis again): the image answers 304.
+    again = job_submit(job_type="analysis", payload={"candidate_id": copy.pk}, idempotency_key="again", actor="t").job
+    run_all(pool_runtime, "analysis")
+    assert steps(again) == [("robots", "ok"), ("fetch", "unchanged")]
+    assert (reload(again).state, reload(again).result_ref) == (State.DONE, f"finding:{finding.pk}")
+    assert (
+        reload(again).completion_reason
+        == f"unchanged since its last analysis (304): finding {finding.pk} (match) stands"
+    )
+
+    # A site that ignores conditional requests sends the same bytes again: not analysed again either.
+    Candidate.objects.filter(pk=copy.pk).update(etag="", last_modified="")
+    known = job_submit(job_type="analysis", payload={"candidate_id": copy.pk}, idempotency_key="full", actor="t").job
+    run_all(pool_runtime, "analysis")
+    assert steps(known) == [("robots", "ok"), ("fetch", "ok"), ("known", "ok")]
+    assert reload(known).result_ref == f"finding:{finding.pk}" and Finding.objects.count() == 3
+    assert Candidate.objects.get(pk=copy.pk).etag, "its version is recorded for the next conditional request"
+
+    # The same bytes under another URL are another copy: analysed, with a finding of their own.
+    twin = Candidate.objects.create(image_url=copy.image_url + "?mirror=1", page_url="p", source_id=copy.source_id)
+    job_submit(job_type="analysis", payload={"candidate_id": twin.pk}, idempotency_key="twin", actor="t")
+    run_all(pool_runtime, "analysis")
+    assert Finding.objects.get(candidate=twin).content_hash == finding.content_hash
+
+
+def test_a_new_processing_version_analyses_again_and_keeps_the_first_finding(web, pool_runtime, monkeypatch):
+    from workers.pipeline import analysis
+
+    crawl_job(web, "/werke/2.html", run="r1")
+    run_all(pool_runtime, "crawl")
+    run_all(pool_runtime, "analysis")
     collage = Candidate.objects.get(image_url=web.base_url(0) + "img/kreise-collage.jpg")
-    analyses = list(Job.objects.filter(type="analysis", payload__candidate_id=collage.id).order_by("created_at"))
-    assert len(analyses) == 2
-    findings = [Finding.objects.get(job=job) for job in analyses]
+    first = Job.objects.get(type="analysis", payload__candidate_id=collage.id)
+
+    monkeypatch.setattr(analysis, "PROCESSING_VERSION", "analysis@1-next")
+    second = job_submit(job_type="analysis", payload={"candidate_id": collage.pk}, idempotency_key="v2", actor="t").job
+    run_all(pool_runtime, "analysis")
+    assert [step for step, _ in steps(second)] == ["robots", "fetch", "decode", "compare", "record"]
+    findings = [Finding.objects.get(job=job) for job in (first, second)]
+    assert [f.analysis_version for f in findings] == ["analysis@1", "analysis@1-next"]
     assert findings[0].pk != findings[1].pk, "each analysis job keeps the finding it made (its review case's evidence)"
     assert all(f.candidate_id == collage.id and f.verdict == "unclear" for f in findings)
 

@@ -75,10 +75,19 @@ def test_a_dry_run_changes_nothing_and_reports_what_it_would_do(web, pool_runtim
     assert [child["type"] for child in report["children"]] == ["analysis"] * 3
     assert report["outcome"] == "done" and report["detail"].startswith("page crawled: 3 images")
 
-    # Run for real; a dry run of an analysis child then finds its finding's effect in the ledger.
+    # Run for real; a dry run of an analysis child then asks whether its image changed: it did not.
     pool_runtime("crawl").wake()
     pool_runtime("analysis").wake()
     analysed = Job.objects.filter(type="analysis", state__in=[State.DONE, State.RECHECK_DUE]).first()
+    before = snapshot()
+    text = command(str(analysed.pk), "--dry-run")
+    assert snapshot() == before
+    assert "path: robots > fetch= -> done" in text and "unchanged since its last analysis (304)" in text
+
+    # Without the image's version and content hash (as recorded before issue 23), the run goes through
+    # to its finding, which the dry run finds in the ledger.
+    Candidate.objects.update(etag="", last_modified="")
+    Finding.objects.update(content_hash="")
     before = snapshot()
     text = command(str(analysed.pk), "--dry-run")
     assert snapshot() == before

@@ -25,8 +25,8 @@ from django.conf import settings
 from jobs.errors import PermanentError
 from jobs.models import Job, LeitstandNow
 from workers.pipeline import images
-from workers.pipeline.fetching import fetch_politely
-from workers.pipeline.http import IMAGE_TYPES
+from workers.pipeline.fetching import Fetched, fetch_politely
+from workers.pipeline.http import IMAGE_TYPES, Validators
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset
 from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Stored
 from workers.runtime.hooks import match_report
@@ -64,15 +64,48 @@ def verdict_for(score: float, bands: dict | None = None) -> str:
 
 def handle(context: JobContext, *, bands: dict | None = None):
     """``bands``: other score bands than the settings' (a shadow version's)."""
+    # The version's own run (not a shadow's other bands) asks whether the image changed since the
+    # finding it already has from this version, and skips content this version has analysed.
+    current = bands is None
     bands = bands or settings.LEITSTAND_ANALYSIS
     candidate_id = parse(context.payload)
     candidate = Candidate.objects.filter(pk=candidate_id).first()
     if candidate is None:
         raise PermanentError(f"candidate {candidate_id} does not exist")
-    fetched = fetch_politely(context, candidate.image_url, accept=IMAGE_TYPES)
+    earlier = (
+        Finding.objects.filter(candidate=candidate, analysis_version=PROCESSING_VERSION).order_by("-id").first()
+        if current
+        else None
+    )
+    validators = Validators(candidate.etag, candidate.last_modified) if earlier is not None else None
+    fetched = fetch_politely(context, candidate.image_url, accept=IMAGE_TYPES, validators=validators)
     if fetched.result is None:
         return Skipped(fetched.robots.reason)
+    if fetched.unchanged:
+        return Done(
+            reason=f"unchanged since its last analysis (304): finding {earlier.pk} ({earlier.verdict}) stands",
+            result_ref=f"finding:{earlier.pk}",
+            result_checksum=candidate.content_hash,
+        )
     body = fetched.result.body
+    content_hash = hashlib.sha256(body).hexdigest()
+    # The same bytes as this candidate's finding of this version (a site that ignores conditional
+    # requests, or changed its ETag only): not analysed again. Another URL's copy is a copy of its own,
+    # with its own finding and recheck plan.
+    same = earlier if earlier is not None and earlier.content_hash == content_hash else None
+    if same is not None:
+        with context.step("known") as info:
+            context.effect(
+                f"known:{context.job_id}",
+                lambda: _candidate_update(candidate, content_hash, same.evidence.get("candidate_dhash", ""), fetched),
+                kind="known",
+            )
+            info.update(finding_id=same.pk, verdict=same.verdict)
+        return Done(
+            reason=f"unchanged since its last analysis (same content): finding {same.pk} ({same.verdict}) stands",
+            result_ref=f"finding:{same.pk}",
+            result_checksum=content_hash,
+        )
     with context.step("decode") as info:
         decoded = images.decode(body)
         info.update(format=decoded.format, width=decoded.width, height=decoded.height, dhash=f"{decoded.dhash:016x}")
@@ -96,7 +129,6 @@ def handle(context: JobContext, *, bands: dict | None = None):
         "format": decoded.format,
         "size": [decoded.width, decoded.height],
     }
-    content_hash = hashlib.sha256(body).hexdigest()
     with context.step("record") as info:
         recorded = context.effect(
             f"finding:{context.job_id}",
@@ -111,6 +143,7 @@ def handle(context: JobContext, *, bands: dict | None = None):
                 content_hash,
                 f"{decoded.dhash:016x}",
                 decoded.thumbnail,
+                fetched,
             ),
         )
         info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"])
@@ -130,6 +163,18 @@ def handle(context: JobContext, *, bands: dict | None = None):
     )
 
 
+def _candidate_update(candidate: Candidate, content_hash: str, dhash: str, fetched: Fetched) -> None:
+    """The candidate as analysed now: its content, and its version for the next conditional request."""
+    validators = fetched.validators
+    Candidate.objects.filter(pk=candidate.pk).update(
+        content_hash=content_hash,
+        dhash=dhash,
+        etag=validators.etag,
+        last_modified=validators.last_modified,
+        analysed_at=LeitstandNow(),
+    )
+
+
 def _finding_record(
     context: JobContext,
     candidate: Candidate,
@@ -140,6 +185,7 @@ def _finding_record(
     content_hash: str,
     dhash: str,
     thumbnail: bytes,
+    fetched: Fetched,
 ) -> dict:
     """The effect ``finding:<job>``, inside the ledger's transaction. Once per job — but a replay's
     isolated run applies it again over the recorded one, so it is an upsert: one statement, without
@@ -154,14 +200,15 @@ def _finding_record(
                 score=score,
                 verdict=verdict,
                 evidence=evidence,
+                content_hash=content_hash,
                 thumbnail=thumbnail,
             )
         ],
         update_conflicts=True,
         unique_fields=["candidate", "asset", "analysis_version", "job"],
-        update_fields=["score", "verdict", "evidence", "thumbnail"],
+        update_fields=["score", "verdict", "evidence", "content_hash", "thumbnail"],
     )
-    Candidate.objects.filter(pk=candidate.pk).update(content_hash=content_hash, dhash=dhash, analysed_at=LeitstandNow())
+    _candidate_update(candidate, content_hash, dhash, fetched)
     followed_up = []
     if verdict == Finding.Verdict.MATCH:  # whoever follows a match up (rechecks) does so in this transaction
         followed_up = match_report(

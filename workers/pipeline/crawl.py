@@ -19,7 +19,8 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 from jobs.errors import PermanentError
 from jobs.models import LeitstandNow
 from workers.pipeline.fetching import fetch_politely
-from workers.pipeline.models import Candidate, Source, url_in_scope
+from workers.pipeline.http import Validators
+from workers.pipeline.models import Candidate, PageState, Source, url_in_scope
 from workers.runtime.context import Child, Done, JobContext, Skipped
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -67,9 +68,14 @@ def handle(context: JobContext):
         raise PermanentError(f"source {spec.source_id} does not exist")
     if not source.is_active:
         return Skipped(f"source {source.name} is inactive")
-    fetched = fetch_politely(context, spec.url, accept=HTML_TYPES)
+    known = PageState.objects.filter(url=spec.url).first()
+    fetched = fetch_politely(
+        context, spec.url, accept=HTML_TYPES, validators=Validators(known.etag, known.last_modified) if known else None
+    )
     if fetched.result is None:
         return Skipped(fetched.robots.reason)
+    if fetched.unchanged:
+        return _unchanged(context, spec, source, known)
     page = fetched.result
     with context.step("extract") as info:
         found = extract(page.body, base_url=page.final_url, charset=_charset(page.headers.get("content-type", "")))
@@ -82,11 +88,31 @@ def handle(context: JobContext):
         # zombie attempt is refused and recorded), and once per job across its attempts.
         candidate_ids = context.effect(
             f"candidates:{context.job_id}",
-            lambda: page_record(source, spec, page.final_url, image_urls),
+            lambda: page_record(
+                source,
+                spec,
+                page.final_url,
+                image_urls,
+                state={
+                    "etag": fetched.validators.etag,
+                    "last_modified": fetched.validators.last_modified,
+                    "content_hash": hashlib.sha256(page.body).hexdigest(),
+                    "links": links,
+                },
+            ),
             kind="candidates",
         )
         info.update(candidates=len(candidate_ids))
     follow = links if spec.depth < source.max_depth else []
+    _spawn(context, spec, source, candidate_ids, follow)
+    return Done(
+        reason=f"page crawled: {len(candidate_ids)} images handed to analysis, {len(follow)} links followed",
+        result_ref=f"page:{page.final_url}"[:500],
+        result_checksum=hashlib.sha256(page.body).hexdigest(),
+    )
+
+
+def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidate_ids: list[int], follow: list[str]) -> None:
     with context.step("spawn") as info:
         # Every child of the page in one statement and one commit: an analysis per image, a crawl per
         # link below the source's depth. A link reached by another path (at another depth) in this run
@@ -108,18 +134,38 @@ def handle(context: JobContext):
         spawned = context.spawn_many(analyses + crawls)
         already = sum(s.conflict for s in spawned[len(analyses) :])
         info.update(analyses=len(analyses), crawls=len(crawls) - already, already_in_run=already)
+
+
+def _unchanged(context: JobContext, spec: CrawlSpec, source: Source, known: PageState) -> Done:
+    """The page answered 304: nothing downloaded, nothing to analyse — its images are the ones already
+    analysed. Its links of the last full fetch are followed, so pages below it are still asked."""
+    if spec.depth == 0:
+        context.effect(f"crawled:{context.job_id}", lambda: _crawled(source), kind="crawled")
+    follow = (
+        [link for link in known.links if url_in_scope(link, source.effective_scope)]
+        if spec.depth < source.max_depth
+        else []
+    )
+    _spawn(context, spec, source, [], follow[: source.max_links_per_page])
     return Done(
-        reason=f"page crawled: {len(candidate_ids)} images handed to analysis, {len(follow)} links followed",
-        result_ref=f"page:{page.final_url}"[:500],
-        result_checksum=hashlib.sha256(page.body).hexdigest(),
+        reason=f"page unchanged since its last fetch (304): nothing to analyse, {len(follow)} links followed",
+        result_ref=f"page:{spec.url}"[:500],
+        result_checksum=known.content_hash,
     )
 
 
-def page_record(source: Source, spec: CrawlSpec, page_url: str, image_urls: list[str]) -> list[int]:
-    """The page's effect: its candidates; a run's first page also marks the source as crawled."""
+def _crawled(source: Source) -> None:
+    Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
+
+
+def page_record(source: Source, spec: CrawlSpec, page_url: str, image_urls: list[str], *, state: dict) -> list[int]:
+    """The page's effect: its candidates and its state (version and links, for the next conditional
+    request); a run's first page also marks the source as crawled."""
     candidate_ids = [candidate.id for candidate in candidates_record(source, page_url, image_urls)]
+    if not PageState.objects.filter(url=spec.url).update(**state, fetched_at=LeitstandNow()):
+        PageState.objects.create(url=spec.url, **state)
     if spec.depth == 0:
-        Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
+        _crawled(source)
     return candidate_ids
 
 

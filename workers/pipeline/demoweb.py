@@ -13,6 +13,7 @@ show are the same on every machine:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import random
 import threading
@@ -23,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from PIL import Image, ImageDraw
 
+# Every page and image of the demo sites is as old as this (their content never changes).
+LAST_MODIFIED = "Mon, 30 Nov 2026 08:00:00 GMT"
 # The protected originals: (seed, name, owner reference).
 ASSETS = (
     (1, "Abendlicht über dem Hafen", "RH-1001"),
@@ -144,7 +147,21 @@ class Site:
     requests: list[tuple[float, str]] = field(default_factory=list)
     latency_seconds: float = 0.0  # every answer waits this long first, like a real site's response time
 
-    def answer(self, path: str) -> tuple[int, dict, bytes]:
+    def answer(self, path: str, request_headers=None) -> tuple[int, dict, bytes]:
+        """The answer to a GET of ``path``; a 200 carries an ETag and a Last-Modified, and a request
+        whose ``If-None-Match`` or ``If-Modified-Since`` still holds is answered ``304`` without a body."""
+        status, headers, body = self._answer(path)
+        if status != 200:
+            return status, headers, body
+        validators = {"ETag": f'"{hashlib.sha256(body).hexdigest()[:32]}"', "Last-Modified": LAST_MODIFIED}
+        asked = request_headers or {}
+        if asked.get("If-None-Match") == validators["ETag"] or (
+            "If-None-Match" not in asked and asked.get("If-Modified-Since") == LAST_MODIFIED
+        ):
+            return 304, validators, b""
+        return status, {**headers, **validators}, body
+
+    def _answer(self, path: str) -> tuple[int, dict, bytes]:
         path = path.split("?", 1)[0]
         with self.lock:
             self.requests.append((time.monotonic(), path))
@@ -174,7 +191,7 @@ def _handler_for(site: Site) -> type[BaseHTTPRequestHandler]:
         server_version = "DemoWeb/1"
 
         def do_GET(self):  # noqa: N802 (the standard library's name)
-            status, headers, body = site.answer(self.path)
+            status, headers, body = site.answer(self.path, self.headers)
             self.send_response(status)
             for name, value in {**headers, "Content-Length": str(len(body))}.items():
                 self.send_header(name, value)

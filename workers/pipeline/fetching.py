@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from jobs.errors import PermanentError, TransientError
-from workers.pipeline.http import FetchPolicy, FetchResult, SafeClient
+from workers.pipeline.http import FetchPolicy, FetchResult, SafeClient, Validators
 from workers.pipeline.politeness import PolitenessPolicy, polite
 from workers.pipeline.robots import RobotsDecision, robots_check
 from workers.runtime.context import JobContext
@@ -44,6 +44,16 @@ class Fetched:
     robots: RobotsDecision
     result: FetchResult | None  # None: robots.txt disallows the URL
 
+    @property
+    def unchanged(self) -> bool:
+        """The conditional request was answered 304: nothing was downloaded, nothing changed."""
+        return self.result is not None and self.result.status == 304
+
+    @property
+    def validators(self) -> Validators:
+        """What the answer said about its version (ETag, Last-Modified), for the next conditional request."""
+        return Validators.of(self.result.headers) if self.result is not None else Validators()
+
 
 def fetch_policy() -> FetchPolicy:
     return FetchPolicy(**settings.LEITSTAND_FETCH)
@@ -60,8 +70,11 @@ def fetch_politely(
     accept: frozenset[str] | None,
     client: SafeClient | None = None,
     raise_for_status: bool = True,
+    validators: Validators | None = None,
 ) -> Fetched:
-    """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s)."""
+    """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s).
+    ``validators``: the last answer's ETag / Last-Modified, sent as a conditional request; a ``304``
+    is then the answer "unchanged" (the ``fetch`` step's outcome), not an error."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
     with context.step("robots", url=url) as info:
@@ -74,7 +87,7 @@ def fetch_politely(
     host = f"{parts.hostname}:{parts.port or {'http': 80, 'https': 443}[parts.scheme]}"
     with context.step("fetch", url=url) as info:
         with polite(host, politeness_policy(), crawl_delay=decision.crawl_delay) as outcome:
-            result = client.fetch(url, accept=accept)
+            result = client.fetch(url, accept=accept, validators=validators)
             retry_after = retry_after_seconds(result.headers.get("retry-after"))
             outcome.update(
                 ok=result.status < 500 and result.status != 429, status=result.status, retry_after=retry_after
@@ -86,7 +99,9 @@ def fetch_politely(
             final_url=result.final_url,
             redirects=len(result.redirects),
         )
-        if raise_for_status:
+        if result.status == 304 and validators:
+            info["unchanged"] = True
+        elif raise_for_status:
             _raise_for_status(result, retry_after)
     return Fetched(decision, result)
 

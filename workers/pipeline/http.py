@@ -235,6 +235,34 @@ class DeadlineTransport(httpx.HTTPTransport):
 
 
 @dataclass(frozen=True)
+class Validators:
+    """What a resource's last answer said about its version, to ask whether it changed since."""
+
+    etag: str = ""
+    last_modified: str = ""
+
+    @classmethod
+    def of(cls, headers: httpx.Headers) -> Validators:
+        """From an answer's headers: only values that are safe to send back (printable, bounded)."""
+        return cls(_header_value(headers.get("etag", "")), _header_value(headers.get("last-modified", "")))
+
+    def request_headers(self) -> dict[str, str]:
+        return {
+            name: value
+            for name, value in (("If-None-Match", self.etag), ("If-Modified-Since", self.last_modified))
+            if value
+        }
+
+    def __bool__(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+
+def _header_value(value: str) -> str:
+    value = value.strip()
+    return value if len(value) <= 200 and value.isprintable() else ""
+
+
+@dataclass(frozen=True)
 class FetchPolicy:
     connect_timeout: float = 5.0
     read_timeout: float = 10.0
@@ -281,10 +309,19 @@ class SafeClient:
             settings.LEITSTAND_HTTP_ALLOWED_TARGETS if allowed_targets is None else allowed_targets
         )
 
-    def fetch(self, url: str, *, accept: frozenset[str] | None = None, truncate_at: int | None = None) -> FetchResult:
+    def fetch(
+        self,
+        url: str,
+        *,
+        accept: frozenset[str] | None = None,
+        truncate_at: int | None = None,
+        validators: Validators | None = None,
+    ) -> FetchResult:
         """GET ``url`` under every guard; ``accept`` limits content types (checked by magic bytes).
 
         ``truncate_at``: keep only the first bytes of a longer body instead of refusing it (robots.txt).
+        ``validators``: what an earlier answer said (ETag, Last-Modified), sent as ``If-None-Match`` /
+        ``If-Modified-Since``: an unchanged resource answers ``304`` without a body.
         """
         started = time.monotonic()
         deadline = started + self.policy.total_seconds
@@ -292,7 +329,7 @@ class SafeClient:
         current = url
         while True:
             target = self._validate(current)
-            status, headers, body = self._request(target, deadline, accept, truncate_at)
+            status, headers, body = self._request(target, deadline, accept, truncate_at, validators)
             if status in REDIRECTS and "location" in headers:
                 if len(redirects) >= self.policy.max_redirects:
                     raise TooManyRedirects(f"more than {self.policy.max_redirects} redirects from {url}")
@@ -341,7 +378,7 @@ class SafeClient:
                     raise AddressRefused(f"{host} resolves to {address}: {problem}")
         return _Target(url=url, scheme=parts.scheme, host=host, port=port, address=addresses[0])
 
-    def _request(self, target: _Target, deadline: float, accept, truncate_at):
+    def _request(self, target: _Target, deadline: float, accept, truncate_at, validators: Validators | None = None):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise FetchTimeout(f"deadline of {self.policy.total_seconds:g} s passed before {target.url}")
@@ -358,6 +395,7 @@ class SafeClient:
             "Host": host_header(target),
             "User-Agent": self.policy.user_agent,
             "Accept-Encoding": "gzip, deflate",
+            **(validators.request_headers() if validators else {}),
         }
         try:
             transport = DeadlineTransport(deadline)

@@ -18,7 +18,13 @@ def job_types_register() -> None:
             pool="crawl",
             client_scope="jobs:all",  # sources, candidates and assets are shared by every client
             processing_version="crawl@1",
-            expected_paths=("-> skipped", "robots -> skipped", "robots fetch extract candidates spawn"),
+            # A page answering 304 (unchanged) has nothing to extract: its known links are followed.
+            expected_paths=(
+                "-> skipped",
+                "robots -> skipped",
+                "robots fetch extract candidates spawn",
+                "robots fetch spawn",
+            ),
             default_priority=5,
             **pipeline_timing(),
         )
@@ -38,6 +44,8 @@ def job_types_register() -> None:
                 "robots -> skipped",
                 "robots fetch decode compare -> skipped",
                 "robots fetch decode compare record -> recheck | done | review",
+                "robots fetch -> done",  # unchanged since its last analysis (304)
+                "robots fetch known -> done",  # content this version analysed already
             ),
             default_priority=5,
             **pipeline_timing(),

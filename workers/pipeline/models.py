@@ -153,6 +153,9 @@ class Candidate(models.Model):
     content_hash = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the bytes last analysed.")
     dhash = models.CharField(max_length=16, blank=True)
     analysed_at = models.DateTimeField(null=True, blank=True)
+    # What the image's last full answer said about its version: the next analysis asks whether it changed.
+    etag = models.CharField(max_length=200, blank=True)
+    last_modified = models.CharField(max_length=200, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["source", "last_seen_at"], name="candidate_source_seen_idx")]
@@ -183,6 +186,11 @@ class Finding(models.Model):
         help_text="The analysis job that produced it.",
     )
     evidence = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="SHA-256 of the bytes analysed: the candidate's same bytes are not analysed again.",
+    )
     thumbnail = models.BinaryField(
         null=True, blank=True, help_text="The candidate re-encoded as a small PNG by Pillow: safe to show reviewers."
     )
@@ -200,3 +208,18 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict} {self.score:.2f}: {self.candidate_id} × {self.asset_id}"
+
+
+class PageState(models.Model):
+    """A crawled page as its last full answer left it: its version (ETag, Last-Modified) for the next
+    conditional request, and the in-scope links it had, followed again when it answers 304."""
+
+    url = models.CharField(max_length=2000, unique=True)
+    etag = models.CharField(max_length=200, blank=True)
+    last_modified = models.CharField(max_length=200, blank=True)
+    content_hash = models.CharField(max_length=64, help_text="SHA-256 of the page.")
+    links = models.JSONField(default=list, blank=True, help_text="Its in-scope links at the last full fetch.")
+    fetched_at = models.DateTimeField(db_default=LeitstandNow())
+
+    def __str__(self) -> str:
+        return self.url

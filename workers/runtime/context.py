@@ -149,7 +149,8 @@ class JobContext:
 
         The step's outcome is ``failed`` when its block raises, ``deferred`` when it defers the job
         (``jobs.errors.Deferred``: a busy or resting host, not a failure), else ``ok`` (or ``skipped``
-        when the block sets ``info["skipped"] = True``). Events are written with the next heartbeat or the
+        when the block sets ``info["skipped"] = True``, ``unchanged`` when it sets ``info["unchanged"] =
+        True``: a conditional request answered 304). Events are written with the next heartbeat or the
         job's result, fenced by the lease.
         """
         started_wall, started = timezone.now(), time.monotonic()
@@ -168,6 +169,8 @@ class JobContext:
         finally:
             if info.pop("skipped", False) and outcome == "ok":
                 outcome = "skipped"
+            if info.pop("unchanged", False) and outcome == "ok":
+                outcome = "unchanged"
             with self._steps_lock:
                 self._steps.append(
                     leases.Step(
