@@ -20,9 +20,7 @@ The load generator (asyncio, httpx) shares the two cores with the server and Pos
 import argparse
 import asyncio
 import os
-import signal
 import statistics
-import subprocess
 import time
 import uuid
 
@@ -37,36 +35,9 @@ from django.core.management import call_command  # noqa: E402
 
 from api.tokens import token_create  # noqa: E402
 from bench.bare_site import TABLE  # noqa: E402
-from bench.web import percentile  # noqa: E402
+from bench.web import percentile, start, stop  # noqa: E402
 from config.db_roles import APPLICATION  # noqa: E402
-from tests.support.db import PROJECT_ROOT, child_env  # noqa: E402
-from tests.support.servers import free_port, wait_until_answers  # noqa: E402
-
-
-def serve(port: int) -> subprocess.Popen:
-    env = child_env(
-        DJANGO_SETTINGS_MODULE="bench.bare_site",
-        LEITSTAND_DEBUG="false",
-        LEITSTAND_ALLOWED_HOSTS="127.0.0.1",
-        LEITSTAND_API_RATE_PER_MINUTE="100000000",
-        LEITSTAND_API_JOBS_PER_MINUTE="100000000",
-        LEITSTAND_WEB_BIND=f"127.0.0.1:{port}",
-        LEITSTAND_WEB_ACCESS_LOG="",
-    )
-    server = subprocess.Popen(
-        [str(PROJECT_ROOT / "scripts" / "serve")],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_until_answers(f"http://127.0.0.1:{port}/readyz", server, timeout=60)
-    except AssertionError:
-        os.killpg(server.pid, signal.SIGKILL)
-        raise
-    return server
+from tests.support.servers import free_port  # noqa: E402
 
 
 class Endpoint:
@@ -141,7 +112,7 @@ def main() -> None:
     ]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = serve(port)
+    server = start("gunicorn", port, DJANGO_SETTINGS_MODULE="bench.bare_site")
     try:
         for endpoint in endpoints:  # warm every worker process up
             asyncio.run(closed_loop(base, endpoint, args.clients, 2))
@@ -149,8 +120,7 @@ def main() -> None:
         rate = args.rate_share * capacity[endpoints[1].name][0] / args.seconds
         timed = {e.name: asyncio.run(fixed_rate(base, e, args.clients, args.seconds, rate)) for e in endpoints}
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=40)
+        stop(server)
     baseline = capacity[endpoints[0].name][0]
     print(f"\n{args.clients} clients, {args.seconds:g} s per phase; gunicorn as scripts/serve runs it")
     print(

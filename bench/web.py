@@ -52,7 +52,9 @@ from tests.support.servers import free_port, wait_until_answers  # noqa: E402
 MIX = (("submit", 0.20), ("read", 0.45), ("list", 0.25), ("console", 0.10))
 
 
-def start(kind: str, port: int) -> subprocess.Popen:
+def start(kind: str, port: int, **extra: str) -> subprocess.Popen:
+    """A server on a loopback port, as production runs it, the API's limits raised for the run;
+    ``extra`` adds to its environment (another settings module, say)."""
     env = child_env(
         LEITSTAND_DEBUG="false",
         LEITSTAND_ALLOWED_HOSTS="127.0.0.1",
@@ -60,6 +62,7 @@ def start(kind: str, port: int) -> subprocess.Popen:
         LEITSTAND_API_JOBS_PER_MINUTE="100000000",
         LEITSTAND_WEB_BIND=f"127.0.0.1:{port}",
         LEITSTAND_WEB_ACCESS_LOG="",
+        **extra,
     )
     command = {
         "gunicorn": [str(PROJECT_ROOT / "scripts" / "serve")],

@@ -106,7 +106,7 @@ def test_a_source_shows_its_schedule_its_last_and_next_run_and_why_it_waits(clie
     page = client.get(reverse("admin:workers_source_changelist")).content.decode()
     assert page.count('<th class="field-name">') == 1 and '<td class="field-candidates">3</td>' in page
     assert "every 6 h, 02:00–05:00 Europe/Berlin" in page
-    assert "crawl run by-hand</a> (running, started " in page
+    assert "crawl run by-hand</a> (started " in page and ", running)" in page
     assert "previous run still running" in page
     # The run by hand has finished; it took the current slot, so the schedule waits for the next one.
     Batch.objects.update(finished_at=LeitstandNow())

@@ -144,10 +144,10 @@ class SourceAdmin(OfferedLookupsOnly, admin.ModelAdmin):
         run = source.last_run
         if run is None:
             return "—"
-        state = "running" if run.finished_at is None else f"finished {run.finished_at:%Y-%m-%d %H:%M}"
+        state = "running" if run.finished_at is None else f"finished {run.finished_at:%H:%M}"
         url = reverse("admin:jobs_batch_change", args=[run.pk])
         return format_html(
-            '<a href="{}">{}</a> ({}, started {})', url, run.name, state, f"{run.created_at:%Y-%m-%d %H:%M}"
+            '<a href="{}">{}</a> (started {}, {})', url, run.name, f"{run.created_at:%Y-%m-%d %H:%M}", state
         )
 
     @admin.display(description="next run")
