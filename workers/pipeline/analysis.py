@@ -13,6 +13,10 @@ one of three bands (``LEITSTAND_ANALYSIS``):
 Recording the finding is an effect applied at most once per job: a re-run after a lost status
 report gets the first run's finding, never a second one.
 
+What this version analysed is not analysed again: a candidate with a finding of this processing
+version is fetched with that answer's ETag / Last-Modified, and a ``304`` — or the same bytes —
+ends the job ``done`` pointing to that finding (``docs/crawler.md``, "Conditional requests").
+
 Payload: ``{"candidate_id": int}``.
 """
 
@@ -92,18 +96,18 @@ def handle(context: JobContext, *, bands: dict | None = None):
     # The same bytes as this candidate's finding of this version (a site that ignores conditional
     # requests, or changed its ETag only): not analysed again. Another URL's copy is a copy of its own,
     # with its own finding and recheck plan.
-    same = earlier if earlier is not None and earlier.content_hash == content_hash else None
-    if same is not None:
+    if earlier is not None and earlier.content_hash == content_hash:
         with context.step("known") as info:
+            dhash = earlier.evidence.get("candidate_dhash", "")
             context.effect(
                 f"known:{context.job_id}",
-                lambda: _candidate_update(candidate, content_hash, same.evidence.get("candidate_dhash", ""), fetched),
+                lambda: _candidate_update(candidate, content_hash, dhash, fetched),
                 kind="known",
             )
-            info.update(finding_id=same.pk, verdict=same.verdict)
+            info.update(finding_id=earlier.pk, verdict=earlier.verdict)
         return Done(
-            reason=f"unchanged since its last analysis (same content): finding {same.pk} ({same.verdict}) stands",
-            result_ref=f"finding:{same.pk}",
+            reason=f"unchanged since its last analysis (same content): finding {earlier.pk} ({earlier.verdict}) stands",
+            result_ref=f"finding:{earlier.pk}",
             result_checksum=content_hash,
         )
     with context.step("decode") as info:
