@@ -1,6 +1,6 @@
 """Crawl schedules with real processes and the demo web: two control processes start each slot's run
-once, a control restart does not start a slot again, and slots missed while no control process ran
-collapse into one run (issue 23)."""
+once, a control restart does not start a slot again, slots missed while no control process ran
+collapse into one run, and a source whose crawls fail is reported overdue (issue 23)."""
 
 import re
 from collections import Counter
@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from dashboard.models import Alert
 from jobs.models import Batch, database_now
 from tests.support.pools import PoolProcesses, wait_for
 from workers.pipeline import demoweb
@@ -76,3 +77,47 @@ def test_each_slot_runs_once_with_two_control_processes_and_across_a_restart(tmp
     for source in sources:
         mine = sorted(slot for s, slot, _ in runs if s == source.pk)
         assert len(mine) >= 2 and mine[0] < mine[1]
+
+
+def test_crawl_overdue_fires_for_a_source_whose_crawls_fail(tmp_path):
+    with demoweb.DemoWeb(slow_seconds=0.2) as web:
+        healthy = source_upsert(**web.sources()[0], crawl_every_minutes=1)
+        failing = source_upsert(
+            name="Verschwunden", base_url=web.base_url(1) + "archiv/fehlt.html", max_depth=0, crawl_every_minutes=1
+        )
+        # Both were added three minutes ago: twice their interval has passed without a crawl.
+        Source.objects.update(created_at=database_now() - timedelta(minutes=3))
+        pools = PoolProcesses(
+            str(tmp_path),
+            LEITSTAND_HTTP_ALLOWED_TARGETS=",".join(web.targets),
+            LEITSTAND_HOST_MIN_DELAY_SECONDS="0.05",
+            LEITSTAND_ALERT_FOR_SECONDS="0",
+            LEITSTAND_ALERT_CLEAR_SECONDS="0",
+            LEITSTAND_ALERT_INTERVAL_SECONDS="0.2",
+        )
+        try:
+            pools.start("control")
+            pools.start("crawl")
+            alert = wait_for(
+                lambda: pools.check_running()
+                and Alert.objects.filter(rule="crawl_overdue", scope="source:Verschwunden", state="firing").first(),
+                timeout=60,
+                message="crawl_overdue for the source whose page is gone",
+            )
+            wait_for(
+                lambda: Source.objects.get(pk=healthy.pk).last_crawled_at is not None,
+                timeout=60,
+                message="the healthy source crawled",
+            )
+            wait_for(
+                lambda: not Alert.objects.filter(rule="crawl_overdue", scope="source:Galerie Nord")
+                .exclude(state="resolved")
+                .exists(),
+                timeout=30,
+                message="no open crawl_overdue for the source that was crawled (it fired before its first crawl)",
+            )
+        finally:
+            pools.stop_all()
+    assert alert.diagnosis.startswith("Verschwunden: not crawled for ")
+    run = Source.objects.get(pk=failing.pk).last_run
+    assert run is not None and run.key.startswith(f"crawl-run:schedule-{failing.pk}-"), "its runs were started"
