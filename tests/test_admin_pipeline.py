@@ -5,6 +5,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from dashboard.models import AuditEntry
 from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
 from jobs.models import Batch, Job, LeitstandNow
 from workers.pipeline import demoweb
@@ -99,6 +100,8 @@ def test_a_source_shows_its_schedule_its_last_and_next_run_and_why_it_waits(clie
     assert b"unknown time zone" in client.post(add, {**fields, "window_end": "05:00", "time_zone": "Berlin"}).content
     assert client.post(add, {**fields, "window_end": "05:00"}).status_code == 302
     source = Source.objects.get()
+    entry = AuditEntry.objects.get(action="source.created")
+    assert entry.actor == "user:op" and "crawl_every_minutes" in entry.reason and "window_start" in entry.reason
     assert (source.crawl_every_minutes, f"{source.window_start:%H:%M}") == (360, "02:00")
     crawl_start(actor="test", sources=[source], run="by-hand")
     for n in range(3):  # a row per source however many candidates it has

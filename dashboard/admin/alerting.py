@@ -10,8 +10,7 @@ from django.contrib import admin
 from django.core.validators import validate_email
 from django.utils.html import format_html
 
-from dashboard.admin.base import OfferedLookupsOnly, ReadOnlyAdmin
-from dashboard.audit import audit_record
+from dashboard.admin.base import AuditedAdmin, ReadOnlyAdmin
 from dashboard.models import Contact, DeadLetterReview, Owner, Route, Silence
 from dashboard.operations.routes import destination_problem
 from workers.runtime.webhook import url_redacted
@@ -102,49 +101,6 @@ class RouteForm(forms.ModelForm):
         if data.get("webhook_url") and not data.get("webhook_secret"):
             self.add_error("webhook_secret", "a webhook needs a signing secret (its receiver checks the signature)")
         return data
-
-
-class AuditedAdmin(OfferedLookupsOnly, admin.ModelAdmin):
-    """Every saved change is an audit entry naming the fields that changed (never a secret's value)."""
-
-    def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        audit_record(
-            actor=f"user:{request.user.get_username()}",
-            action=f"{obj._meta.model_name}.{'changed' if change else 'created'}",
-            target=f"{obj._meta.verbose_name} {obj}",
-            reason=", ".join(form.changed_data),
-            result="saved",
-        )
-
-    def delete_model(self, request, obj):
-        audit_record(
-            actor=f"user:{request.user.get_username()}",
-            action=f"{obj._meta.model_name}.deleted",
-            target=f"{obj._meta.verbose_name} {obj}",
-            result="deleted",
-        )
-        super().delete_model(request, obj)
-
-    def save_formset(self, request, form, formset, change):
-        super().save_formset(request, form, formset, change)
-        for changed in [*formset.new_objects, *(obj for obj, _ in formset.changed_objects)]:
-            audit_record(
-                actor=f"user:{request.user.get_username()}",
-                action=f"{changed._meta.model_name}.saved",
-                target=f"{changed._meta.verbose_name} {changed}",
-                result="saved",
-            )
-        for deleted in formset.deleted_objects:
-            audit_record(
-                actor=f"user:{request.user.get_username()}",
-                action=f"{deleted._meta.model_name}.deleted",
-                target=f"{deleted._meta.verbose_name} {deleted}",
-                result="deleted",
-            )
-
-    def has_delete_permission(self, request, obj=None):
-        return False  # a route or team that alerts name stays; rename or re-own it instead
 
 
 @admin.register(Route)

@@ -1,8 +1,11 @@
-"""The console's admin building blocks: read-only model pages and inlines; changes go through services."""
+"""The console's admin building blocks: read-only model pages and inlines, and pages whose every saved
+change is audited; changes go through services."""
 
 from __future__ import annotations
 
 from django.contrib import admin
+
+from dashboard.audit import audit_record
 
 # The lookups a list filter on a field puts into the query string (choices, booleans, relations, dates).
 _FIELD_FILTER_LOOKUPS = ("exact", "isnull", "id__exact", "gte", "lt")
@@ -49,3 +52,46 @@ class ReadOnlyInline(admin.TabularInline):
 
     def has_add_permission(self, request, obj=None):
         return False
+
+
+class AuditedAdmin(OfferedLookupsOnly, admin.ModelAdmin):
+    """Every saved change is an audit entry naming the fields that changed (never a secret's value)."""
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        audit_record(
+            actor=f"user:{request.user.get_username()}",
+            action=f"{obj._meta.model_name}.{'changed' if change else 'created'}",
+            target=f"{obj._meta.verbose_name} {obj}",
+            reason=", ".join(form.changed_data),
+            result="saved",
+        )
+
+    def delete_model(self, request, obj):
+        audit_record(
+            actor=f"user:{request.user.get_username()}",
+            action=f"{obj._meta.model_name}.deleted",
+            target=f"{obj._meta.verbose_name} {obj}",
+            result="deleted",
+        )
+        super().delete_model(request, obj)
+
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        for changed in [*formset.new_objects, *(obj for obj, _ in formset.changed_objects)]:
+            audit_record(
+                actor=f"user:{request.user.get_username()}",
+                action=f"{changed._meta.model_name}.saved",
+                target=f"{changed._meta.verbose_name} {changed}",
+                result="saved",
+            )
+        for deleted in formset.deleted_objects:
+            audit_record(
+                actor=f"user:{request.user.get_username()}",
+                action=f"{deleted._meta.model_name}.deleted",
+                target=f"{deleted._meta.verbose_name} {deleted}",
+                result="deleted",
+            )
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a route or team that alerts name stays; rename or re-own it instead

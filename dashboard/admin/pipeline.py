@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.html import format_html
 
-from dashboard.admin.base import OfferedLookupsOnly, ReadOnlyAdmin, ReadOnlyInline
+from dashboard.admin.base import AuditedAdmin, OfferedLookupsOnly, ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
 from dashboard.display import data_uri
 from jobs.models import OPERATE_PERMISSION
@@ -89,7 +89,7 @@ def start_crawl(modeladmin, request, queryset):
 
 
 @admin.register(Source)
-class SourceAdmin(OfferedLookupsOnly, admin.ModelAdmin):
+class SourceAdmin(AuditedAdmin):
     form = SourceForm
     show_full_result_count = False
     list_display = (
