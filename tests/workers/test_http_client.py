@@ -227,3 +227,26 @@ def test_an_internationalised_host_goes_out_in_idna(server):
     assert result.status == 200
     assert looked_up == ["xn--bcher-kva.example"]
     assert server.hosts == [f"xn--bcher-kva.example:{server.port}"]
+
+
+@pytest.mark.parametrize(
+    "etag, kept",
+    [
+        ('"abc123"', '"abc123"'),
+        ('W/"weak"', 'W/"weak"'),
+        ('"' + "a" * 300 + '"', ""),  # too long to send back
+        ('"caf\u00e9"', ""),  # not ASCII
+        ('"a\\tb"'.replace("\\t", "\t"), ""),  # a control character
+    ],
+)
+def test_only_safe_validators_are_kept_for_the_next_conditional_request(etag, kept):
+    import httpx
+
+    from workers.pipeline.http import Validators
+
+    # As received: raw bytes (a site's non-ASCII arrives decoded as Latin-1).
+    raw = [(b"etag", etag.encode("latin-1")), (b"last-modified", b"Mon, 30 Nov 2026 08:00:00 GMT")]
+    validators = Validators.of(httpx.Headers(raw))
+    assert validators.etag == kept
+    assert validators.request_headers()["If-Modified-Since"] == "Mon, 30 Nov 2026 08:00:00 GMT"
+    assert ("If-None-Match" in validators.request_headers()) == bool(kept)

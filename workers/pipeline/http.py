@@ -258,8 +258,10 @@ class Validators:
 
 
 def _header_value(value: str) -> str:
+    """A validator we may send back as a request header: printable ASCII, at most 200 characters (a
+    hostile site's other bytes would break every later request for the URL)."""
     value = value.strip()
-    return value if len(value) <= 200 and value.isprintable() else ""
+    return value if len(value) <= 200 and value.isascii() and value.isprintable() else ""
 
 
 @dataclass(frozen=True)
