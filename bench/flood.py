@@ -19,23 +19,11 @@ import time
 import uuid
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
-from bench.latency import summary
+from bench.latency import submit, summary
 from bench.throughput import count, start, stop  # sets Django up
-from workers.runtime.services import job_submit, jobs_submit_many
-
-
-def submit_urgent(jobs: int, gap: float, tag: str) -> list[str]:
-    ids = []
-    for n in range(jobs):
-        with transaction.atomic():
-            submitted = job_submit(
-                job_type="synthetic", payload={}, priority=0, idempotency_key=f"urgent-{tag}-{n}", actor="bench"
-            )
-        ids.append(str(submitted.job.pk))
-        time.sleep(gap)
-    return ids
+from workers.runtime.services import jobs_submit_many
 
 
 def submit_flood(jobs: int, duration_ms: int, tag: str) -> None:
@@ -82,12 +70,12 @@ def main() -> None:
     pool = start("crawl", args.workers)
     try:
         time.sleep(8)  # both processes up, the pool's workers idle
-        idle = latencies(submit_urgent(args.urgent, 0.3, f"{tag}-idle"))
+        idle = latencies(submit(args.urgent, 0.3, priority=0))
         submit_flood(args.bulk, args.bulk_ms, tag)
         busy = "SELECT count(*) FROM jobs_job WHERE priority = 9 AND state <> 'planned'"
         while count(busy) < 2 * args.workers:
             time.sleep(0.05)
-        flooded = latencies(submit_urgent(args.urgent, 1.0, f"{tag}-flood"))
+        flooded = latencies(submit(args.urgent, 1.0, priority=0))
         waiting = count("SELECT count(*) FROM jobs_job WHERE priority = 9 AND state = 'planned'")
     finally:
         stop(pool)

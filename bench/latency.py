@@ -28,12 +28,14 @@ from jobs.models import Job
 from workers.runtime.services import job_submit
 
 
-def submit(jobs: int, gap: float) -> list[str]:
-    """One job at a time, each in its own transaction (its wake-up sent at the commit)."""
+def submit(jobs: int, gap: float, *, priority: int | None = None) -> list[str]:
+    """One no-op job at a time, each in its own transaction (its wake-up sent at the commit)."""
     tag, ids = uuid.uuid4().hex[:8], []
     for n in range(jobs):
         with transaction.atomic():
-            job = job_submit(job_type="synthetic", payload={}, idempotency_key=f"latency-{tag}-{n}", actor="bench")
+            job = job_submit(
+                job_type="synthetic", payload={}, priority=priority, idempotency_key=f"latency-{tag}-{n}", actor="bench"
+            )
         ids.append(str(job.job.pk))
         time.sleep(gap)
     return ids

@@ -20,6 +20,7 @@ from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.storage import storage_figures
 from dashboard.operations.stuck import stuck_count
 from jobs.models import TERMINAL_STATES, Attempt, LeitstandNow, State, database_now
+from workers.pipeline.schedules import sources_overdue
 from workers.runtime.registry import registry
 
 BUCKET_SECONDS = 300  # the sparklines: done per 5 minutes over the last 2 hours
@@ -144,6 +145,7 @@ def storage_measure(now, previous: dict | None) -> dict:
 
 def business_figures(now) -> dict:
     quiet_hours = settings.LEITSTAND_CONSOLE["quiet_source_hours"]
+    overdue = {source.pk for source, _ in sources_overdue(now=now)}
     sources = [
         {
             "id": source_id,
@@ -152,20 +154,15 @@ def business_figures(now) -> dict:
             "last_candidate_age_seconds": None if age is None else float(age),
             "is_quiet": is_active and (age is None or float(age) > quiet_hours * 3600),
             "last_crawl_age_seconds": None if crawled is None else float(crawled),
-            # Not crawled for twice its interval (counted from its creation until a first crawl): what
-            # the alert crawl_overdue says too.
-            "is_overdue": is_active and float(unfetched) > 2 * every * 60,
+            "is_overdue": source_id in overdue,  # what the alert crawl_overdue says
             "findings_24h": {},
         }
-        for source_id, name, is_active, age, crawled, unfetched, every in _rows(
+        for source_id, name, is_active, age, crawled in _rows(
             "SELECT s.id, s.name, s.is_active, extract(epoch FROM %(now)s - "
             "       (SELECT max(c.last_seen_at) FROM workers_candidate AS c WHERE c.source_id = s.id)), "
-            "       extract(epoch FROM %(now)s - s.last_crawled_at), "
-            "       extract(epoch FROM %(now)s - coalesce(s.last_crawled_at, s.created_at)), "
-            "       coalesce(s.crawl_every_minutes, %(every)s) "
+            "       extract(epoch FROM %(now)s - s.last_crawled_at) "
             "FROM workers_source AS s ORDER BY s.name",
             now,
-            {"every": settings.LEITSTAND_CRAWL_EVERY_MINUTES},
         )
     ]
     by_id = {s["id"]: s for s in sources}

@@ -4,7 +4,7 @@ findings, review cases, skipped, retried and dead jobs."""
 import pytest
 
 from jobs.models import Job, State
-from tests.support.pools import PoolProcesses, wait_for
+from tests.support.pools import PoolProcesses, demo_web_env, wait_for
 from workers.pipeline import demoweb
 from workers.pipeline.models import Finding
 from workers.pipeline.services import asset_register, crawl_start, source_upsert
@@ -35,8 +35,7 @@ def test_the_demo_web_crawled_by_real_pools(tmp_path):
         sources = [source_upsert(**source) for source in web.sources()]
         pools = PoolProcesses(
             str(tmp_path),
-            LEITSTAND_HTTP_ALLOWED_TARGETS=",".join(web.targets),
-            LEITSTAND_HOST_MIN_DELAY_SECONDS="0.05",
+            **demo_web_env(web),
             LEITSTAND_ANALYSIS_WORKERS="2",
         )
         try:

@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.models import Alert
 from jobs.models import Batch, database_now
-from tests.support.pools import PoolProcesses, wait_for
+from tests.support.pools import PoolProcesses, demo_web_env, wait_for
 from workers.pipeline import demoweb
 from workers.pipeline.models import Source
 from workers.pipeline.services import asset_register, source_upsert
@@ -38,8 +38,7 @@ def test_each_slot_runs_once_with_two_control_processes_and_across_a_restart(tmp
         Source.objects.update(last_slot_at=database_now() - timedelta(minutes=5))
         pools = PoolProcesses(
             str(tmp_path),
-            LEITSTAND_HTTP_ALLOWED_TARGETS=",".join(web.targets),
-            LEITSTAND_HOST_MIN_DELAY_SECONDS="0.05",
+            **demo_web_env(web),
             LEITSTAND_ANALYSIS_WORKERS="2",
         )
         try:
@@ -89,8 +88,7 @@ def test_crawl_overdue_fires_for_a_source_whose_crawls_fail(tmp_path):
         Source.objects.update(created_at=database_now() - timedelta(minutes=3))
         pools = PoolProcesses(
             str(tmp_path),
-            LEITSTAND_HTTP_ALLOWED_TARGETS=",".join(web.targets),
-            LEITSTAND_HOST_MIN_DELAY_SECONDS="0.05",
+            **demo_web_env(web),
             LEITSTAND_ALERT_FOR_SECONDS="0",
             LEITSTAND_ALERT_CLEAR_SECONDS="0",
             LEITSTAND_ALERT_INTERVAL_SECONDS="0.2",

@@ -45,6 +45,11 @@ def wait_for(condition: Callable[[], object], *, timeout: float, interval: float
         time.sleep(interval)
 
 
+def demo_web_env(web) -> dict[str, str]:
+    """What pool processes need to crawl the demo web: its two loopback sites allowed, politeness short."""
+    return {"LEITSTAND_HTTP_ALLOWED_TARGETS": ",".join(web.targets), "LEITSTAND_HOST_MIN_DELAY_SECONDS": "0.05"}
+
+
 class PoolProcesses:
     def __init__(self, run_dir: str, **extra_env: str) -> None:
         self.env = child_env(**{**FAST_TIMING, "LEITSTAND_RUN_DIR": run_dir, **extra_env})

@@ -90,8 +90,8 @@ def schedule_of(source: Source, *, now: datetime, run_open: bool, pool_paused: b
     ``run_open``: its previous run has not finished; ``pool_paused``: the crawl pool is paused."""
     minutes, zone = every_minutes(source), zone_of(source)
     local = now.astimezone(zone).replace(tzinfo=None)
-    slot = _slot_start(local, minutes)
-    slot_at = _aware(slot, zone)
+    slot_at = current_slot(source, now)
+    slot = slot_at.astimezone(zone).replace(tzinfo=None)
     taken = source.last_slot_at is not None and source.last_slot_at >= slot_at
     # The next moment a run may start: this slot if it is still open, else the next slot.
     candidate = local if not taken else slot + timedelta(minutes=minutes)
