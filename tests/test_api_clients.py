@@ -215,7 +215,8 @@ def test_an_operator_manages_clients_on_the_console_and_each_change_is_audited(c
     )
     assert token_check(secret) is None and token_check(rotated.context["secret"]).name == "core-write"
     hook = client.post(
-        f"/admin/jobs/client/{owner.pk}/act/", {"action": "webhook_set", "webhook_url": "https://core.example/k/abc"}
+        f"/admin/jobs/client/{owner.pk}/act/",
+        {"action": "webhook_set", "webhook_url": "https://core.example/k/geheimpfad"},
     )
     assert hook.context["secret"] == Client.objects.get(pk=owner.pk).webhook_secret
     client.post(f"/admin/jobs/client/{owner.pk}/act/", {"action": "token_revoke", "token": "core-write"})
@@ -228,9 +229,9 @@ def test_an_operator_manages_clients_on_the_console_and_each_change_is_audited(c
         "api_token.revoke",
     ]
     assert {actor for _, actor, _ in actions} == {"user:olga"}
-    assert all(secret not in result and "abc" not in result for _, _, result in actions)
+    assert all(secret not in result and "geheimpfad" not in result for _, _, result in actions)
     listing = client.get("/admin/jobs/client/").content.decode()
-    assert "https://core.example/…" in listing and "/k/abc" not in listing
+    assert "https://core.example/…" in listing and "/k/geheimpfad" not in listing
 
 
 @pytest.mark.django_db
