@@ -1,14 +1,17 @@
 """The analysis handler (pool ``analysis``): is this candidate a copy of a protected asset?
 
 The image is downloaded through the safe client (robots.txt and politeness apply), decoded safely
-(``workers.pipeline.images``), hashed, and compared with every protected asset. The best score falls into
-one of three bands (``LEITSTAND_ANALYSIS``):
+(``workers.pipeline.images``) and compared with the protected originals near it
+(``workers.pipeline.matching``: a dihedral PDQ hash of the image and of its content without frame or
+caption bar, then keypoints with a verified homography; the originals come from the database's index,
+``workers.pipeline.asset_index``). The deciding stage's score falls into one of three bands
+(``LEITSTAND_ANALYSIS``):
 
 - ``score ≥ match_at`` — a match: a finding and a recheck plan are recorded and the job ends
   ``recheck_due`` (executed; the plan's rechecks decide the business outcome);
 - ``score < no_match_below`` — no match: the finding is recorded and the job ends ``done``;
-- in between — unclear: the finding (with both hashes and the score as evidence) is recorded and the
-  job goes to review.
+- in between — unclear: the finding (with the deciding stage's evidence: hash distance and variant,
+  or keypoint inliers and their pairs) is recorded and the job goes to review.
 
 Recording the finding is an effect applied at most once per job: a re-run after a lost status
 report gets the first run's finding, never a second one.
@@ -28,15 +31,18 @@ from django.conf import settings
 
 from jobs.errors import PermanentError
 from jobs.models import Job, LeitstandNow
-from workers.pipeline import images
+from workers.pipeline import images, matching
+from workers.pipeline.asset_index import DatabaseIndex
 from workers.pipeline.fetching import Fetched, fetch_politely
 from workers.pipeline.http import IMAGE_TYPES, Validators
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset
 from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Stored
 from workers.runtime.hooks import match_report
 
-PROCESSING_VERSION = "analysis@1"
-# A candidate version for shadow runs: narrower bands (fewer automatic matches, more review cases).
+PROCESSING_VERSION = "analysis@2"  # PDQ + keypoints (workers.pipeline.matching)
+# Shadow versions: analysis@1 (one dHash against every original: what analysis@2 replaced), and
+# analysis@2 with narrower bands (fewer automatic matches, more review cases).
+DHASH_VERSION = "analysis@1"
 TIGHT_VERSION, TIGHT_BANDS = "analysis@2-tight", {"match_at": 0.95, "no_match_below": 0.85}
 
 
@@ -66,11 +72,34 @@ def verdict_for(score: float, bands: dict | None = None) -> str:
     return Finding.Verdict.UNCLEAR
 
 
-def handle(context: JobContext, *, bands: dict | None = None):
-    """``bands``: other score bands than the settings' (a shadow version's)."""
-    # The version's own run (not a shadow's other bands) asks whether the image changed since the
-    # finding it already has from this version, and skips content this version has analysed.
-    current = bands is None
+def compare(
+    decoded: images.DecodedImage, bands: dict, *, method: str = "robust", index: matching.AssetIndex | None = None
+) -> matching.Comparison | None:
+    """The comparison of a decoded candidate with the protected originals: analysis@2's stages
+    (``workers.pipeline.matching``) on the database's index — or on ``index`` (``manage.py
+    match_image`` gives one original) — or analysis@1's one dHash against every original
+    (``method="dhash"``, kept for shadow runs). None when no original is registered."""
+    if method == "dhash":
+        return _compare_dhash(decoded)
+    return matching.compare(matching.candidate(decoded.pixels), index or DatabaseIndex(), match_at=bands["match_at"])
+
+
+def _compare_dhash(decoded: images.DecodedImage) -> matching.Comparison | None:
+    assets = list(ProtectedAsset.objects.values_list("id", "name", "dhash"))
+    if not assets:
+        return None
+    score, asset_id, asset_name, asset_hash = max(
+        (images.similarity(decoded.dhash, int(dhash, 16)), pk, name, dhash) for pk, name, dhash in assets
+    )
+    evidence = {"stage": "dhash", "asset_dhash": asset_hash, "differing_bits": round((1 - score) * 64), "hash_bits": 64}
+    return matching.Comparison(asset_id, asset_name, score, "dhash", evidence)
+
+
+def handle(context: JobContext, *, bands: dict | None = None, method: str = "robust"):
+    """``bands``, ``method``: another version's score bands or comparison (a shadow version's)."""
+    # The version's own run (not a shadow's) asks whether the image changed since the finding it
+    # already has from this version, and skips content this version has analysed.
+    current = bands is None and method == "robust"
     bands = bands or settings.LEITSTAND_ANALYSIS
     candidate_id = parse(context.payload)
     candidate = Candidate.objects.filter(pk=candidate_id).first()
@@ -114,19 +143,16 @@ def handle(context: JobContext, *, bands: dict | None = None):
         decoded = images.decode(body)
         info.update(format=decoded.format, width=decoded.width, height=decoded.height, dhash=f"{decoded.dhash:016x}")
     with context.step("compare") as info:
-        assets = list(ProtectedAsset.objects.values_list("id", "name", "dhash"))
-        if not assets:
+        comparison = compare(decoded, bands, method=method)
+        if comparison is None:
             info["skipped"] = True
             return Skipped("no protected assets are registered to compare with")
-        score, asset_id, asset_name, asset_hash = max(
-            (images.similarity(decoded.dhash, int(dhash, 16)), pk, name, dhash) for pk, name, dhash in assets
-        )
-        verdict = verdict_for(score, bands)
-        info.update(asset_id=asset_id, score=round(score, 4), verdict=verdict, assets_compared=len(assets))
+        verdict = verdict_for(comparison.score, bands)
+        asset_id, asset_name, score = comparison.asset_id, comparison.asset_name, comparison.score
+        info.update(asset_id=asset_id, score=round(score, 4), verdict=verdict, stage=comparison.stage)
     evidence = {
+        **comparison.evidence,
         "candidate_dhash": f"{decoded.dhash:016x}",
-        "asset_dhash": asset_hash,
-        "differing_bits": round((1 - score) * 64),
         "bands": dict(bands),
         "image_url": candidate.image_url,
         "page_url": candidate.page_url,
@@ -156,13 +182,14 @@ def handle(context: JobContext, *, bands: dict | None = None):
     if verdict == Finding.Verdict.MATCH:
         return Stored(result_ref=finding_ref, result_checksum=content_hash, recheck=True)
     if verdict == Finding.Verdict.NO_MATCH:
+        closest = f"against {asset_name!r} ({comparison.stage})" if asset_id else "(no original lies near it)"
         return Done(
-            reason=f"no match: best score {score:.2f} against {asset_name!r} is below {bands['no_match_below']:.2f}",
+            reason=f"no match: best score {score:.2f} {closest} is below {bands['no_match_below']:.2f}",
             result_ref=finding_ref,
             result_checksum=content_hash,
         )
     return NeedsReview(
-        f"score {score:.2f} against {asset_name!r} lies between {bands['no_match_below']:.2f} "
+        f"score {score:.2f} against {asset_name!r} ({comparison.stage}) lies between {bands['no_match_below']:.2f} "
         f"and {bands['match_at']:.2f}: a person decides ({finding_ref})"
     )
 

@@ -39,7 +39,10 @@ def job_types_register() -> None:
             pool="analysis",
             client_scope="jobs:all",  # sources, candidates and assets are shared by every client
             processing_version=analysis.PROCESSING_VERSION,
-            shadow_versions={analysis.TIGHT_VERSION: functools.partial(analysis.handle, bands=analysis.TIGHT_BANDS)},
+            shadow_versions={
+                analysis.DHASH_VERSION: functools.partial(analysis.handle, method="dhash"),
+                analysis.TIGHT_VERSION: functools.partial(analysis.handle, bands=analysis.TIGHT_BANDS),
+            },
             expected_paths=(
                 "robots -> skipped",
                 "robots fetch decode compare -> skipped",

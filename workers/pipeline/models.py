@@ -3,6 +3,8 @@ records the crawl and analysis handlers produce (sources, protected assets, cand
 
 from urllib.parse import urlsplit
 
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 
 from jobs.models import LeitstandNow
@@ -137,9 +139,33 @@ class ProtectedAsset(models.Model):
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     created_at = models.DateTimeField(db_default=LeitstandNow())
+    # What the comparison needs (``workers.pipeline.matching``), computed once at upload.
+    fingerprint_version = models.CharField(max_length=20, blank=True, help_text="matching.FINGERPRINT_VERSION")
+    pdq_hashes = ArrayField(models.CharField(max_length=64), default=list, blank=True, help_text="PDQ, hex.")
+    pdq_bands = ArrayField(models.IntegerField(), default=list, blank=True, help_text="The hashes' 16-bit bands.")
+    keypoints = models.BinaryField(default=b"", blank=True, help_text="ORB positions and descriptors.")
+    fingerprint = models.JSONField(default=dict, blank=True, help_text="Normalised size, trim box, PDQ quality.")
+
+    class Meta:
+        indexes = [
+            # The comparison's index of originals near a candidate's hash (AssetKeypointKey: by keypoints).
+            GinIndex(fields=["pdq_bands"], name="asset_pdq_bands_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.owner_ref})"
+
+
+class AssetKeypointKey(models.Model):
+    """The comparison's index of originals by keypoints: one row per key of an original's descriptors
+    (``matching.keypoint_keys``); a candidate's keys find the originals sharing the most."""
+
+    pk = models.CompositePrimaryKey("key", "asset")  # the primary key's index serves the look-up by key
+    key = models.IntegerField()
+    asset = models.ForeignKey(ProtectedAsset, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self) -> str:
+        return f"{self.key:06x} → {self.asset_id}"
 
 
 class Candidate(models.Model):
@@ -173,8 +199,9 @@ class Finding(models.Model):
         UNCLEAR = "unclear"
 
     candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="findings")
-    asset = models.ForeignKey(ProtectedAsset, on_delete=models.PROTECT, related_name="findings")
-    score = models.FloatField(help_text="Similarity 0..1 (1 − Hamming distance of the hashes / 64).")
+    # None: no original lies near the candidate at all (analysis@2's index found none to compare).
+    asset = models.ForeignKey(ProtectedAsset, null=True, blank=True, on_delete=models.PROTECT, related_name="findings")
+    score = models.FloatField(help_text="Similarity 0..1 on the bands' scale (the deciding stage's evidence, mapped).")
     verdict = models.CharField(max_length=10, choices=Verdict.choices)
     analysis_version = models.CharField(max_length=64)
     job = models.ForeignKey(
@@ -201,7 +228,9 @@ class Finding(models.Model):
         # image records its own finding, so an earlier job's review case keeps its evidence.
         constraints = [
             models.UniqueConstraint(
-                fields=["candidate", "asset", "analysis_version", "job"], name="finding_once_per_job_and_version"
+                fields=["candidate", "asset", "analysis_version", "job"],
+                name="finding_once_per_job_and_version",
+                nulls_distinct=False,  # a finding without an original is once per job too
             ),
         ]
         indexes = [models.Index(fields=["verdict", "created_at"], name="finding_verdict_idx")]

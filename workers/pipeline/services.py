@@ -16,8 +16,9 @@ from django.utils import timezone
 from jobs.batches import batch_create
 from jobs.models import OPERATE_PERMISSION, database_now
 from jobs.services import JobInputError, Submission
-from workers.pipeline import images
-from workers.pipeline.models import Finding, ProtectedAsset, Source, url_in_scope
+from workers.pipeline import images, matching
+from workers.pipeline.asset_index import fingerprint_fields, keys_store
+from workers.pipeline.models import AssetKeypointKey, Finding, ProtectedAsset, Source, url_in_scope
 from workers.pipeline.schedules import current_slot, schedule_validate
 from workers.runtime.services import job_submit
 
@@ -39,17 +40,44 @@ def asset_register(*, name: str, owner_ref: str, data: bytes) -> tuple[Protected
         decoded = images.decode(data)
     except images.ImageRefused as exc:
         raise JobInputError("image", str(exc)) from None
-    return ProtectedAsset.objects.get_or_create(
-        content_hash=hashlib.sha256(data).hexdigest(),
-        defaults={
-            "name": name.strip(),
-            "owner_ref": owner_ref.strip(),
-            "image": data,
-            "dhash": f"{decoded.dhash:016x}",
-            "width": decoded.width,
-            "height": decoded.height,
-        },
-    )
+    content_hash = hashlib.sha256(data).hexdigest()
+    existing = ProtectedAsset.objects.filter(content_hash=content_hash).first()
+    if existing is not None:
+        return existing, False
+    print_ = matching.fingerprint(decoded.pixels)
+    with transaction.atomic():
+        asset, created = ProtectedAsset.objects.get_or_create(
+            content_hash=content_hash,
+            defaults={
+                "name": name.strip(),
+                "owner_ref": owner_ref.strip(),
+                "image": data,
+                "dhash": f"{decoded.dhash:016x}",
+                "width": decoded.width,
+                "height": decoded.height,
+                **fingerprint_fields(print_),
+            },
+        )
+        if created:
+            keys_store(asset.pk, print_)
+    return asset, created
+
+
+def assets_fingerprint(*, assets=ProtectedAsset, keys=AssetKeypointKey, batch: int = 100) -> int:
+    """Fingerprint the originals whose fingerprint is missing or of another version
+    (``matching.FINGERPRINT_VERSION``); returns how many. Each batch commits on its own.
+    (``assets``, ``keys``: the models, or a migration's historical ones.)"""
+    done = 0
+    while True:
+        stale = list(assets.objects.exclude(fingerprint_version=matching.FINGERPRINT_VERSION).order_by("id")[:batch])
+        if not stale:
+            return done
+        with transaction.atomic():
+            for asset in stale:
+                print_ = matching.fingerprint(images.decode(bytes(asset.image)).pixels)
+                assets.objects.filter(pk=asset.pk).update(**fingerprint_fields(print_))
+                keys_store(asset.pk, print_, model=keys)
+        done += len(stale)
 
 
 def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> None:
