@@ -51,7 +51,7 @@ class FindingOut(Schema):
     id: int
     image_url: str
     page_url: str
-    asset_id: int
+    asset_id: int | None  # None: no original lies near the image at all
     asset_owner_ref: str
     score: float
     verdict: str
@@ -119,7 +119,7 @@ def finding_out(finding) -> dict:
         "image_url": finding.candidate.image_url,
         "page_url": finding.candidate.page_url,
         "asset_id": finding.asset_id,
-        "asset_owner_ref": finding.asset.owner_ref,
+        "asset_owner_ref": finding.asset.owner_ref if finding.asset else "",
         "score": finding.score,
         "verdict": finding.verdict,
         "analysis_version": finding.analysis_version,

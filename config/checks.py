@@ -12,6 +12,7 @@ from django.core.checks import Error, Tags, Warning, register
 
 from jobs.webhooks import EVENT_KINDS
 from rechecks.policy import RecheckPolicy, Target
+from workers.pipeline import analysis
 from workers.runtime.registry import registry
 
 
@@ -68,6 +69,12 @@ def timing_invariants(app_configs=None, **kwargs):
                 f"job type {t.name}: pool {t.pool!r} is not configured",
                 f"configured pools: {', '.join(settings.LEITSTAND_POOLS)}",
             )
+    if settings.LEITSTAND_ANALYSIS_VERSION not in analysis.VERSIONS:
+        error(
+            13,
+            f"LEITSTAND_ANALYSIS_VERSION {settings.LEITSTAND_ANALYSIS_VERSION!r} is no analysis version",
+            f"versions: {', '.join(analysis.VERSIONS)}",
+        )
     bands = settings.LEITSTAND_ANALYSIS
     if not 0 < bands["no_match_below"] <= bands["match_at"] <= 1:
         error(

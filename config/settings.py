@@ -368,8 +368,12 @@ LEITSTAND_POLITENESS = {
     "failures_to_open": env_int("LEITSTAND_HOST_BREAKER_FAILURES", 5, minimum=1),
     "open_for_seconds": env_float("LEITSTAND_HOST_BREAKER_OPEN_SECONDS", 300, minimum=1.0),
 }
-# Analysis score bands: similarity ≥ match_at is a match, below no_match_below no match, in
-# between a person decides. Similarity is 1 − (differing bits of the 64-bit dHash) / 64.
+# The analysis version the pools run (workers/pipeline/analysis.py, VERSIONS): analysis@2 (PDQ and
+# keypoints) by default; analysis@1 (one dHash) is the way back. The others are shadow versions.
+LEITSTAND_ANALYSIS_VERSION = env_str("LEITSTAND_ANALYSIS_VERSION", "analysis@2")
+# Analysis score bands: a score ≥ match_at is a match, below no_match_below no match, in between a
+# person decides. The score is the deciding stage's evidence mapped onto this scale
+# (workers/pipeline/matching.py: 31 of 256 PDQ bits or 20 keypoint inliers score 0.90).
 LEITSTAND_ANALYSIS = {
     "match_at": env_float("LEITSTAND_ANALYSIS_MATCH_AT", 0.90, minimum=0.0),
     "no_match_below": env_float("LEITSTAND_ANALYSIS_NO_MATCH_BELOW", 0.75, minimum=0.0),

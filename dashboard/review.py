@@ -58,7 +58,8 @@ def case(job: Job) -> dict:
     return {
         "finding": finding,
         "candidate_thumbnail": finding.thumbnail if finding else None,
-        "asset_image": finding.asset.image if finding else None,
+        "asset_image": finding.asset.image if finding and finding.asset else None,
+        "asset_size": [finding.asset.width, finding.asset.height] if finding and finding.asset else None,
         "escalation": ReviewEscalation.objects.filter(job=job).first(),
         # Decisions and review events; the engine's claims and releases stay on the job page.
         "transitions": list(

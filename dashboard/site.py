@@ -183,6 +183,7 @@ class ConsoleSite(admin.AdminSite):
                 "escalated": escalated,
                 "candidate_src": data_uri(case["candidate_thumbnail"]),
                 "asset_src": data_uri(case["asset_image"]),
+                "asset_size": case["asset_size"],
                 "can_review": request.user.has_perm("jobs.review_job"),
             },
         )

@@ -16,7 +16,7 @@ from dataclasses import replace
 from jobs.errors import JobError, PermanentError
 from rechecks import services
 from rechecks.models import RecheckPlan
-from workers.pipeline import images
+from workers.pipeline import analysis, images
 from workers.pipeline.fetching import fetch_politely
 from workers.pipeline.http import IMAGE_TYPES, ResponseRefused, check_content
 from workers.runtime.context import Done, JobContext, Skipped
@@ -99,6 +99,6 @@ def observe(context: JobContext, plan: RecheckPlan) -> services.Observed:
         except (ResponseRefused, images.ImageRefused) as replaced:
             info.update(replaced=str(replaced))
             return replace(observed, detail=f"no longer the image: {replaced}")
-        score = images.similarity(decoded.dhash, int(plan.asset.dhash, 16))
+        score = analysis.score_against(decoded, plan.asset)
         info.update(score=round(score, 4), asset_id=plan.asset_id)
     return replace(observed, score=score)

@@ -211,19 +211,25 @@ def state_tabs(context):
 
 @register.simple_tag
 def hash_grid(candidate: str, original: str, cell: int = 14):
-    """The two 64-bit difference hashes as an 8 × 8 grid, one cell per bit: the bits that differ
-    filled (the score counts them). Nothing when a hash is not 16 hex digits."""
+    """Two hashes of the same length as a square grid, one cell per bit, the bits that differ filled:
+    analysis@1's 64-bit dHash (8 × 8) or analysis@2's 256-bit PDQ (16 × 16, smaller cells). Nothing
+    when the hashes are not hex of 16 or 64 digits."""
+    if not isinstance(candidate, str) or not isinstance(original, str) or len(candidate) != len(original):
+        return ""
+    if len(candidate) not in (16, 64):
+        return ""
     try:
         a, b = int(candidate, 16), int(original, 16)
-    except (TypeError, ValueError):
+    except ValueError:
         return ""
-    if len(candidate) != 16 or len(original) != 16:
-        return ""
+    bits = len(candidate) * 4
+    side = 8 if bits == 64 else 16
+    cell = cell if bits == 64 else 9
     differ = a ^ b
     cells = []
-    for bit in range(64):
-        row, column = divmod(bit, 8)
-        on = differ >> (63 - bit) & 1
+    for bit in range(bits):
+        row, column = divmod(bit, side)
+        on = differ >> (bits - 1 - bit) & 1
         cells.append(
             format_html(
                 '<rect x="{}" y="{}" width="{}" height="{}" class="{}"><title>bit {}: {}</title></rect>',
@@ -236,11 +242,71 @@ def hash_grid(candidate: str, original: str, cell: int = 14):
                 "differs" if on else "same",
             )
         )
-    size = 8 * cell
+    size = side * cell
     return format_html(
-        '<svg class="hash-grid" id="hash-grid" width="{}" height="{}" role="img" aria-label="{} of 64 bits differ">{}</svg>',
+        '<svg class="hash-grid" id="hash-grid" width="{}" height="{}" role="img" aria-label="{} of {} bits differ">{}</svg>',
         size,
         size,
-        bin(differ).count("1"),
+        differ.bit_count(),
+        bits,
         mark_safe("".join(cells)),  # noqa: S308 - each cell is built by format_html above
     )
+
+
+@register.simple_tag
+def keypoint_pairs(pairs, candidate_src: str, asset_src: str, candidate_size, asset_size, panel: int = 320):
+    """The candidate and the original side by side with a line between each pair of matched keypoints
+    the homography kept (``pairs``: [candidate x, y, original x, y] as shares of each image). Nothing
+    when the pairs or sizes are not what analysis@2 records."""
+    try:
+        (cw, ch), (aw, ah) = _fit(candidate_size, panel), _fit(asset_size, panel)
+        points = [[float(v) for v in pair] for pair in pairs[:40]]
+    except (TypeError, ValueError):
+        return ""
+    if (
+        not points
+        or not candidate_src
+        or not asset_src
+        or any(len(p) != 4 or not all(-0.01 <= v <= 1.01 for v in p) for p in points)
+    ):
+        return ""
+    gap = 24
+    lines = []
+    for x1, y1, x2, y2 in points:
+        ours = (f"{x1 * cw:.1f}", f"{y1 * ch:.1f}")
+        theirs = (f"{cw + gap + x2 * aw:.1f}", f"{y2 * ah:.1f}")
+        lines.append(
+            format_html(
+                '<line x1="{}" y1="{}" x2="{}" y2="{}"></line><circle cx="{}" cy="{}" r="3"></circle>'
+                '<circle cx="{}" cy="{}" r="3"></circle>',
+                *ours,
+                *theirs,
+                *ours,
+                *theirs,
+            )
+        )
+    return format_html(
+        '<svg class="keypoint-pairs" id="keypoint-pairs" width="{}" height="{}" role="img" '
+        'aria-label="{} matched keypoints between the candidate and the original">'
+        '<image href="{}" x="0" y="0" width="{}" height="{}"></image>'
+        '<image href="{}" x="{}" y="0" width="{}" height="{}"></image>{}</svg>',
+        cw + gap + aw,
+        max(ch, ah),
+        len(points),
+        candidate_src,
+        cw,
+        ch,
+        asset_src,
+        cw + gap,
+        aw,
+        ah,
+        mark_safe("".join(lines)),  # noqa: S308 - each line is built by format_html above
+    )
+
+
+def _fit(size, panel: int) -> tuple[int, int]:
+    width, height = (int(v) for v in size)
+    if width < 1 or height < 1:
+        raise ValueError("no size")
+    scale = panel / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))

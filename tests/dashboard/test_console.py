@@ -1,6 +1,8 @@
 """The console pages with real records: the home's snapshot, the job page's sentence and actions,
 the reviewer workspace, stuck leases, the capped jobs list, and the audit log."""
 
+import io
+
 import pytest
 from django.urls import reverse
 
@@ -32,8 +34,9 @@ def login(client, django_user_model):
     return as_role
 
 
-def review_case(key="c1", score=0.8):
-    """An analysis job in review with its finding and thumbnail, as the analysis handler leaves it."""
+def review_case(key="c1", score=0.8, evidence=None, version="analysis@1"):
+    """An analysis job in review with its finding and thumbnail, as the analysis handler leaves it
+    (analysis@1's dHash evidence unless ``evidence`` is given)."""
     name, owner, data = demoweb.protected_assets()[0]
     asset, _ = asset_register(name=name, owner_ref=owner, data=data)
     source, _ = Source.objects.get_or_create(name="Galerie", base_url="https://galerie.example/")
@@ -51,9 +54,10 @@ def review_case(key="c1", score=0.8):
         score=score,
         verdict="unclear",
         job=job,
-        analysis_version="analysis@1",
+        analysis_version=version,
         thumbnail=data,
-        evidence={
+        evidence=evidence
+        or {
             "differing_bits": 13,
             "bands": {"match_at": 0.9, "no_match_below": 0.75},
             "candidate_dhash": f"{int(asset.dhash, 16) ^ 0x1FFF:016x}",  # 13 bits differ
@@ -485,6 +489,43 @@ def test_the_jobs_list_says_what_a_job_is_about_and_times_have_seconds(client, l
         "3 min 5 s",
         "—",
     ]
+
+
+def test_a_case_of_analysis_2_shows_the_deciding_stage_and_its_evidence(client, login):
+    from PIL import Image
+
+    from workers.pipeline import analysis, images, matching
+
+    login(REVIEWERS)
+    original = demoweb.artwork(1)
+    crop = original.crop((60, 40, 400, 280)).rotate(8, fillcolor="white")
+    index = matching.MemoryIndex({1: ("Abendlicht", matching.fingerprint(original))})
+    by_keypoints = matching.compare(matching.candidate(crop), index)
+    assert by_keypoints.stage == "keypoints"
+    bands = {"bands": {"match_at": 0.9, "no_match_below": 0.75}, "size": list(crop.size), "page_url": "p"}
+    case = review_case("k1", 0.85, {**by_keypoints.evidence, **bands}, "analysis@2")
+    page = client.get(reverse("admin:review_case", args=[case.pk])).content.decode()
+    decided = page[page.index('id="decided-by"') :]
+    assert (
+        f"<strong>{by_keypoints.evidence['inliers']}</strong> of {by_keypoints.evidence['matches']} matched keypoints"
+        in decided
+    )
+    svg = page[
+        page.index('<svg class="keypoint-pairs"') : page.index("</svg>", page.index('<svg class="keypoint-pairs"'))
+    ]
+    assert (
+        svg.count("<line ") == len(by_keypoints.evidence["pairs"])
+        and svg.count('<image href="data:image/png;base64,') == 2
+    )
+    assert "analysis@2" in page and 'id="hash-grid"' not in page
+
+    mirrored = Image.open(io.BytesIO(demoweb.asset_png(1))).transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    by_hash = analysis.compare(images.decode(demoweb.encode(mirrored, "PNG")), bands["bands"], index=index)
+    case = review_case("h1", 0.85, {**by_hash.evidence, **bands}, "analysis@2")
+    page = client.get(reverse("admin:review_case", args=[case.pk])).content.decode()
+    assert f"<strong>{by_hash.evidence['differing_bits']}</strong> of 256 bits differ, the candidate mirrored" in page
+    assert f'aria-label="{by_hash.evidence["differing_bits"]} of 256 bits differ"' in page
+    assert page.count('<rect x="') == 256, "the PDQ hash as a 16 × 16 grid"
 
 
 def test_a_case_shows_its_place_in_the_queue_the_bits_that_differ_and_only_review_history(client, login):

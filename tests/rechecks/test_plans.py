@@ -5,6 +5,7 @@ moved instead of slept. Deadline, manual decision, abort, lost checks and cases 
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
+from PIL import ImageOps
 
 from jobs.models import Job, State, Transition, WebhookEvent
 from jobs.services import JobInputError, job_cancel
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 IMAGE = ("image/png", demoweb.asset_png(2))
 OTHER = ("image/png", demoweb.asset_png(3))
+MIRRORED = ("image/png", demoweb.encode(ImageOps.mirror(demoweb.artwork(2)), "PNG"))
 POLICY = {
     "target": "gone_or_changed",
     "first_delay_seconds": 60,
@@ -39,9 +41,9 @@ def case(settings, pool_runtime):
     settings.LEITSTAND_RECHECK = dict(POLICY)
     settings.LEITSTAND_POLITENESS = {**settings.LEITSTAND_POLITENESS, "min_delay_seconds": 0.0}
 
-    def make(answers):
+    def make(answers, first=IMAGE):
         server = ScriptedServer(
-            {"/copy.png": [(200, *IMAGE), *[(s, *c) for s, c in answers]], "/copy2.png": [(200, *IMAGE)]}
+            {"/copy.png": [(200, *first), *[(s, *c) for s, c in answers]], "/copy2.png": [(200, *IMAGE)]}
         ).__enter__()
         settings.LEITSTAND_HTTP_ALLOWED_TARGETS = [server.target]
         asset_register(name="Mohnfeld", owner_ref="RH-2", data=IMAGE[1])
@@ -104,6 +106,18 @@ def test_a_match_is_rechecked_until_the_copy_is_confirmed_gone(case, pool_runtim
     assert [r.idempotency_key for r in rechecks] == [f"plan-{plan.id}:{n}" for n in (1, 2, 3)]
     assert {(r.parent_id, r.correlation_id, r.state) for r in rechecks} == {(job.id, "case-1", State.DONE)}
     assert check(pool_runtime, db_clock, 10_000).dispatched == 0, "an ended plan plans nothing"
+
+
+def test_a_mirrored_copy_is_rechecked_with_the_comparison_that_found_it(case, pool_runtime, db_clock):
+    job = case([(200, MIRRORED), (200, OTHER)], first=MIRRORED)
+    finding = job.findings.get()
+    assert job.state == State.RECHECK_DUE and finding.evidence["variant"] == "mirrored"
+    check(pool_runtime, db_clock, 61)
+    check(pool_runtime, db_clock, 1201)
+    observations = list(Observation.objects.order_by("sequence"))
+    assert [o.kind for o in observations] == ["unchanged", "no_longer_matching"]
+    assert observations[0].match_score == finding.score >= 0.9, "still the mirrored copy: not 'replaced'"
+    assert observations[1].match_score < 0.75
 
 
 def test_a_replaced_image_confirms_the_gone_or_changed_target(case, pool_runtime, db_clock):

@@ -281,7 +281,7 @@ def test_an_unchanged_image_is_not_analysed_again_and_points_to_its_finding(web,
     assert Finding.objects.get(candidate=twin).content_hash == finding.content_hash
 
 
-def test_a_new_processing_version_analyses_again_and_keeps_the_first_finding(web, pool_runtime, monkeypatch):
+def test_a_new_processing_version_analyses_again_and_keeps_the_first_finding(web, pool_runtime, monkeypatch, settings):
     from workers.pipeline import analysis
 
     crawl_job(web, "/werke/2.html", run="r1")
@@ -290,7 +290,8 @@ def test_a_new_processing_version_analyses_again_and_keeps_the_first_finding(web
     collage = Candidate.objects.get(image_url=web.base_url(0) + "img/kreise-collage.jpg")
     first = Job.objects.get(type="analysis", payload__candidate_id=collage.id)
 
-    monkeypatch.setattr(analysis, "PROCESSING_VERSION", "analysis@2-next")
+    monkeypatch.setitem(analysis.VERSIONS, "analysis@2-next", analysis.VERSIONS["analysis@2"])
+    settings.LEITSTAND_ANALYSIS_VERSION = "analysis@2-next"
     second = job_submit(job_type="analysis", payload={"candidate_id": collage.pk}, idempotency_key="v2", actor="t").job
     run_all(pool_runtime, "analysis")
     assert [step for step, _ in steps(second)] == ["robots", "fetch", "decode", "compare", "record"]

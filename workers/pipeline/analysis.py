@@ -29,7 +29,7 @@ import hashlib
 
 from django.conf import settings
 
-from jobs.errors import PermanentError
+from jobs.errors import PermanentError, TransientError
 from jobs.models import Job, LeitstandNow
 from workers.pipeline import images, matching
 from workers.pipeline.asset_index import DatabaseIndex
@@ -39,11 +39,20 @@ from workers.pipeline.models import Candidate, Finding, ProtectedAsset
 from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Stored
 from workers.runtime.hooks import match_report
 
-PROCESSING_VERSION = "analysis@2"  # PDQ + keypoints (workers.pipeline.matching)
-# Shadow versions: analysis@1 (one dHash against every original: what analysis@2 replaced), and
-# analysis@2 with narrower bands (fewer automatic matches, more review cases).
-DHASH_VERSION = "analysis@1"
+PROCESSING_VERSION = "analysis@2"  # PDQ + keypoints (workers.pipeline.matching): the default
+DHASH_VERSION = "analysis@1"  # one dHash against every original: what analysis@2 replaced
 TIGHT_VERSION, TIGHT_BANDS = "analysis@2-tight", {"match_at": 0.95, "no_match_below": 0.85}
+# The versions this handler can run: the pools run ``LEITSTAND_ANALYSIS_VERSION``; the others are its
+# shadow versions (``replay --shadow``, ``LEITSTAND_SHADOW_SAMPLES``). ``bands`` None: the settings'.
+VERSIONS = {
+    PROCESSING_VERSION: {"method": "robust", "bands": None},
+    DHASH_VERSION: {"method": "dhash", "bands": None},
+    TIGHT_VERSION: {"method": "robust", "bands": TIGHT_BANDS},  # fewer automatic matches, more review
+}
+
+
+def running_version() -> str:
+    return settings.LEITSTAND_ANALYSIS_VERSION
 
 
 def subject(payload: dict) -> str:
@@ -84,6 +93,21 @@ def compare(
     return matching.compare(matching.candidate(decoded.pixels), index or DatabaseIndex(), match_at=bands["match_at"])
 
 
+def score_against(decoded: images.DecodedImage, asset: ProtectedAsset) -> float:
+    """The score of a decoded image against one original by the running version's comparison: a
+    recheck asks whether the copy analysis found is still there (a mirrored copy is compared as a
+    mirror, a crop by its keypoints)."""
+    bands = VERSIONS[running_version()]["bands"] or settings.LEITSTAND_ANALYSIS
+    if VERSIONS[running_version()]["method"] == "dhash":
+        return images.similarity(decoded.dhash, int(asset.dhash, 16))
+    comparison = compare(decoded, bands, index=DatabaseIndex(only=[asset.pk]))
+    if comparison is None:
+        raise TransientError(
+            f"protected asset {asset.pk} has no {matching.FINGERPRINT_VERSION} fingerprint: run manage.py fingerprint_assets"
+        )
+    return comparison.score
+
+
 def _compare_dhash(decoded: images.DecodedImage) -> matching.Comparison | None:
     assets = list(ProtectedAsset.objects.values_list("id", "name", "dhash"))
     if not assets:
@@ -95,18 +119,19 @@ def _compare_dhash(decoded: images.DecodedImage) -> matching.Comparison | None:
     return matching.Comparison(asset_id, asset_name, score, "dhash", evidence)
 
 
-def handle(context: JobContext, *, bands: dict | None = None, method: str = "robust"):
-    """``bands``, ``method``: another version's score bands or comparison (a shadow version's)."""
-    # The version's own run (not a shadow's) asks whether the image changed since the finding it
+def handle(context: JobContext, *, version: str | None = None, shadow: bool = False):
+    """``version``: one of ``VERSIONS`` (default: the running one); ``shadow``: a shadow run of it."""
+    version = version or running_version()
+    method, bands = VERSIONS[version]["method"], VERSIONS[version]["bands"] or settings.LEITSTAND_ANALYSIS
+    # A version's own run (not a shadow's) asks whether the image changed since the finding it
     # already has from this version, and skips content this version has analysed.
-    current = bands is None and method == "robust"
-    bands = bands or settings.LEITSTAND_ANALYSIS
+    current = not shadow
     candidate_id = parse(context.payload)
     candidate = Candidate.objects.filter(pk=candidate_id).first()
     if candidate is None:
         raise PermanentError(f"candidate {candidate_id} does not exist")
     earlier = (
-        Finding.objects.filter(candidate=candidate, analysis_version=PROCESSING_VERSION).order_by("-id").first()
+        Finding.objects.filter(candidate=candidate, analysis_version=version).order_by("-id").first()
         if current
         else None
     )
@@ -163,8 +188,11 @@ def handle(context: JobContext, *, bands: dict | None = None, method: str = "rob
         recorded = context.effect(
             f"finding:{context.job_id}",
             kind="finding",
+            # A shadow run (isolated, rolled back) writes over the running version's finding of the
+            # job, so the comparison of the two runs compares the same finding's outcome.
             apply=lambda: _finding_record(
                 context,
+                running_version() if shadow else version,
                 candidate,
                 asset_id,
                 score,
@@ -208,6 +236,7 @@ def _candidate_update(candidate: Candidate, content_hash: str, dhash: str, fetch
 
 def _finding_record(
     context: JobContext,
+    version: str,
     candidate: Candidate,
     asset_id: int,
     score: float,
@@ -226,7 +255,7 @@ def _finding_record(
             Finding(
                 candidate=candidate,
                 asset_id=asset_id,
-                analysis_version=PROCESSING_VERSION,
+                analysis_version=version,
                 job_id=context.job_id,
                 score=score,
                 verdict=verdict,

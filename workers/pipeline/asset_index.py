@@ -33,7 +33,12 @@ def fingerprint_fields(print_: matching.Fingerprint) -> dict:
         "pdq_hashes": [h.hex() for h in print_.hashes],
         "pdq_bands": print_.bands(),
         "keypoints": print_.keypoints_blob(),
-        "fingerprint": {"size": list(print_.size), "trim": list(print_.trim), "quality": print_.quality},
+        "fingerprint": {
+            "size": list(print_.size),
+            "trim": list(print_.trim),
+            "whole": list(print_.whole),
+            "quality": print_.quality,
+        },
     }
 
 
@@ -99,6 +104,13 @@ class DatabaseIndex:
     def originals(self, ids: list[int]) -> list[matching.Original]:
         rows = ProtectedAsset.objects.filter(pk__in=ids).values_list("id", "name", "fingerprint", "keypoints")
         return [
-            matching.Original(pk, name, tuple(meta["size"]), *matching.Fingerprint.keypoints_from_blob(bytes(blob)))
+            matching.Original(
+                pk,
+                name,
+                tuple(meta["size"]),
+                tuple(meta["trim"]),
+                tuple(meta["whole"]),
+                *matching.Fingerprint.keypoints_from_blob(bytes(blob)),
+            )
             for pk, name, meta, blob in rows
         ]

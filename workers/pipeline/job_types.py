@@ -8,6 +8,7 @@ from workers.runtime.registry import JobType, register
 
 
 def job_types_register() -> None:
+    analysis_version = analysis.running_version()
     register(
         JobType(
             name="crawl",
@@ -35,13 +36,14 @@ def job_types_register() -> None:
             parse_payload=analysis.parse,
             subject=analysis.subject,
             description="Download a candidate image and compare it with the protected assets.",
-            handler=analysis.handle,
+            handler=analysis.handle,  # runs LEITSTAND_ANALYSIS_VERSION
             pool="analysis",
             client_scope="jobs:all",  # sources, candidates and assets are shared by every client
-            processing_version=analysis.PROCESSING_VERSION,
+            processing_version=analysis_version,
             shadow_versions={
-                analysis.DHASH_VERSION: functools.partial(analysis.handle, method="dhash"),
-                analysis.TIGHT_VERSION: functools.partial(analysis.handle, bands=analysis.TIGHT_BANDS),
+                version: functools.partial(analysis.handle, version=version, shadow=True)
+                for version in analysis.VERSIONS
+                if version != analysis_version
             },
             expected_paths=(
                 "robots -> skipped",

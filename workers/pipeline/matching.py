@@ -30,7 +30,6 @@ stages, the same code.
 from __future__ import annotations
 
 import functools
-import itertools
 import struct
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -87,7 +86,8 @@ class Fingerprint:
     hashes: tuple[bytes, ...]  # PDQ (32 bytes) of the whole image, and of its trimmed content if trimmed
     quality: int  # PDQ's quality 0-100: below ~50 the image has too little structure for the hash
     size: tuple[int, int]  # the normalised content's width and height (the keypoints' frame)
-    trim: tuple[int, int, int, int]  # the box kept of the decoded image (left, top, right, bottom)
+    trim: tuple[int, int, int, int]  # the content's box in the normalised whole image
+    whole: tuple[int, int]  # the normalised whole image's width and height
     points: np.ndarray = field(repr=False)  # (n, 2) float32 keypoint positions in the normalised content
     descriptors: np.ndarray = field(repr=False)  # (n, 32) uint8 ORB descriptors, strongest first
 
@@ -205,7 +205,7 @@ def fingerprint(image: Image.Image) -> Fingerprint:
         hashes += _pdq(content, dihedral=False)[0]
     content = content or whole
     points, descriptors = orb_features(content)
-    return Fingerprint(tuple(hashes), quality, content.size, box, points, descriptors)
+    return Fingerprint(tuple(hashes), quality, content.size, box, whole.size, points, descriptors)
 
 
 @dataclass(frozen=True)
@@ -216,6 +216,7 @@ class Candidate:
     variants: tuple[bytes, ...]
     quality: int
     trim: tuple[int, int, int, int]
+    whole: tuple[int, int]
     content: Image.Image = field(repr=False)
 
     @property
@@ -254,7 +255,7 @@ def candidate(image: Image.Image) -> Candidate:
     variants, quality = _pdq(whole, dihedral=True)
     if content is not None:
         variants += _pdq(content, dihedral=True)[0]
-    return Candidate(tuple(variants), quality, box, content or whole)
+    return Candidate(tuple(variants), quality, box, whole.size, content or whole)
 
 
 def hamming(a: bytes, b: bytes) -> int:
@@ -268,6 +269,8 @@ class Original:
     id: int
     name: str
     size: tuple[int, int]
+    trim: tuple[int, int, int, int]
+    whole: tuple[int, int]
     points: np.ndarray = field(repr=False)
     descriptors: np.ndarray = field(repr=False)
 
@@ -400,7 +403,6 @@ def _verify(cand: Candidate, original: Original) -> Comparison:
         if inliers > best[0]:
             best = (inliers, source[mask.ravel() == 1], target[mask.ravel() == 1], mirrored, len(good))
     inliers, source, target, mirrored, good = best
-    width, height = cand.size
     evidence = {
         "stage": "keypoints",
         "inliers": inliers,
@@ -409,14 +411,21 @@ def _verify(cand: Candidate, original: Original) -> Comparison:
         "mirrored": mirrored,
     }
     if inliers:
-        # At most 40 inlier pairs, as shares of each normalised image: the review workspace draws them.
+        # At most 40 inlier pairs, as shares of each whole image: the review workspace draws them.
         step = max(1, inliers // 40)
-        evidence["pairs"] = [
-            [round(float(s[0]) / width, 4), round(float(s[1]) / height, 4)]
-            + [round(float(t[0]) / original.size[0], 4), round(float(t[1]) / original.size[1], 4)]
-            for s, t in itertools.islice(zip(source[::step], target[::step]), 40)
-        ]
+        if mirrored:  # the mirror's keypoints, back on the candidate as it is
+            source = np.column_stack([cand.size[0] - source[:, 0], source[:, 1]])
+        ours = _shares(source[::step][:40], cand.size, cand.trim, cand.whole)
+        theirs = _shares(target[::step][:40], original.size, original.trim, original.whole)
+        evidence["pairs"] = np.round(np.hstack([ours, theirs]), 4).tolist()
     return Comparison(original.id, original.name, keypoint_score(inliers), "keypoints", evidence)
+
+
+def _shares(points: np.ndarray, size, trim, whole) -> np.ndarray:
+    """Positions in the normalised content as shares of the whole image's width and height."""
+    left, top, right, bottom = trim
+    scale = np.array([(right - left) / size[0], (bottom - top) / size[1]])
+    return (points * scale + np.array([left, top])) / np.array(whole)
 
 
 def _plausible(homography: np.ndarray) -> bool:
@@ -448,20 +457,10 @@ class MemoryIndex:
     def keypoint_votes(self, keys: list[int], limit: int) -> list[int]:
         wanted = set(keys)
         votes = sorted(
-            ((len(wanted.intersection(fp.keypoint_keys())), asset_id) for asset_id, (_, fp) in self.prints.items()),
-            reverse=True,
+            (-len(wanted.intersection(fp.keypoint_keys())), asset_id) for asset_id, (_, fp) in self.prints.items()
         )
         return [asset_id for count, asset_id in votes[:limit] if count]
 
     def originals(self, ids: list[int]) -> list[Original]:
-        return [
-            Original(i, self.prints[i][0], self.prints[i][1].size, *self._keypoints(i)) for i in ids if i in self.prints
-        ]
-
-    def _keypoints(self, asset_id: int):
-        fp = self.prints[asset_id][1]
-        return fp.points, fp.descriptors
-
-
-def mirror(image: Image.Image) -> Image.Image:
-    return ImageOps.mirror(image)
+        found = [(i, *self.prints[i]) for i in ids if i in self.prints]
+        return [Original(i, name, fp.size, fp.trim, fp.whole, fp.points, fp.descriptors) for i, name, fp in found]
