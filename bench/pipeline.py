@@ -7,13 +7,15 @@ The demo web (``workers/pipeline/demoweb.py``, both sites) is served from this p
 politeness is off for the run (``LEITSTAND_HOST_MIN_DELAY_SECONDS=0``), and each pool runs **one**
 worker — per core, and one request in flight per host as politeness always allows.
 
-- **Analysis**: ``--images`` candidates (the demo web's nine fetchable images, each under many URLs:
-  ``?n=…``, so every job is a candidate of its own) → analysis jobs run by ``runpool analysis``: the
-  whole handler — robots.txt (cached), the host's politeness slot, the fetch through the safe client,
-  decode, hash, thumbnail, the comparison with the protected assets, the finding through the effect
-  ledger, a recheck plan for a match — and the engine around it. The **baseline**: a loop over the
-  same images already in memory doing the same image work (``images.decode``: verify, decode, dHash,
-  thumbnail; the comparison with every asset; the content hash).
+- **Analysis**, once per version — analysis@1 (one dHash against every original, the baseline) and
+  analysis@2 (PDQ and keypoints on the index), ``LEITSTAND_ANALYSIS_VERSION`` of the pool: ``--images``
+  candidates (the demo web's nine fetchable images, each under many URLs: ``?n=…``, so every job is a
+  candidate of its own) → analysis jobs run by ``runpool analysis``: the whole handler — robots.txt
+  (cached), the host's politeness slot, the fetch through the safe client, decode, the comparison,
+  thumbnail, the finding through the effect ledger, a recheck plan for a match — and the engine
+  around it. The **baseline** of each: a loop over the same images already in memory doing the same
+  image work (``images.decode``: verify, decode, dHash, thumbnail; the version's comparison; the
+  content hash). The last line: analysis@2's jobs per second against analysis@1's.
 - **Crawl**: ``--pages`` crawl jobs for the demo web's pages (each under many URLs, at the source's
   depth so no links are followed; each its own run, so each spawns its analysis jobs afresh) run by
   ``runpool crawl``. The **baseline**: a bare httpx loop fetching the same pages and parsing them
@@ -29,15 +31,18 @@ import hashlib
 import time
 import uuid
 
+from django.conf import settings
 from django.db import transaction
 
 from bench.throughput import count, measure, start, stop  # sets Django up
-from workers.pipeline import demoweb, images
+from workers.pipeline import analysis, demoweb, images
 from workers.pipeline.crawl import extract
-from workers.pipeline.models import Candidate, ProtectedAsset
+from workers.pipeline.models import Candidate
 from workers.pipeline.services import asset_register, source_upsert
 from workers.runtime.services import jobs_submit_many
 
+# analysis@1 (one dHash against every original) is the baseline analysis@2 is measured against.
+VERSIONS = (analysis.DHASH_VERSION, analysis.PROCESSING_VERSION)
 # A job is the worker's until it leaves these (a failed one comes back for its retry).
 WORKING = ["planned", "reserved", "running", "failed"]
 # What the sites serve without a special behaviour (robots.txt, slowness, 503s, vanishing).
@@ -74,12 +79,15 @@ def run_pool(pool: str, env: dict, total: int) -> float:
         stop(control)
 
 
-def bare_analysis(bodies: list[bytes]) -> float:
-    assets = [int(h, 16) for h in ProtectedAsset.objects.values_list("dhash", flat=True)]
+def bare_analysis(bodies: list[bytes], version: str) -> float:
+    """The version's image work in a loop over the images in memory: decode (verify, pixels, dHash,
+    thumbnail), the comparison with the protected originals (analysis@2: on the database's index,
+    as the handler does), the content hash."""
+    bands = settings.LEITSTAND_ANALYSIS
+    method = analysis.VERSIONS[version]["method"]
     started = time.perf_counter()
     for body in bodies:
-        decoded = images.decode(body)
-        max(images.similarity(decoded.dhash, asset) for asset in assets)
+        analysis.compare(images.decode(body), bands, method=method)
         hashlib.sha256(body).hexdigest()
     return len(bodies) / (time.perf_counter() - started)
 
@@ -111,27 +119,30 @@ def main() -> None:
         env = {"LEITSTAND_HTTP_ALLOWED_TARGETS": ",".join(web.targets), "LEITSTAND_HOST_MIN_DELAY_SECONDS": "0"}
         tag = uuid.uuid4().hex[:8]
 
-        # Analysis: the candidates, their jobs, the pool; then the same images bare.
-        image_urls = [
-            (sources[site].pk, f"{web.base_url(site)}{path[1:]}?n={n}")
-            for n in range(args.images)
-            for site, path in [IMAGES[n % len(IMAGES)]]
-        ]
-        with transaction.atomic():
-            candidates = Candidate.objects.bulk_create(
-                [Candidate(image_url=url, page_url=url, source_id=source) for source, url in image_urls]
-            )
-        submit(
-            [
-                {"job_type": "analysis", "payload": {"candidate_id": c.pk}, "idempotency_key": f"{tag}-{c.pk}"}
-                for c in candidates
+        # Analysis, per version: the candidates, their jobs, the pool; then the same images bare.
+        analyses = []
+        for version in VERSIONS:
+            image_urls = [
+                (sources[site].pk, f"{web.base_url(site)}{path[1:]}?n={n}&v={version}")
+                for n in range(args.images)
+                for site, path in [IMAGES[n % len(IMAGES)]]
             ]
-        )
-        analysis = run_pool("analysis", {**env, "LEITSTAND_ANALYSIS_WORKERS": "1"}, len(candidates))
-        import httpx
+            with transaction.atomic():
+                candidates = Candidate.objects.bulk_create(
+                    [Candidate(image_url=url, page_url=url, source_id=source) for source, url in image_urls]
+                )
+            submit(
+                [
+                    {"job_type": "analysis", "payload": {"candidate_id": c.pk}, "idempotency_key": f"{tag}-{c.pk}"}
+                    for c in candidates
+                ]
+            )
+            pool_env = {**env, "LEITSTAND_ANALYSIS_WORKERS": "1", "LEITSTAND_ANALYSIS_VERSION": version}
+            rate = run_pool("analysis", pool_env, len(candidates))
+            import httpx
 
-        bodies = [httpx.get(url).content for _, url in image_urls]
-        analysis_bare = bare_analysis(bodies)
+            bodies = [httpx.get(url).content for _, url in image_urls]
+            analyses.append((version, rate, bare_analysis(bodies, version)))
 
         # Crawl: one job per page URL, each its own run; then the same pages bare.
         page_jobs = []
@@ -160,8 +171,11 @@ def main() -> None:
 
     print("\none worker per pool; politeness off; demo web on loopback (served by this process)")
     print(f"{'work':<62} {'per s':>8} {'of bare':>8}")
-    print(f"{f'analysis, bare loop over the images in memory ({args.images})':<62} {analysis_bare:>8.1f} {1:>8.2f}")
-    print(f"{f'analysis jobs, end to end ({args.images})':<62} {analysis:>8.1f} {analysis / analysis_bare:>8.2f}")
+    for version, rate, bare in analyses:
+        print(f"{f'{version}: bare loop over the images in memory ({args.images})':<62} {bare:>8.1f} {1:>8.2f}")
+        print(f"{f'{version}: analysis jobs, end to end ({args.images})':<62} {rate:>8.1f} {rate / bare:>8.2f}")
+    (old_version, old_rate, _), (new_version, new_rate, _) = analyses
+    print(f"{f'{new_version} jobs against {old_version} jobs, per core':<62} {'':>8} {new_rate / old_rate:>8.2f}")
     for latency_ms, crawl, crawl_bare in crawls:
         site = f"pages answered after {latency_ms} ms"
         print(f"{f'crawl, bare httpx loop: fetch and parse ({args.pages}; {site})':<62} {crawl_bare:>8.1f} {1:>8.2f}")

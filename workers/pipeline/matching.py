@@ -42,7 +42,8 @@ from PIL import Image, ImageOps
 # What the stages compute, and the version of it stored with every original: a change here that
 # alters fingerprints bumps it, and originals of another version are fingerprinted again.
 FINGERPRINT_VERSION = "pdq-orb@1"
-WORK_SIDE = 512  # the normalised image's longer side
+HASH_SIDE = 256  # the longer side of the image the hash and the trimming see
+WORK_SIDE = 512  # the longer side of the content the keypoints are found in
 TRIM_MAX = 0.30  # at most this share of a side is trimmed
 TRIM_TOLERANCE = 24  # a pixel within this (per channel) of the edge's colour belongs to the border
 TRIM_SOLID = 0.98  # a frame's line: this share of its pixels of one colour
@@ -86,8 +87,8 @@ class Fingerprint:
     hashes: tuple[bytes, ...]  # PDQ (32 bytes) of the whole image, and of its trimmed content if trimmed
     quality: int  # PDQ's quality 0-100: below ~50 the image has too little structure for the hash
     size: tuple[int, int]  # the normalised content's width and height (the keypoints' frame)
-    trim: tuple[int, int, int, int]  # the content's box in the normalised whole image
-    whole: tuple[int, int]  # the normalised whole image's width and height
+    trim: tuple[int, int, int, int]  # the content's box in the reduced whole image
+    whole: tuple[int, int]  # the reduced whole image's width and height (HASH_SIDE on the longer side)
     points: np.ndarray = field(repr=False)  # (n, 2) float32 keypoint positions in the normalised content
     descriptors: np.ndarray = field(repr=False)  # (n, 32) uint8 ORB descriptors, strongest first
 
@@ -152,16 +153,40 @@ def _border_depth(rgb: np.ndarray, limit: int, *, bar: bool) -> int:
     return int(below[0]) if len(below) else limit
 
 
-def normalise(image: Image.Image) -> tuple[Image.Image, Image.Image | None, tuple[int, int, int, int]]:
-    """The image scaled to ``WORK_SIDE`` on its longer side; its content without frame or caption bar,
-    scaled the same way (None when nothing was trimmed); and the box kept, in the scaled image."""
-    whole = _scaled(image.convert("RGB"))
-    trimmed, box = trim(whole)
-    return whole, (_scaled(trimmed) if trimmed is not whole else None), box
+@dataclass(frozen=True)
+class Normalised:
+    """An image reduced for the hash (``HASH_SIDE`` on its longer side), the box its trimming keeps
+    (in that reduced image), and the content for the keypoints, made when first asked for: the box's
+    region of the full image at ``WORK_SIDE`` on its longer side."""
+
+    image: Image.Image = field(repr=False)  # the decoded image, RGB
+    small: Image.Image = field(repr=False)
+    box: tuple[int, int, int, int]
+
+    @property
+    def trimmed(self) -> bool:
+        return self.box != (0, 0, *self.small.size)
+
+    def small_content(self) -> Image.Image:
+        return self.small.crop(self.box) if self.trimmed else self.small
+
+    @functools.cached_property
+    def content(self) -> Image.Image:
+        scale = self.image.width / self.small.width, self.image.height / self.small.height
+        left, top, right, bottom = self.box
+        region = self.image.crop((left * scale[0], top * scale[1], right * scale[0], bottom * scale[1]))
+        return _scaled(region, WORK_SIDE) if self.trimmed else _scaled(self.image, WORK_SIDE)
 
 
-def _scaled(image: Image.Image) -> Image.Image:
-    scale = WORK_SIDE / max(image.size)
+def normalise(image: Image.Image) -> Normalised:
+    """Trimming is decided on the reduced image: frames and bars are far coarser than its pixels."""
+    image = image.convert("RGB")
+    small = _scaled(image, HASH_SIDE)
+    return Normalised(image, small, trim(small)[1])
+
+
+def _scaled(image: Image.Image, side: int) -> Image.Image:
+    scale = side / max(image.size)
     size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
     return image.resize(size, Image.Resampling.BILINEAR) if size != image.size else image
 
@@ -199,13 +224,13 @@ def _pdq(image: Image.Image, *, dihedral: bool) -> tuple[list[bytes], int]:
 
 def fingerprint(image: Image.Image) -> Fingerprint:
     """An original's fingerprint, computed once at upload."""
-    whole, content, box = normalise(image)
-    hashes, quality = _pdq(whole, dihedral=False)
-    if content is not None:
-        hashes += _pdq(content, dihedral=False)[0]
-    content = content or whole
+    normalised = normalise(image)
+    hashes, quality = _pdq(normalised.small, dihedral=False)
+    if normalised.trimmed:
+        hashes += _pdq(normalised.small_content(), dihedral=False)[0]
+    content = normalised.content
     points, descriptors = orb_features(content)
-    return Fingerprint(tuple(hashes), quality, content.size, box, whole.size, points, descriptors)
+    return Fingerprint(tuple(hashes), quality, content.size, normalised.box, normalised.small.size, points, descriptors)
 
 
 @dataclass(frozen=True)
@@ -215,47 +240,52 @@ class Candidate:
 
     variants: tuple[bytes, ...]
     quality: int
-    trim: tuple[int, int, int, int]
-    whole: tuple[int, int]
-    content: Image.Image = field(repr=False)
+    normalised: Normalised = field(repr=False)
+
+    @property
+    def trim(self) -> tuple[int, int, int, int]:
+        return self.normalised.box
+
+    @property
+    def whole(self) -> tuple[int, int]:
+        return self.normalised.small.size
 
     @property
     def size(self) -> tuple[int, int]:
-        return self.content.size
+        return self.normalised.content.size
 
     @functools.cached_property
     def features(self) -> tuple[np.ndarray, np.ndarray]:
-        return orb_features(self.content)
+        return orb_features(self.normalised.content)
 
     @functools.cached_property
     def mirror_features(self) -> tuple[np.ndarray, np.ndarray]:
-        return orb_features(ImageOps.mirror(self.content))
+        return orb_features(ImageOps.mirror(self.normalised.content))
 
     def query_bands(self) -> list[int]:
         """Every band value within one bit of a variant's band: an original within 31 bits of a
         variant shares at least one of them (16 bands; 31 differing bits leave one band with ≤ 1)."""
-        values = set()
-        for variant in self.variants:
-            for i, value in enumerate(struct.unpack(">16H", variant)):
-                values.add(i << BAND_BITS | value)
-                values.update(i << BAND_BITS | (value ^ (1 << bit)) for bit in range(BAND_BITS))
-        return sorted(values)
+        bands = np.frombuffer(b"".join(self.variants), dtype=">u2").astype(np.int64).reshape(-1, BANDS)
+        flips = np.concatenate([[0], 1 << np.arange(BAND_BITS, dtype=np.int64)])
+        near = (bands[:, :, None] ^ flips) | (np.arange(BANDS, dtype=np.int64)[None, :, None] << BAND_BITS)
+        return np.unique(near).tolist()
 
     def keys(self) -> list[int]:
         return sorted(set(keypoint_keys(self.features[1])) | set(keypoint_keys(self.mirror_features[1])))
 
 
 def candidate(image: Image.Image) -> Candidate:
-    """A candidate's fingerprint, computed in the analysis."""
-    whole, content, box = normalise(image)
+    """A candidate's fingerprint, computed in the analysis (its keypoints only if the hash does not
+    decide)."""
+    normalised = normalise(image)
     # The hashes of the whole image and of its content (when something was trimmed), eight variants
     # each; an original stores the same two. A framed copy's content meets the whole original; a
     # copy trimmed like its original meets the original's content; a copy whose trimming went
     # astray still has its whole image.
-    variants, quality = _pdq(whole, dihedral=True)
-    if content is not None:
-        variants += _pdq(content, dihedral=True)[0]
-    return Candidate(tuple(variants), quality, box, whole.size, content or whole)
+    variants, quality = _pdq(normalised.small, dihedral=True)
+    if normalised.trimmed:
+        variants += _pdq(normalised.small_content(), dihedral=True)[0]
+    return Candidate(tuple(variants), quality, normalised)
 
 
 def hamming(a: bytes, b: bytes) -> int:
