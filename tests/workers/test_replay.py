@@ -96,21 +96,38 @@ def test_a_dry_run_changes_nothing_and_reports_what_it_would_do(web, pool_runtim
     )
 
 
-def test_a_shadow_version_reports_its_difference_and_leaves_the_job_alone(web, pool_runtime):  # noqa: F811
-    crawl_job(web, "/werke/2.html", depth=0)  # its collage scores about 0.84: a review case with bands 0.75-0.90
+WERKE_2 = ("kreise-collage.jpg", "foto-204.jpg", "abendlicht-gespiegelt.jpg", "mohnfeld-ausschnitt.jpg")
+
+
+def analysed_on_werke_2(web, pool_runtime) -> dict:  # noqa: F811
+    """The analysis jobs of the demo's second gallery page, by image: the collage (a review case),
+    an unrelated photo (no match), a mirrored and a cropped copy (matches analysis@1 missed)."""
+    crawl_job(web, "/werke/2.html", depth=0)
     pool_runtime("crawl").wake()
-    pool_runtime("analysis").wake()
-    (case,) = Job.objects.filter(type="analysis", state__in=[State.UNCLEAR, State.READY_FOR_REVIEW])
+    while pool_runtime("analysis").wake().claimed:
+        pass
+    jobs = Job.objects.filter(type="analysis")
+    urls = dict(
+        Candidate.objects.filter(pk__in=[j.payload["candidate_id"] for j in jobs]).values_list("pk", "image_url")
+    )
+    by_image = {urls[job.payload["candidate_id"]].rsplit("/", 1)[1]: job for job in jobs}
+    return {image: by_image[image] for image in WERKE_2}
+
+
+def test_a_shadow_version_reports_its_difference_and_leaves_the_job_alone(web, pool_runtime):  # noqa: F811
+    jobs = analysed_on_werke_2(web, pool_runtime)
+    mirrored = jobs["abendlicht-gespiegelt.jpg"]
+    assert mirrored.state == State.RECHECK_DUE
     before = snapshot()
-    output = command(str(case.pk), "--shadow", "--processing-version", "analysis@2-tight")
+    output = command(str(mirrored.pk), "--shadow", "--processing-version", "analysis@1")
     after = snapshot()
     assert after.pop("ShadowRun", None) is None and after == before, "only the shadow record is new"
-    record = ShadowRun.objects.get(job=case)
-    assert (record.processing_version, record.real_version, record.same) == ("analysis@2-tight", "analysis@2", False)
-    assert {"field": "outcome", "real": "review", "shadow": "done"} in record.differences
-    assert "differs: outcome: job 'review' → shadow 'done'" in output
+    record = ShadowRun.objects.get(job=mirrored)
+    assert (record.processing_version, record.real_version, record.same) == ("analysis@1", "analysis@2", False)
+    assert {"field": "outcome", "real": "recheck", "shadow": "done"} in record.differences
+    assert "differs: outcome: job 'recheck' → shadow 'done'" in output, "analysis@1's dHash misses the mirror"
     with pytest.raises(CommandError, match="no shadow version 'analysis@9'; declared: analysis@1, analysis@2-tight"):
-        command(str(case.pk), "--shadow", "--processing-version", "analysis@9")
+        command(str(mirrored.pk), "--shadow", "--processing-version", "analysis@9")
 
 
 def test_sampling_makes_shadow_jobs_for_the_configured_share(make_job, settings):
@@ -125,16 +142,19 @@ def test_sampling_makes_shadow_jobs_for_the_configured_share(make_job, settings)
 
 
 def test_a_sampled_shadow_job_runs_in_the_bulk_lane_and_records_its_comparison(web, pool_runtime, settings):  # noqa: F811
-    settings.LEITSTAND_SHADOW_SAMPLES = {"analysis": {"version": "analysis@2-tight", "share": 1.0}}
-    crawl_job(web, "/werke/2.html", depth=0)
-    pool_runtime("crawl").wake()
-    pool_runtime("analysis").wake()
-    analysed = list(Job.objects.filter(type="analysis"))
-    assert shadow_sample([(job.pk, "analysis", "done") for job in analysed]) == len(analysed) >= 2
-    pool_runtime("analysis").wake()
-    runs = ShadowRun.objects.filter(sampled=True)
-    assert runs.count() == len(analysed) and {r.processing_version for r in runs} == {"analysis@2-tight"}
+    settings.LEITSTAND_SHADOW_SAMPLES = {"analysis": {"version": "analysis@1", "share": 1.0}}
+    jobs = analysed_on_werke_2(web, pool_runtime)
+    assert shadow_sample([(job.pk, "analysis", "done") for job in jobs.values()]) == len(jobs) == 4
+    while pool_runtime("analysis").wake().claimed:
+        pass
+    runs = {run.job_id: run for run in ShadowRun.objects.filter(sampled=True)}
+    assert len(runs) == 4 and {r.processing_version for r in runs.values()} == {"analysis@1"}
     assert set(Job.objects.filter(type="shadow").values_list("state", flat=True)) == {State.DONE}
-    review = [State.UNCLEAR, State.READY_FOR_REVIEW]
-    assert not runs.get(job__state__in=review).same, "the borderline collage is no match with narrower bands"
-    assert runs.filter(job__state=State.DONE, same=True).exists(), "an unrelated photo is no match in both versions"
+    differing = {image: [d["field"] for d in runs[job.pk].differences] for image, job in jobs.items()}
+    assert differing == {
+        "kreise-collage.jpg": [],  # a review case in both versions
+        "foto-204.jpg": ["result_ref"],  # no match in both, but another original is the closest
+        "abendlicht-gespiegelt.jpg": ["outcome", "result_ref", "path"],  # analysis@1 misses the mirror: done
+        "mohnfeld-ausschnitt.jpg": ["outcome", "result_ref", "path"],  # and leaves the crop to a reviewer
+    }
+    assert runs[jobs["kreise-collage.jpg"].pk].same and not runs[jobs["foto-204.jpg"].pk].same

@@ -1,18 +1,18 @@
 """The protected originals as the comparison's index, in PostgreSQL (``matching.AssetIndex``).
 
 An original stores its fingerprint at upload (``fingerprint_fields``, ``keys_store``): its PDQ
-hashes, the hashes' 16-bit bands as an integer array with a GIN index, its keypoints for the geometric
-check, and the keys of its ORB descriptors in a table of their own. A candidate reads only what lies near it:
+hashes and its keypoints for the geometric check in its row, and two posting tables, each looked up
+by its primary key's index: the 16-bit bands of its hashes (``AssetHashBand``) and the keys of its
+ORB descriptors (``AssetKeypointKey``). A candidate reads only what lies near it:
 
-- **by hash** — the originals sharing one of the candidate's band values within one bit (multi-index
-  hashing: ``pdq_bands && …``); PostgreSQL computes their exact distances (``bit_count`` of the XOR)
-  and returns the nearest few;
-- **by keypoints** — the originals sharing the most keypoint keys (``AssetKeypointKey``: one row per
-  key and original, looked up by key);
+- **by hash** — the originals with one of the candidate's band values within one bit (multi-index
+  hashing: every original within 31 bits is among them); PostgreSQL computes their exact distances
+  (``bit_count`` of the XOR) and returns the nearest few;
+- **by keypoints** — the originals sharing the most keypoint keys;
 - the keypoints of the shortlisted few.
 
-No query reads every original: what grows with the number of originals is the GIN posting lists a
-candidate's keys hit (``bench/matching_scale.py`` measures it to 10,000 originals).
+No query reads every original: what grows with their number is the postings a candidate's bands and
+keys hit (``bench/matching_scale.py`` measures it to 10,000 originals).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from __future__ import annotations
 from django.db import connection
 
 from workers.pipeline import matching
-from workers.pipeline.models import AssetKeypointKey, ProtectedAsset
+from workers.pipeline.models import AssetHashBand, AssetKeypointKey, ProtectedAsset
 
 TABLE = ProtectedAsset._meta.db_table
+BANDS_TABLE = AssetHashBand._meta.db_table
 KEYS_TABLE = AssetKeypointKey._meta.db_table
 
 
@@ -31,7 +32,6 @@ def fingerprint_fields(print_: matching.Fingerprint) -> dict:
     return {
         "fingerprint_version": matching.FINGERPRINT_VERSION,
         "pdq_hashes": [h.hex() for h in print_.hashes],
-        "pdq_bands": print_.bands(),
         "keypoints": print_.keypoints_blob(),
         "fingerprint": {
             "size": list(print_.size),
@@ -42,10 +42,12 @@ def fingerprint_fields(print_: matching.Fingerprint) -> dict:
     }
 
 
-def keys_store(asset_id: int, print_: matching.Fingerprint, *, model=AssetKeypointKey) -> None:
-    """An original's keypoint keys in the index, replacing what it had."""
-    model.objects.filter(asset_id=asset_id).delete()
-    model.objects.bulk_create([model(key=key, asset_id=asset_id) for key in print_.keypoint_keys()])
+def keys_store(asset_id: int, print_: matching.Fingerprint, *, bands=AssetHashBand, keys=AssetKeypointKey) -> None:
+    """An original's hash bands and keypoint keys in the index, replacing what it had. (``bands``,
+    ``keys``: the models, or a migration's historical ones.)"""
+    for model, values, field in ((bands, print_.bands(), "band"), (keys, print_.keypoint_keys(), "key")):
+        model.objects.filter(asset_id=asset_id).delete()
+        model.objects.bulk_create([model(**{field: value, "asset_id": asset_id}) for value in values])
 
 
 def _array(values) -> str:
@@ -62,53 +64,65 @@ class DatabaseIndex:
     def __init__(self, only: list[int] | None = None):
         self.only = only
 
-    def _scope(self, alias: str) -> str:
-        return f"AND {alias}.id = ANY(%s::int[])" if self.only is not None else ""
+    def _scope(self, alias: str, column: str = "id") -> str:
+        return f"AND {alias}.{column} = ANY(%s::int[])" if self.only is not None else ""
 
     def _scope_params(self) -> list:
         return [self.only] if self.only is not None else []
 
-    def count(self) -> int:
+    def empty(self) -> bool:
         originals = ProtectedAsset.objects.filter(fingerprint_version=matching.FINGERPRINT_VERSION)
-        return (originals.filter(pk__in=self.only) if self.only is not None else originals).count()
+        return not (originals.filter(pk__in=self.only) if self.only is not None else originals).exists()
 
     def near_hashes(self, cand: matching.Candidate, limit: int) -> list[tuple[int, str, tuple[bytes, ...]]]:
+        """Two look-ups by index: the originals with a band value near the candidate's, then the
+        nearest few of them by exact distance. (One query joining both made PostgreSQL read every
+        original: it cannot estimate how few rows ~2,000 band values find.)"""
         with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT b.asset_id FROM {BANDS_TABLE} b WHERE b.band = ANY(%s::int[]) {self._scope('b', 'asset_id')}",
+                [_array(cand.query_bands())] + self._scope_params(),
+            )
+            near = [row[0] for row in cursor.fetchall()]
+            if not near:
+                return []
             cursor.execute(
                 f"""
                 SELECT a.id, a.name, a.pdq_hashes,
                        (SELECT min(bit_count(('x' || h)::bit(256) # ('x' || v)::bit(256)))
                           FROM unnest(a.pdq_hashes) h, unnest(%s::text[]) v) AS bits
                   FROM {TABLE} a
-                 WHERE a.pdq_bands && %s::int[] AND a.fingerprint_version = %s {self._scope("a")}
+                 WHERE a.id = ANY(%s::int[]) AND a.fingerprint_version = %s
                  ORDER BY bits, a.id
                  LIMIT %s
                 """,
-                [_array(v.hex() for v in cand.variants), _array(cand.query_bands()), matching.FINGERPRINT_VERSION]
-                + self._scope_params()
-                + [limit],
+                [_array(v.hex() for v in cand.variants), _array(near), matching.FINGERPRINT_VERSION, limit],
             )
             return [(pk, name, tuple(bytes.fromhex(h) for h in hashes)) for pk, name, hashes, _ in cursor.fetchall()]
 
     def keypoint_votes(self, keys: list[int], limit: int) -> list[int]:
+        """The keys are an original's current ones (``keys_store`` replaces them with its fingerprint):
+        no join with the originals; ``originals`` drops one of another fingerprint version."""
         if not keys:
             return []
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
                 SELECT k.asset_id, count(*) AS votes
-                  FROM {KEYS_TABLE} k JOIN {TABLE} a ON a.id = k.asset_id
-                 WHERE k.key = ANY(%s::int[]) AND a.fingerprint_version = %s {self._scope("a")}
+                  FROM {KEYS_TABLE} k
+                 WHERE k.key = ANY(%s::int[]) {self._scope("k", "asset_id")}
                  GROUP BY k.asset_id
                  ORDER BY votes DESC, k.asset_id
                  LIMIT %s
                 """,
-                [_array(keys), matching.FINGERPRINT_VERSION] + self._scope_params() + [limit],
+                [_array(keys)] + self._scope_params() + [limit],
             )
             return [pk for pk, _ in cursor.fetchall()]
 
     def originals(self, ids: list[int]) -> list[matching.Original]:
-        rows = ProtectedAsset.objects.filter(pk__in=ids).values_list("id", "name", "fingerprint", "keypoints")
+        rows = ProtectedAsset.objects.filter(pk__in=ids, fingerprint_version=matching.FINGERPRINT_VERSION).values_list(
+            "id", "name", "fingerprint", "keypoints"
+        )
         return [
             matching.Original(
                 pk,

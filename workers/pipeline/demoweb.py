@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageOps
 
 # Every page and image of the demo sites is as old as this (their content never changes).
 LAST_MODIFIED = "Mon, 30 Nov 2026 08:00:00 GMT"
@@ -67,6 +67,17 @@ def _recompressed(seed: int, scale: float, quality: int) -> bytes:
     return encode(original.resize((int(original.width * scale), int(original.height * scale))), "JPEG", quality=quality)
 
 
+def _mirrored(seed: int) -> bytes:
+    return encode(ImageOps.mirror(artwork(seed)).resize((400, 267)), "JPEG", quality=70)
+
+
+def _cropped(seed: int) -> bytes:
+    """A repost's crop: a sixth of each side off, turned by 4° on a white ground."""
+    original = artwork(seed)
+    crop = original.crop((40, 25, 440, 295)).rotate(4, resample=Image.Resampling.BILINEAR, fillcolor="white")
+    return encode(crop, "JPEG", quality=80)
+
+
 def _blend(seed: int, other: int, alpha: float) -> bytes:
     return encode(Image.blend(artwork(seed), artwork(other), alpha), "JPEG", quality=80)
 
@@ -80,6 +91,8 @@ def images() -> dict[str, tuple[str, bytes]]:
         "/img/logo.png": ("image/png", encode(artwork(101, (240, 160)), "PNG")),  # unrelated → no match
         "/img/kreise-collage.jpg": ("image/jpeg", _blend(3, 103, 0.45)),  # blend → borderline
         "/img/foto-204.jpg": ("image/jpeg", encode(artwork(104), "JPEG", quality=85)),  # unrelated
+        "/img/abendlicht-gespiegelt.jpg": ("image/jpeg", _mirrored(1)),  # mirrored → match (analysis@1 missed it)
+        "/img/mohnfeld-ausschnitt.jpg": ("image/jpeg", _cropped(2)),  # cropped, turned → match by its keypoints
         "/img/stadt.webp": ("image/webp", encode(artwork(5).resize((360, 240)), "WEBP", quality=60)),  # → match
         "/img/abendlicht-kopie.jpg": ("image/jpeg", _recompressed(1, 0.8, 50)),  # → match
         "/img/hafen-mix.jpg": ("image/jpeg", _blend(1, 107, 0.45)),  # blend → borderline
@@ -112,7 +125,16 @@ SITE_A = {
             ["/werke/1.html", "/werke/2.html", "/private/intern.html", "https://elsewhere.example/"],
         ),
         "/werke/1.html": _gallery("Werke I", ["/img/abendlicht.png", "/img/mohnfeld-klein.jpg", "/img/logo.png"]),
-        "/werke/2.html": _gallery("Werke II", ["/img/kreise-collage.jpg", "/img/foto-204.jpg"], ["/werke/1.html"]),
+        "/werke/2.html": _gallery(
+            "Werke II",
+            [
+                "/img/kreise-collage.jpg",
+                "/img/foto-204.jpg",
+                "/img/abendlicht-gespiegelt.jpg",
+                "/img/mohnfeld-ausschnitt.jpg",
+            ],
+            ["/werke/1.html"],
+        ),
         "/private/intern.html": _gallery("Intern", ["/img/intern.png"]),
     },
 }

@@ -315,7 +315,8 @@ class AssetIndex(Protocol):
 
     def originals(self, ids: list[int]) -> list[Original]: ...
 
-    def count(self) -> int: ...
+    def empty(self) -> bool:
+        """No original of the current fingerprint version to compare with."""
 
 
 @dataclass
@@ -349,7 +350,7 @@ def _linear(value: float, at_match: float, at_unclear: float) -> float:
 def compare(cand: Candidate, index: AssetIndex, *, match_at: float = SCORE_MATCH) -> Comparison | None:
     """The best original for ``cand`` and the stage that found it (None when the index is empty).
     The keypoint stage runs when the hash's best score stays below ``match_at``."""
-    if index.count() == 0:
+    if index.empty():
         return None
     near = index.near_hashes(cand, limit=SHORTLIST)
     hashed = None
@@ -472,8 +473,8 @@ class MemoryIndex:
     def __init__(self, prints: dict[int, tuple[str, Fingerprint]]):
         self.prints = prints
 
-    def count(self) -> int:
-        return len(self.prints)
+    def empty(self) -> bool:
+        return not self.prints
 
     def near_hashes(self, cand: Candidate, limit: int) -> list[tuple[int, str, tuple[bytes, ...]]]:
         bands = set(cand.query_bands())

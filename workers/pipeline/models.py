@@ -4,7 +4,6 @@ records the crawl and analysis handlers produce (sources, protected assets, cand
 from urllib.parse import urlsplit
 
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 
 from jobs.models import LeitstandNow
@@ -142,18 +141,24 @@ class ProtectedAsset(models.Model):
     # What the comparison needs (``workers.pipeline.matching``), computed once at upload.
     fingerprint_version = models.CharField(max_length=20, blank=True, help_text="matching.FINGERPRINT_VERSION")
     pdq_hashes = ArrayField(models.CharField(max_length=64), default=list, blank=True, help_text="PDQ, hex.")
-    pdq_bands = ArrayField(models.IntegerField(), default=list, blank=True, help_text="The hashes' 16-bit bands.")
     keypoints = models.BinaryField(default=b"", blank=True, help_text="ORB positions and descriptors.")
     fingerprint = models.JSONField(default=dict, blank=True, help_text="Normalised size, trim box, PDQ quality.")
 
-    class Meta:
-        indexes = [
-            # The comparison's index of originals near a candidate's hash (AssetKeypointKey: by keypoints).
-            GinIndex(fields=["pdq_bands"], name="asset_pdq_bands_idx"),
-        ]
-
     def __str__(self) -> str:
         return f"{self.name} ({self.owner_ref})"
+
+
+class AssetHashBand(models.Model):
+    """The comparison's index of originals by hash: one row per 16-bit band of an original's PDQ
+    hashes (``matching.Fingerprint.bands``); a candidate's band values within one bit find every
+    original within 31 bits (multi-index hashing)."""
+
+    pk = models.CompositePrimaryKey("band", "asset")  # the primary key's index serves the look-up by band
+    band = models.IntegerField()
+    asset = models.ForeignKey(ProtectedAsset, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self) -> str:
+        return f"{self.band:06x} → {self.asset_id}"
 
 
 class AssetKeypointKey(models.Model):

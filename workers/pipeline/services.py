@@ -18,7 +18,7 @@ from jobs.models import OPERATE_PERMISSION, database_now
 from jobs.services import JobInputError, Submission
 from workers.pipeline import images, matching
 from workers.pipeline.asset_index import fingerprint_fields, keys_store
-from workers.pipeline.models import AssetKeypointKey, Finding, ProtectedAsset, Source, url_in_scope
+from workers.pipeline.models import AssetHashBand, AssetKeypointKey, Finding, ProtectedAsset, Source, url_in_scope
 from workers.pipeline.schedules import current_slot, schedule_validate
 from workers.runtime.services import job_submit
 
@@ -63,10 +63,10 @@ def asset_register(*, name: str, owner_ref: str, data: bytes) -> tuple[Protected
     return asset, created
 
 
-def assets_fingerprint(*, assets=ProtectedAsset, keys=AssetKeypointKey, batch: int = 100) -> int:
+def assets_fingerprint(*, assets=ProtectedAsset, bands=AssetHashBand, keys=AssetKeypointKey, batch: int = 100) -> int:
     """Fingerprint the originals whose fingerprint is missing or of another version
     (``matching.FINGERPRINT_VERSION``); returns how many. Each batch commits on its own.
-    (``assets``, ``keys``: the models, or a migration's historical ones.)"""
+    (``assets``, ``bands``, ``keys``: the models, or a migration's historical ones.)"""
     done = 0
     while True:
         stale = list(assets.objects.exclude(fingerprint_version=matching.FINGERPRINT_VERSION).order_by("id")[:batch])
@@ -76,7 +76,7 @@ def assets_fingerprint(*, assets=ProtectedAsset, keys=AssetKeypointKey, batch: i
             for asset in stale:
                 print_ = matching.fingerprint(images.decode(bytes(asset.image)).pixels)
                 assets.objects.filter(pk=asset.pk).update(**fingerprint_fields(print_))
-                keys_store(asset.pk, print_, model=keys)
+                keys_store(asset.pk, print_, bands=bands, keys=keys)
         done += len(stale)
 
 
