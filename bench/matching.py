@@ -138,6 +138,7 @@ def main() -> None:
     print(
         f"{len(names)} photographs from {photos_dir()}; fingerprints {1000 * (time.perf_counter() - started) / len(names):.1f} ms each"
     )
+    print("per photograph, median ms: " + ", ".join(f"{stage} {ms:.1f}" for stage, ms in stage_times(photos).items()))
     index = matching.MemoryIndex(prints)
     old_hashes = {ids[n]: images.dhash(im) for n, im in photos.items()}
 
@@ -192,6 +193,25 @@ def main() -> None:
             f"{group}: {counts['match'] / n:.1%} match, {counts['no_match'] / n:.1%} missed, {counts['wrong']} wrong ({n} candidates)"
         )
     print(f"comparison per candidate (19 originals): median {1000 * statistics.median(times):.1f} ms")
+
+
+def stage_times(photos: dict[str, Image.Image]) -> dict[str, float]:
+    """What each piece of a candidate's comparison costs (the hash stage: normalise and PDQ in eight
+    variants; the keypoint stage: the 512-pixel content and ORB on it and on its mirror)."""
+    times: dict[str, list[float]] = {}
+
+    def timed(stage, work):
+        started = time.perf_counter()
+        result = work()
+        times.setdefault(stage, []).append(1000 * (time.perf_counter() - started))
+        return result
+
+    for photo in photos.values():
+        normalised = timed("normalise (256 px, trim)", lambda photo=photo: matching.normalise(photo))
+        timed("PDQ, 8 variants", lambda n=normalised: matching._pdq(n.small, dihedral=True))
+        content = timed("content at 512 px", lambda n=normalised: n.content)
+        timed("ORB with CLAHE", lambda c=content: matching.orb_features(c))
+    return {stage: statistics.median(values) for stage, values in times.items()}
 
 
 def _brief(result: matching.Comparison) -> str:

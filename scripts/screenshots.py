@@ -4,7 +4,7 @@
 
 Logs in as the demo's operator and reviewer in Debian's headless Chromium and saves the home page,
 job pages, the recheck plans, the paths pages, the flow, the business rules, the dead letters, a bulk
-dry run, the batches, the review queue and a review case.
+dry run, the batches, the review queue, a review case and one whose evidence is matched keypoints.
 """
 
 import argparse
@@ -105,6 +105,16 @@ def main() -> None:
         reviewer.keyboard.press("?")
         reviewer.screenshot(path=OUT / "review-case.png", full_page=True)
         reviewer.keyboard.press("s")  # skip: give the case back, the screenshot decided nothing
+        # A case analysis@2 left to a person by its keypoints: the matched pairs drawn between the images.
+        reviewer.goto(f"{url}/admin/review/")
+        cases = [a.get_attribute("href") for a in reviewer.locator("tr:has-text('analysis') a").all()]
+        for href in cases:
+            reviewer.goto(url + href if href.startswith("/") else href)
+            if reviewer.locator("#keypoint-pairs").count():
+                reviewer.locator("#content-main").screenshot(path=OUT / "review-case-keypoints.png")
+                break
+        else:
+            print("no review case decided by keypoints: review-case-keypoints.png not taken")
         browser.close()
     print(f"screenshots in {OUT}")
 

@@ -114,7 +114,7 @@ class Fingerprint:
 def keypoint_keys(descriptors: np.ndarray) -> list[int]:
     """The descriptors' index keys: each descriptor's ``KEY_BITS``. A scene point seen again in a copy
     keeps them often enough to vote for its original; 22 bits keep chance agreements rare
-    (``bench/matching.py --keys`` measures both)."""
+    (measured on the evaluation set: ``docs/architecture.md``, "Copies people post")."""
     if len(descriptors) == 0:
         return []
     bits = np.unpackbits(descriptors, axis=1)[:, KEY_BITS].astype(np.int64)
@@ -328,9 +328,6 @@ class Comparison:
     score: float
     stage: str  # "hash" or "keypoints"
     evidence: dict
-
-    def as_dict(self) -> dict:
-        return {"asset_id": self.asset_id, "asset": self.asset_name, "score": round(self.score, 4), **self.evidence}
 
 
 def hash_score(bits: int) -> float:
