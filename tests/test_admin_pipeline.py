@@ -50,6 +50,11 @@ def test_an_uploaded_asset_is_decoded_safely_and_a_bad_one_is_refused_with_the_r
     assert response.status_code == 302
     asset = ProtectedAsset.objects.get()
     assert (asset.name, asset.width, asset.height, len(asset.dhash)) == ("Mohnfeld", 480, 320, 16)
+    page = client.get(reverse("admin:workers_protectedasset_change", args=[asset.id])).content.decode()
+    assert (
+        f"pdq-orb@1 — PDQ quality {asset.fingerprint['quality']}; {len(bytes(asset.keypoints)) // 40} keypoints" in page
+    )
+    assert asset.pdq_hashes[0] in page, "the fingerprint computed at upload is shown"
     again = client.post(url, {"name": "Again", "owner_ref": "RH-3", "upload": SimpleUploadedFile("m.png", png)})
     assert b"already registered" in again.content and ProtectedAsset.objects.count() == 1
 

@@ -215,9 +215,9 @@ def _thumbnail(data: bytes, width: int = 96):
 class ProtectedAssetAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     form = AssetForm
     show_full_result_count = False
-    list_display = ("preview", "name", "owner_ref", "dhash", "size", "created_at")
+    list_display = ("preview", "name", "owner_ref", "fingerprinted", "size", "created_at")
     search_fields = ("name", "owner_ref")
-    readonly_fields = ("preview", "dhash", "content_hash", "width", "height", "created_at")
+    readonly_fields = ("preview", "fingerprint_summary", "dhash", "content_hash", "width", "height", "created_at")
 
     def get_fields(self, request, obj=None):
         return ("name", "owner_ref", "upload") if obj is None else self.readonly_fields + ("name", "owner_ref")
@@ -243,6 +243,30 @@ class ProtectedAssetAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     @admin.display(description="size")
     def size(self, asset):
         return f"{asset.width}×{asset.height}"
+
+    @admin.display(description="fingerprint")
+    def fingerprinted(self, asset):
+        return asset.fingerprint_version or "— (manage.py fingerprint_assets)"
+
+    @admin.display(description="fingerprint (analysis@2)")
+    def fingerprint_summary(self, asset):
+        """What the comparison stores of the original: its PDQ hashes and keypoints."""
+        if not asset.fingerprint_version:
+            return "none yet: not compared until manage.py fingerprint_assets has run"
+        meta = asset.fingerprint
+        keypoints = len(bytes(asset.keypoints)) // 40
+        trimmed = meta.get("trim") != [0, 0, *meta.get("whole", [])]
+        hashes = " · ".join(asset.pdq_hashes)
+        return format_html(
+            "{} — PDQ quality {}; {} keypoints; {}<br><code>{}</code>",
+            asset.fingerprint_version,
+            meta.get("quality"),
+            keypoints,
+            "hashes of the whole image and of its content without frame or bar"
+            if trimmed
+            else "one hash (nothing trimmed)",
+            hashes,
+        )
 
 
 class FindingInline(ReadOnlyInline):

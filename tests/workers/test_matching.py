@@ -14,6 +14,7 @@ from PIL import Image, ImageOps
 
 from bench.matching import TRANSFORMATIONS, _caption, _crop, _frame, _rotate, load_photos
 from jobs.models import Job, State
+from jobs.services import JobInputError
 from tests.support.scripted_server import ScriptedServer
 from workers.pipeline import analysis, images, matching
 from workers.pipeline.asset_index import DatabaseIndex
@@ -263,3 +264,42 @@ def test_the_old_dhash_version_compares_every_original(registered, photos):
     new = analysis.compare(decoded, BANDS)
     assert old.stage == "dhash" and verdict(old) == "no_match", "analysis@1 misses a mirrored copy"
     assert new.stage == "hash" and verdict(new) == "match" and new.asset_name == "chelsea"
+
+
+def test_reanalyse_submits_the_candidates_only_an_older_version_analysed_once(registered, django_user_model):
+    from django.core.exceptions import PermissionDenied
+
+    from jobs.models import Batch
+    from workers.pipeline.models import Source
+    from workers.pipeline.services import reanalysis_start
+
+    source = Source.objects.create(name="S", base_url="https://s.example/")
+    old, new, never = (
+        Candidate.objects.create(image_url=f"https://s.example/{n}.png", page_url="https://s.example/", source=source)
+        for n in ("old", "new", "never")
+    )
+    asset = registered["coffee"]
+    for candidate, version in ((old, "analysis@1"), (new, "analysis@1"), (new, "analysis@2")):
+        Finding.objects.create(
+            candidate=candidate, asset=asset, score=0.5, verdict="no_match", analysis_version=version
+        )
+
+    out = io.StringIO()
+    call_command("reanalyse", "--dry-run", stdout=out)
+    assert out.getvalue().strip() == "1 candidate(s) would be analysed again with analysis@2; nothing was submitted"
+    assert not Job.objects.filter(type="analysis").exists()
+    call_command("reanalyse", stdout=out)
+    (job,) = Job.objects.filter(type="analysis")
+    assert (
+        job.payload == {"candidate_id": old.pk}
+        and job.priority >= 7
+        and job.idempotency_key == f"reanalysis:analysis@2:{old.pk}"
+    )
+    assert Batch.objects.get(pk=job.batch_id).key == "reanalysis:analysis@2"
+    assert reanalysis_start(actor="t") == (0, None), "a second call finds the candidate taken"
+    with pytest.raises(JobInputError, match="limit"):
+        reanalysis_start(actor="t", limit=0)
+    viewer = django_user_model.objects.create_user("v", password="p")
+    with pytest.raises(PermissionDenied):
+        reanalysis_start(actor="v", user=viewer)
+    assert never.findings.count() == 0 and Job.objects.filter(type="analysis").count() == 1

@@ -10,17 +10,27 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import CharField, Exists, OuterRef, Value
+from django.db.models.functions import Cast, Coalesce, Concat, Greatest
 from django.utils import timezone
 
 from jobs.batches import batch_create
-from jobs.models import OPERATE_PERMISSION, database_now
+from jobs.models import OPERATE_PERMISSION, Batch, Job, database_now
 from jobs.services import JobInputError, Submission
 from workers.pipeline import images, matching
+from workers.pipeline.analysis import running_version
 from workers.pipeline.asset_index import fingerprint_fields, keys_store
-from workers.pipeline.models import AssetHashBand, AssetKeypointKey, Finding, ProtectedAsset, Source, url_in_scope
+from workers.pipeline.models import (
+    AssetHashBand,
+    AssetKeypointKey,
+    Candidate,
+    Finding,
+    ProtectedAsset,
+    Source,
+    url_in_scope,
+)
 from workers.pipeline.schedules import current_slot, schedule_validate
-from workers.runtime.services import job_submit
+from workers.runtime.services import job_submit, jobs_submit_many
 
 MAX_ASSET_BYTES = 20 * 2**20
 logger = logging.getLogger(__name__)
@@ -187,6 +197,56 @@ def crawl_start(
                 last_run=batch, last_slot_at=Greatest(Coalesce("last_slot_at", slot), slot)
             )
     return submissions
+
+
+def reanalysis_start(*, actor: str, limit: int = 10_000, dry_run: bool = False, user=None) -> tuple[int, Batch | None]:
+    """Analyse again, with the running analysis version, the candidates that have findings but none
+    of that version: after an upgrade (analysis@1 → analysis@2) an unchanged page spawns no analysis
+    (conditional requests), so its images would keep the old version's verdicts. One batch per
+    version (its progress on the console's Batches page); each candidate's job is idempotent per
+    version, so a second call adds only what the first did not take (``limit`` a call).
+    Returns (candidates taken, the batch); ``dry_run`` counts without submitting."""
+    if user is not None and not user.has_perm(OPERATE_PERMISSION):
+        raise PermissionDenied(f"{user} lacks the permission to start analyses")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
+        raise JobInputError("limit", "must be an integer from 1 to 100000")
+    version = running_version()
+    prefix = f"reanalysis:{version}:"
+    taken = Job.objects.filter(
+        type="analysis", key_namespace="", idempotency_key=Concat(Value(prefix), Cast(OuterRef("pk"), CharField()))
+    )
+    stale = (
+        Candidate.objects.filter(findings__isnull=False)
+        .exclude(findings__analysis_version=version)
+        .exclude(Exists(taken))
+        .distinct()
+        .order_by("id")
+    )
+    chosen = list(stale.values_list("id", "source__priority")[:limit])
+    if dry_run or not chosen:
+        return len(chosen), None
+    with transaction.atomic():
+        batch, _ = batch_create(
+            key=f"reanalysis:{version}",
+            name=f"analysis again with {version}",
+            created_by=actor,
+            correlation_id=f"reanalysis:{version}",
+        )
+        jobs_submit_many(
+            [
+                {
+                    "job_type": "analysis",
+                    "payload": {"candidate_id": candidate_id},
+                    "idempotency_key": f"{prefix}{candidate_id}",
+                    "priority": max(priority, 7),  # behind new work: a backlog, not an emergency
+                }
+                for candidate_id, priority in chosen
+            ],
+            actor=actor,
+            correlation_id=f"reanalysis:{version}",
+            batch_id=batch.pk,
+        )
+    return len(chosen), batch
 
 
 def finding_review_record(*, job_id, verdict: str, reviewer: str, reason: str):
