@@ -55,6 +55,11 @@ def running_version() -> str:
     return settings.LEITSTAND_ANALYSIS_VERSION
 
 
+def version_spec(version: str) -> tuple[str, dict]:
+    """A version's comparison method and score bands."""
+    return VERSIONS[version]["method"], VERSIONS[version]["bands"] or settings.LEITSTAND_ANALYSIS
+
+
 def subject(payload: dict) -> str:
     """An analysis job is about the image it compares: its candidate's URL."""
     candidate_id = payload.get("candidate_id")
@@ -97,8 +102,8 @@ def score_against(decoded: images.DecodedImage, asset: ProtectedAsset) -> float:
     """The score of a decoded image against one original by the running version's comparison: a
     recheck asks whether the copy analysis found is still there (a mirrored copy is compared as a
     mirror, a crop by its keypoints)."""
-    bands = VERSIONS[running_version()]["bands"] or settings.LEITSTAND_ANALYSIS
-    if VERSIONS[running_version()]["method"] == "dhash":
+    method, bands = version_spec(running_version())
+    if method == "dhash":
         return images.similarity(decoded.dhash, int(asset.dhash, 16))
     comparison = compare(decoded, bands, index=DatabaseIndex(only=[asset.pk]))
     if comparison is None:
@@ -122,7 +127,7 @@ def _compare_dhash(decoded: images.DecodedImage) -> matching.Comparison | None:
 def handle(context: JobContext, *, version: str | None = None, shadow: bool = False):
     """``version``: one of ``VERSIONS`` (default: the running one); ``shadow``: a shadow run of it."""
     version = version or running_version()
-    method, bands = VERSIONS[version]["method"], VERSIONS[version]["bands"] or settings.LEITSTAND_ANALYSIS
+    method, bands = version_spec(version)
     # A version's own run (not a shadow's) asks whether the image changed since the finding it
     # already has from this version, and skips content this version has analysed.
     current = not shadow

@@ -1,16 +1,16 @@
 """``manage.py match_image [--asset ORIGINAL] CANDIDATE…``: why did (or didn't) an image match?
 
 One JSON line per candidate file: the verdict, the score, the stage that decided and its evidence —
-computed by the analysis handler's own comparison and bands (``analysis.compare``,
-``analysis.verdict_for``), without a job. ``--asset`` names the original: a registered asset's id, or
-an image file (fingerprinted as an upload would be). Without it, the candidate is compared with every
-registered original through the database's index, as the analysis does.
+computed by the analysis handler's own comparison and bands of the running version
+(``analysis.version_spec``, ``analysis.compare``, ``analysis.verdict_for``), without a job.
+``--asset`` names the original: a registered asset's id, or an image file (fingerprinted as an upload
+would be). Without it, the candidate is compared with every registered original through the
+database's index, as the analysis does.
 """
 
 import json
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from workers.pipeline import analysis, images, matching
@@ -27,7 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--asset", metavar="ORIGINAL", help="a registered asset's id, or an image file")
 
     def handle(self, *args, candidates, asset, **options):
-        bands = settings.LEITSTAND_ANALYSIS
+        method, bands = analysis.version_spec(analysis.running_version())
+        if method == "dhash" and asset:
+            raise CommandError(f"--asset needs analysis@2's index; the pools run {analysis.running_version()}")
         index = self._index(asset) if asset else None
         for path in candidates:
             line = {"candidate": path}
@@ -36,7 +38,7 @@ class Command(BaseCommand):
             except (CommandError, images.ImageRefused) as exc:
                 line["error"] = str(exc)
             else:
-                comparison = analysis.compare(decoded, bands, index=index)
+                comparison = analysis.compare(decoded, bands, method=method, index=index)
                 if comparison is None:
                     raise CommandError("no protected assets are registered to compare with")
                 line.update(
