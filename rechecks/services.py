@@ -30,6 +30,7 @@ from jobs.webhooks import event_record
 from rechecks import policy
 from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import EndReason, Progress, RecheckPolicy, Target
+from workers.pipeline.analysis import running_version, version_spec
 from workers.runtime.services import job_submit
 
 PLANNER = "recheck-planner"
@@ -269,7 +270,7 @@ def observation_record(*, plan_id: int, sequence: int, job_id, observed: Observe
             content_hash=observed.content_hash,
             last_hash=plan.last_content_hash,
             redirected=observed.redirected,
-            match_at=settings.LEITSTAND_ANALYSIS["match_at"],
+            match_at=version_spec(running_version())[1]["match_at"],  # the bands the copy was found with
         )
         progress = Progress(plan.interval_seconds, plan.unchanged_count, plan.confirmations)
         decision = policy.decide(

@@ -251,6 +251,8 @@ class ProtectedAssetAdmin(OfferedLookupsOnly, admin.ModelAdmin):
     @admin.display(description="fingerprint (analysis@2)")
     def fingerprint_summary(self, asset):
         """What the comparison stores of the original: its PDQ hashes and keypoints."""
+        if asset.fingerprint_error:
+            return f"none: {asset.fingerprint_error} — not compared (manage.py fingerprint_assets --retry-failed)"
         if not asset.fingerprint_version:
             return "none yet: not compared until manage.py fingerprint_assets has run"
         meta = asset.fingerprint

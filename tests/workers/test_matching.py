@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 from PIL import Image, ImageOps
 
 from bench.matching import TRANSFORMATIONS, _caption, _crop, _frame, _rotate, load_photos
+from jobs.errors import TransientError
 from jobs.models import Job, State
 from jobs.services import JobInputError
 from tests.support.scripted_server import ScriptedServer
@@ -175,11 +176,70 @@ def test_outdated_originals_are_fingerprinted_again_by_the_command(registered, p
     AssetHashBand.objects.filter(asset=registered["rocket"]).delete()
     rocket = matching.candidate(ImageOps.mirror(photos["rocket"]))
     assert matching.compare(rocket, DatabaseIndex()).asset_name != "rocket", "an outdated original is not compared"
+    # So the analysis waits instead of recording a no-match that would stand (conditional requests).
+    decoded = images.decode(png(ImageOps.mirror(photos["rocket"])))
+    with pytest.raises(TransientError, match="run manage.py fingerprint_assets"):
+        analysis.compare(decoded, BANDS)
     out = io.StringIO()
     call_command("fingerprint_assets", stdout=out)
     assert out.getvalue().strip() == f"1 original(s) fingerprinted ({matching.FINGERPRINT_VERSION})"
     assert AssetKeypointKey.objects.filter(asset=registered["rocket"]).exists()
-    assert matching.compare(rocket, DatabaseIndex()).asset_name == "rocket"
+    assert analysis.compare(decoded, BANDS).asset_name == "rocket"
+
+
+def test_an_original_that_cannot_be_decoded_is_marked_and_the_others_are_fingerprinted(registered, settings):
+    ProtectedAsset.objects.update(fingerprint_version="")
+    settings.LEITSTAND_IMAGE_MAX_PIXELS = 250_000  # lowered after the originals were registered
+    too_big = sorted(a.pk for a in registered.values() if a.width * a.height > 250_000)
+    big = ProtectedAsset.objects.get(pk=too_big[0])
+    out = io.StringIO()
+    call_command("fingerprint_assets", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert 0 < len(too_big) < len(SOME) and lines[0].startswith(f"{len(SOME) - len(too_big)} original(s) fingerprinted")
+    assert [int(line.split()[1]) for line in lines[1:]] == too_big
+    assert f"original {big.pk} not fingerprinted (not compared): not decoded: {big.width}×{big.height} is" in lines[1]
+    big.refresh_from_db()
+    assert big.fingerprint_error.startswith("not decoded:") and big.fingerprint_version == ""
+    assert not DatabaseIndex().outdated(), "a marked original does not hold the analysis up"
+    call_command("fingerprint_assets", stdout=out)  # not tried again without --retry-failed
+    assert out.getvalue().splitlines()[-1] == f"0 original(s) fingerprinted ({matching.FINGERPRINT_VERSION})"
+    settings.LEITSTAND_IMAGE_MAX_PIXELS = 25_000_000
+    call_command("fingerprint_assets", "--retry-failed", stdout=out)
+    big.refresh_from_db()
+    assert (big.fingerprint_version, big.fingerprint_error) == (matching.FINGERPRINT_VERSION, "")
+
+
+def test_transparency_is_seen_on_white_and_16_bit_grey_is_not_clipped(photos):
+    logo = Image.new("RGBA", (300, 200), (0, 0, 0, 0))
+    logo.paste(photos["coffee"].resize((200, 140)), (50, 30))
+    on_white = Image.new("RGB", logo.size, "white")
+    on_white.paste(logo, mask=logo)
+    original = images.decode(png(logo)).pixels
+    assert original.getpixel((5, 5)) == (255, 255, 255), "transparent pixels are white, not the colour under them"
+    index = matching.MemoryIndex({1: ("logo", matching.fingerprint(original))})
+    repost = images.decode(png(on_white, "JPEG")).pixels
+    assert verdict(matching.compare(matching.candidate(repost), index)) == "match"
+    hidden = on_white.convert("RGBA")
+    hidden.putalpha(0)  # the original's pixels under alpha 0: an image nobody can see
+    assert verdict(matching.compare(matching.candidate(images.decode(png(hidden)).pixels), index)) != "match"
+
+    import numpy as np
+
+    gradient = np.tile(np.linspace(0, 65535, 256, dtype=np.uint16), (64, 1))
+    deep = Image.fromarray(gradient)  # mode I;16, as a 16-bit grey PNG opens
+    pixels = images.decode(png(deep)).pixels
+    assert pixels.mode == "RGB" and pixels.getpixel((0, 0))[0] == 0 and 120 < pixels.getpixel((128, 0))[0] < 135
+
+
+def test_threads_fingerprinting_side_by_side_get_what_one_thread_gets(photos):
+    """The web server's threads fingerprint uploads at once: OpenCV's objects are one per thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pictures = [photos[name] for name in SOME] * 3
+    alone = [matching.fingerprint(p).keypoints_blob() for p in pictures]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda p: matching.fingerprint(p).keypoints_blob(), pictures))
+    assert together == alone
 
 
 def match_image(*args) -> list[dict]:

@@ -5,18 +5,6 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-def fingerprint_assets(apps, schema_editor):
-    """The originals registered before analysis@2 get their fingerprints (``manage.py
-    fingerprint_assets`` does the same after a later fingerprint version)."""
-    from workers.pipeline.services import assets_fingerprint
-
-    assets_fingerprint(
-        assets=apps.get_model("workers", "ProtectedAsset"),
-        bands=apps.get_model("workers", "AssetHashBand"),
-        keys=apps.get_model("workers", "AssetKeypointKey"),
-    )
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("jobs", "0029_job_subject"),
@@ -72,7 +60,14 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="protectedasset",
             name="fingerprint_version",
-            field=models.CharField(blank=True, help_text="matching.FINGERPRINT_VERSION", max_length=20),
+            field=models.CharField(blank=True, db_index=True, help_text="matching.FINGERPRINT_VERSION", max_length=20),
+        ),
+        migrations.AddField(
+            model_name="protectedasset",
+            name="fingerprint_error",
+            field=models.CharField(
+                blank=True, help_text="Why it could not be fingerprinted (it is not compared).", max_length=300
+            ),
         ),
         migrations.AddField(
             model_name="protectedasset",
@@ -112,5 +107,4 @@ class Migration(migrations.Migration):
                 nulls_distinct=False,
             ),
         ),
-        migrations.RunPython(fingerprint_assets, migrations.RunPython.noop),
     ]

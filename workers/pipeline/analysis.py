@@ -95,7 +95,13 @@ def compare(
     (``method="dhash"``, kept for shadow runs). None when no original is registered."""
     if method == "dhash":
         return _compare_dhash(decoded)
-    return matching.compare(matching.candidate(decoded.pixels), index or DatabaseIndex(), match_at=bands["match_at"])
+    index = index or DatabaseIndex()
+    if index.outdated():  # a no-match now would stand (conditional requests): wait for the fingerprints
+        raise TransientError(
+            f"protected originals lack the {matching.FINGERPRINT_VERSION} fingerprint: "
+            "run manage.py fingerprint_assets (the analysis retries)"
+        )
+    return matching.compare(matching.candidate(decoded.pixels), index, match_at=bands["match_at"])
 
 
 def score_against(decoded: images.DecodedImage, asset: ProtectedAsset) -> float:
@@ -106,9 +112,9 @@ def score_against(decoded: images.DecodedImage, asset: ProtectedAsset) -> float:
     if method == "dhash":
         return images.similarity(decoded.dhash, int(asset.dhash, 16))
     comparison = compare(decoded, bands, index=DatabaseIndex(only=[asset.pk]))
-    if comparison is None:
-        raise TransientError(
-            f"protected asset {asset.pk} has no {matching.FINGERPRINT_VERSION} fingerprint: run manage.py fingerprint_assets"
+    if comparison is None:  # the original could not be fingerprinted: its page says why
+        raise PermanentError(
+            f"protected asset {asset.pk} cannot be compared: {asset.fingerprint_error or 'no fingerprint'}"
         )
     return comparison.score
 

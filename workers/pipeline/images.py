@@ -17,6 +17,7 @@ import io
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
@@ -66,7 +67,7 @@ def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
                 if image.format == "JPEG":
                     image.draft("RGB", JPEG_DRAFT_SIZE)
                 image.load()  # decodes every pixel: truncated data fails here
-                pixels = image.convert("RGB")
+                pixels = flattened(image)
                 return DecodedImage(
                     format=image.format,
                     width=width,
@@ -81,6 +82,28 @@ def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
         raise ImageRefused(f"not one of the accepted formats ({', '.join(ALLOWED_FORMATS)})") from None
     except (OSError, SyntaxError, ValueError) as exc:  # Pillow's errors for truncated and corrupt files
         raise ImageRefused(f"corrupt or truncated image: {exc}") from None
+
+
+BACKGROUND = (255, 255, 255)
+
+
+def flattened(image: Image.Image) -> Image.Image:
+    """The pixels as a person sees them, in 8-bit RGB: transparency composited onto white (a
+    transparent logo reposted on a white page is the same picture; an invisible image is blank, not
+    the colours hidden under its alpha), 16-bit grey scaled to 8 bits (Pillow's conversion would
+    clip it to white)."""
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        grey = np.asarray(image, dtype=np.int64)
+        if image.mode != "I" or grey.max(initial=0) > 255:
+            grey = grey.clip(0, 65535) >> 8
+        image = Image.fromarray(grey.clip(0, 255).astype(np.uint8), "L")
+    transparent = image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
+        image.mode in ("P", "L", "RGB") and "transparency" in image.info
+    )
+    if not transparent:
+        return image if image.mode == "RGB" else image.convert("RGB")
+    ground = Image.new("RGBA", image.size, (*BACKGROUND, 255))
+    return Image.alpha_composite(ground, image.convert("RGBA")).convert("RGB")
 
 
 def _thumbnail(image: Image.Image) -> bytes:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -180,7 +181,7 @@ class Normalised:
 
 def normalise(image: Image.Image) -> Normalised:
     """Trimming is decided on the reduced image: frames and bars are far coarser than its pixels."""
-    image = image.convert("RGB")
+    image = image if image.mode == "RGB" else image.convert("RGB")
     small = _scaled(image, HASH_SIDE)
     return Normalised(image, small, trim(small)[1])
 
@@ -191,21 +192,21 @@ def _scaled(image: Image.Image, side: int) -> Image.Image:
     return image.resize(size, Image.Resampling.BILINEAR) if size != image.size else image
 
 
-_orb = None
-_clahe = None
+# OpenCV's ORB and CLAHE objects keep scratch buffers and release the GIL: one pair per thread (the
+# web server's threads fingerprint uploads side by side; shared, they corrupted each other's output).
+_local = threading.local()
 
 
 def orb_features(image: Image.Image) -> tuple[np.ndarray, np.ndarray]:
     """ORB keypoint positions and descriptors, strongest first. The grey image's contrast is
     equalised locally first (CLAHE): a blurred or dim photograph has keypoints too."""
-    global _orb, _clahe
-    if _orb is None:
-        _orb = cv2.ORB_create(nfeatures=ORB_FEATURES, fastThreshold=ORB_FAST_THRESHOLD)
-        _clahe = cv2.createCLAHE(clipLimit=2.0, tileGridSize=(8, 8))
+    if not hasattr(_local, "orb"):
+        _local.orb = cv2.ORB_create(nfeatures=ORB_FEATURES, fastThreshold=ORB_FAST_THRESHOLD)
+        _local.clahe = cv2.createCLAHE(clipLimit=2.0, tileGridSize=(8, 8))
     if min(image.size) < ORB_MIN_SIDE:  # a sliver: no room for ORB's 31-pixel patches and its pyramid
         return np.zeros((0, 2), np.float32), np.zeros((0, 32), np.uint8)
-    grey = _clahe.apply(np.ascontiguousarray(np.asarray(image.convert("L"))))
-    keypoints, descriptors = _orb.detectAndCompute(grey, None)
+    grey = _local.clahe.apply(np.ascontiguousarray(np.asarray(image.convert("L"))))
+    keypoints, descriptors = _local.orb.detectAndCompute(grey, None)
     if descriptors is None or not keypoints:
         return np.zeros((0, 2), np.float32), np.zeros((0, 32), np.uint8)
     order = np.argsort([-k.response for k in keypoints], kind="stable")
@@ -318,6 +319,9 @@ class AssetIndex(Protocol):
     def empty(self) -> bool:
         """No original of the current fingerprint version to compare with."""
 
+    def outdated(self) -> bool:
+        """Some original still lacks the current fingerprint version."""
+
 
 @dataclass
 class Comparison:
@@ -359,8 +363,8 @@ def compare(cand: Candidate, index: AssetIndex, *, match_at: float = SCORE_MATCH
             for i, v in enumerate(cand.variants)
         )
         score = hash_score(bits)
-        if cand.quality < PDQ_MIN_QUALITY:
-            score = min(score, SCORE_MATCH - 0.01)
+        if cand.quality < PDQ_MIN_QUALITY:  # below the bands' match, whatever they are set to
+            score = min(score, match_at - 0.01)
         hashed = Comparison(
             asset_id,
             name,
@@ -405,20 +409,16 @@ def compare(cand: Candidate, index: AssetIndex, *, match_at: float = SCORE_MATCH
     return best
 
 
-_matcher = None
-
-
 def _verify(cand: Candidate, original: Original) -> Comparison:
     """Keypoint matches (ratio test) and a RANSAC homography of the candidate, and of its mirror,
     onto the original: the inliers of the better one."""
-    global _matcher
-    if _matcher is None:
-        _matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
-    best = (0, None, None, False, 0)
+    if not hasattr(_local, "matcher"):
+        _local.matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
+    best = (0, None, None, False, 0, len(cand.features[0]))
     for mirrored, (points, descriptors) in ((False, cand.features), (True, cand.mirror_features)):
         if len(descriptors) < 4 or len(original.descriptors) < 4:
             continue
-        pairs = _matcher.knnMatch(descriptors, original.descriptors, k=2)
+        pairs = _local.matcher.knnMatch(descriptors, original.descriptors, k=2)
         good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < KEYPOINT_RATIO * p[1].distance]
         if len(good) < 4:
             continue
@@ -429,20 +429,21 @@ def _verify(cand: Candidate, original: Original) -> Comparison:
             continue
         inliers = int(mask.sum())
         if inliers > best[0]:
-            best = (inliers, source[mask.ravel() == 1], target[mask.ravel() == 1], mirrored, len(good))
-    inliers, source, target, mirrored, good = best
+            kept = mask.ravel() == 1
+            best = (inliers, source[kept], target[kept], mirrored, len(good), len(points))
+    inliers, source, target, mirrored, good, found = best
     evidence = {
         "stage": "keypoints",
         "inliers": inliers,
         "matches": good,
-        "keypoints": [len(cand.features[0]), len(original.points)],
+        "keypoints": [found, len(original.points)],
         "mirrored": mirrored,
     }
     if inliers:
         # At most 40 inlier pairs, as shares of each whole image: the review workspace draws them.
         step = max(1, inliers // 40)
         if mirrored:  # the mirror's keypoints, back on the candidate as it is
-            source = np.column_stack([cand.size[0] - source[:, 0], source[:, 1]])
+            source = np.column_stack([cand.size[0] - 1 - source[:, 0], source[:, 1]])
         ours = _shares(source[::step][:40], cand.size, cand.trim, cand.whole)
         theirs = _shares(target[::step][:40], original.size, original.trim, original.whole)
         evidence["pairs"] = np.round(np.hstack([ours, theirs]), 4).tolist()
@@ -472,6 +473,9 @@ class MemoryIndex:
 
     def empty(self) -> bool:
         return not self.prints
+
+    def outdated(self) -> bool:
+        return False  # fingerprinted when the index was made
 
     def near_hashes(self, cand: Candidate, limit: int) -> list[tuple[int, str, tuple[bytes, ...]]]:
         bands = set(cand.query_bands())

@@ -139,7 +139,12 @@ class ProtectedAsset(models.Model):
     height = models.PositiveIntegerField()
     created_at = models.DateTimeField(db_default=LeitstandNow())
     # What the comparison needs (``workers.pipeline.matching``), computed once at upload.
-    fingerprint_version = models.CharField(max_length=20, blank=True, help_text="matching.FINGERPRINT_VERSION")
+    fingerprint_version = models.CharField(
+        max_length=20, blank=True, db_index=True, help_text="matching.FINGERPRINT_VERSION"
+    )
+    fingerprint_error = models.CharField(
+        max_length=300, blank=True, help_text="Why it could not be fingerprinted (it is not compared)."
+    )
     pdq_hashes = ArrayField(models.CharField(max_length=64), default=list, blank=True, help_text="PDQ, hex.")
     keypoints = models.BinaryField(default=b"", blank=True, help_text="ORB positions and descriptors.")
     fingerprint = models.JSONField(default=dict, blank=True, help_text="Normalised size, trim box, PDQ quality.")

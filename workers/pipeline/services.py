@@ -73,21 +73,36 @@ def asset_register(*, name: str, owner_ref: str, data: bytes) -> tuple[Protected
     return asset, created
 
 
-def assets_fingerprint(*, assets=ProtectedAsset, bands=AssetHashBand, keys=AssetKeypointKey, batch: int = 100) -> int:
+def assets_fingerprint(
+    *, assets=ProtectedAsset, bands=AssetHashBand, keys=AssetKeypointKey, retry_failed: bool = False
+) -> tuple[int, list[tuple[int, str]]]:
     """Fingerprint the originals whose fingerprint is missing or of another version
-    (``matching.FINGERPRINT_VERSION``); returns how many. Each batch commits on its own.
-    (``assets``, ``bands``, ``keys``: the models, or a migration's historical ones.)"""
-    done = 0
-    while True:
-        stale = list(assets.objects.exclude(fingerprint_version=matching.FINGERPRINT_VERSION).order_by("id")[:batch])
-        if not stale:
-            return done
+    (``matching.FINGERPRINT_VERSION``), one at a time, each in a transaction of its own (an image may
+    be 20 MiB). One that cannot be decoded is marked with the reason (``fingerprint_error``: not
+    compared, shown on its page) and the others go on; ``retry_failed`` tries the marked ones again.
+    Returns (fingerprinted, [(id, reason) of those that failed]). (``assets``, ``bands``, ``keys``:
+    the models, or a migration's historical ones.)"""
+    stale = assets.objects.exclude(fingerprint_version=matching.FINGERPRINT_VERSION)
+    if not retry_failed:
+        stale = stale.filter(fingerprint_error="")
+    done, failed = 0, []
+    for asset_id in list(stale.order_by("id").values_list("id", flat=True)):
+        image = assets.objects.filter(pk=asset_id).values_list("image", flat=True).first()
+        if image is None:  # deleted meanwhile
+            continue
+        try:
+            print_ = matching.fingerprint(images.decode(bytes(image)).pixels)
+        except images.ImageRefused as exc:
+            reason = f"not decoded: {exc}"[:300]
+            assets.objects.filter(pk=asset_id).update(fingerprint_error=reason)
+            logger.warning("protected asset %s was not fingerprinted: %s", asset_id, reason)
+            failed.append((asset_id, reason))
+            continue
         with transaction.atomic():
-            for asset in stale:
-                print_ = matching.fingerprint(images.decode(bytes(asset.image)).pixels)
-                assets.objects.filter(pk=asset.pk).update(**fingerprint_fields(print_))
-                keys_store(asset.pk, print_, bands=bands, keys=keys)
-        done += len(stale)
+            assets.objects.filter(pk=asset_id).update(fingerprint_error="", **fingerprint_fields(print_))
+            keys_store(asset_id, print_, bands=bands, keys=keys)
+        done += 1
+    return done, failed
 
 
 def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> None:

@@ -53,7 +53,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(line, ensure_ascii=False))
 
     def _index(self, asset: str) -> matching.AssetIndex:
-        if asset.isdigit():
+        if not Path(asset).is_file() and asset.isascii() and asset.isdigit():
             registered = ProtectedAsset.objects.filter(pk=int(asset)).first()
             if registered is None:
                 raise CommandError(f"--asset {asset}: no protected asset has this id")
