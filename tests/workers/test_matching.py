@@ -117,7 +117,9 @@ def test_a_flat_image_never_matches_by_its_hash_alone():
 def test_tiny_and_extreme_images_are_compared_without_error(index, size):
     image = Image.effect_noise(size, 64).convert("RGB")
     print_ = matching.fingerprint(image)
-    assert len(print_.hashes) in (1, 2) and print_.keypoints_blob() is not None
+    assert len(print_.hashes) in (1, 2) and len(print_.points) == len(print_.descriptors)
+    if min(size) < 10:  # a sliver: no room for keypoints, and its stored blob says so
+        assert print_.keypoints_blob() == b"" and matching.Fingerprint.keypoints_from_blob(b"")[0].shape == (0, 2)
     assert verdict(matching.compare(matching.candidate(image), index)) != "match"
 
 

@@ -17,6 +17,8 @@ keys hit (``bench/matching_scale.py`` measures it to 10,000 originals).
 
 from __future__ import annotations
 
+import functools
+
 from django.db import connection
 from django.db.models import Q
 
@@ -72,26 +74,25 @@ class DatabaseIndex:
         return [self.only] if self.only is not None else []
 
     def empty(self) -> bool:
-        return not self._state()[0]
+        return not self._state[0]
 
     def outdated(self) -> bool:
         """Some original lacks the current fingerprint (and has no error that keeps it out for good):
         its copies would be missed, so the analysis waits (``manage.py fingerprint_assets``)."""
-        return self._state()[1]
+        return self._state[1]
 
+    @functools.cached_property
     def _state(self) -> tuple[bool, bool]:
         """(an original of the current fingerprint exists, an outdated one exists): by the index on
         ``fingerprint_version``, once per comparison."""
-        if not hasattr(self, "_known"):
-            version = matching.FINGERPRINT_VERSION
-            originals = (
-                ProtectedAsset.objects.all() if self.only is None else ProtectedAsset.objects.filter(pk__in=self.only)
-            )
-            outdated = originals.filter(fingerprint_error="").filter(
-                Q(fingerprint_version__lt=version) | Q(fingerprint_version__gt=version)
-            )
-            self._known = (originals.filter(fingerprint_version=version).exists(), outdated.exists())
-        return self._known
+        version = matching.FINGERPRINT_VERSION
+        originals = (
+            ProtectedAsset.objects.all() if self.only is None else ProtectedAsset.objects.filter(pk__in=self.only)
+        )
+        outdated = originals.filter(fingerprint_error="").filter(
+            Q(fingerprint_version__lt=version) | Q(fingerprint_version__gt=version)
+        )
+        return originals.filter(fingerprint_version=version).exists(), outdated.exists()
 
     def near_hashes(self, cand: matching.Candidate, limit: int) -> list[tuple[int, str, tuple[bytes, ...]]]:
         """Two look-ups by index: the originals with a band value near the candidate's, then the

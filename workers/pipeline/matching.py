@@ -30,7 +30,6 @@ stages, the same code.
 from __future__ import annotations
 
 import functools
-import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -95,7 +94,7 @@ class Fingerprint:
 
     def bands(self) -> list[int]:
         """The hashes' 16 bands each, tagged with their number: ``band << 16 | bits``."""
-        return sorted({i << BAND_BITS | v for h in self.hashes for i, v in enumerate(struct.unpack(">16H", h))})
+        return np.unique(_tagged_bands(self.hashes)).tolist()
 
     def keypoint_keys(self) -> list[int]:
         return keypoint_keys(self.descriptors[:KEYPOINT_KEYS])
@@ -110,6 +109,13 @@ class Fingerprint:
         points = np.frombuffer(blob[: n * 8], dtype="<f4").reshape(n, 2)
         descriptors = np.frombuffer(blob[n * 8 : n * 40], dtype=np.uint8).reshape(n, 32)
         return points, descriptors
+
+
+def _tagged_bands(hashes) -> np.ndarray:
+    """(hashes, 16): each hash's 16-bit bands, tagged with their number (``band << 16 | bits``; a
+    flip of a low bit keeps the tag)."""
+    bands = np.frombuffer(b"".join(hashes), dtype=">u2").astype(np.int64).reshape(-1, BANDS)
+    return bands | (np.arange(BANDS, dtype=np.int64) << BAND_BITS)
 
 
 def keypoint_keys(descriptors: np.ndarray) -> list[int]:
@@ -266,10 +272,8 @@ class Candidate:
     def query_bands(self) -> list[int]:
         """Every band value within one bit of a variant's band: an original within 31 bits of a
         variant shares at least one of them (16 bands; 31 differing bits leave one band with ≤ 1)."""
-        bands = np.frombuffer(b"".join(self.variants), dtype=">u2").astype(np.int64).reshape(-1, BANDS)
         flips = np.concatenate([[0], 1 << np.arange(BAND_BITS, dtype=np.int64)])
-        near = (bands[:, :, None] ^ flips) | (np.arange(BANDS, dtype=np.int64)[None, :, None] << BAND_BITS)
-        return np.unique(near).tolist()
+        return np.unique(_tagged_bands(self.variants)[:, :, None] ^ flips).tolist()
 
     def keys(self) -> list[int]:
         return sorted(set(keypoint_keys(self.features[1])) | set(keypoint_keys(self.mirror_features[1])))
