@@ -2,10 +2,11 @@
 
 import pytest
 
+from jobs.errors import ErrorKind, classify
 from tests.support.hostile_server import HostileServer
 from workers.pipeline.http import FetchPolicy, SafeClient
 from workers.pipeline.models import RobotsFile
-from workers.pipeline.robots import robots_check
+from workers.pipeline.robots import RobotsUnreachable, robots_check
 
 pytestmark = pytest.mark.django_db
 
@@ -36,9 +37,12 @@ def test_an_unavailable_robots_txt_allows_everything(server):
 
 
 def test_an_unreachable_robots_txt_disallows_everything_and_is_asked_again_soon(server, db_clock):
+    """RFC 9309 §2.3.1.4: complete disallow, and try again later — a transient failure of the job,
+    never "skipped" as if the site had said no."""
     server.robots = (503, b"busy", 0)
-    decision = robots_check(server.url("/page"), client=client_for(server))
-    assert not decision.is_allowed and "unreachable (503)" in decision.reason
+    with pytest.raises(RobotsUnreachable, match=r"unreachable \(503\)") as unreachable:
+        robots_check(server.url("/page"), client=client_for(server))
+    assert unreachable.value.retry_after == 600 and classify(unreachable.value) == ErrorKind.TRANSIENT
     server.robots = (200, b"User-agent: *\nAllow: /\n", 0)
     db_clock.advance(11 * 60)  # past the short cache of an unreachable answer
     assert robots_check(server.url("/page"), client=client_for(server)).is_allowed
@@ -47,8 +51,8 @@ def test_an_unreachable_robots_txt_disallows_everything_and_is_asked_again_soon(
 
 def test_a_robots_txt_that_times_out_disallows_everything(server):
     server.robots = (200, b"User-agent: *\nAllow: /\n", 3.0)
-    decision = robots_check(server.url("/page"), client=client_for(server, total_seconds=1, read_timeout=1))
-    assert not decision.is_allowed and "FetchTimeout" in decision.reason
+    with pytest.raises(RobotsUnreachable, match="FetchTimeout"):
+        robots_check(server.url("/page"), client=client_for(server, total_seconds=1, read_timeout=1))
 
 
 def test_only_the_first_500_kib_of_a_600_kib_file_are_parsed(server):

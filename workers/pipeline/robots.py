@@ -1,30 +1,45 @@
-"""robots.txt per RFC 9309, parsed with protego, cached in PostgreSQL for every worker on every host.
+"""robots.txt per RFC 9309 (``workers/pipeline/robotstxt.py``), cached in PostgreSQL for every
+worker on every host, and parsed once per process and version.
 
 - 2xx: the rules apply (the first 500 KiB are parsed, as RFC 9309 requires at least that much);
-- 4xx ("unavailable"): everything is allowed;
-- 5xx or unreachable: everything is disallowed, and the answer is cached only briefly, so the site
-  is asked again soon;
+- 4xx ("unavailable", §2.3.1.3): everything is allowed;
+- 5xx, 429 or unreachable (§2.3.1.4): everything is disallowed *and the crawler tries again later* —
+  the job fails transiently (``RobotsUnreachable``: retried with backoff while its budget lasts, then
+  the dead-letter queue with that reason), never "skipped" as if the site had said no; the answer is
+  cached only briefly, so the site is asked again soon;
 - a fetched answer is cached for at most 24 hours (database time);
-- ``Crawl-delay`` is reported for the politeness rules.
+- ``Crawl-delay`` is reported for the politeness rules (which cap it).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from protego import Protego
-
-from jobs.errors import JobError
+from jobs.errors import JobError, TransientError
 from jobs.models import LeitstandNow
 from workers.pipeline.http import SafeClient
 from workers.pipeline.models import RobotsFile
+from workers.pipeline.robotstxt import MAX_BYTES, RobotsRules, decision_for_status
 
 USER_AGENT_TOKEN = "LeitstandBot"
-MAX_ROBOTS_BYTES = 500 * 1024
+MAX_ROBOTS_BYTES = MAX_BYTES
 CACHE_FOR = timedelta(hours=24)
 CACHE_UNREACHABLE_FOR = timedelta(minutes=10)
+# Parsed files kept per process: a 500 KiB robots.txt took ~250 ms to parse, for every job of its site.
+PARSED_KEPT = 256
+
+
+class RobotsUnreachable(TransientError):
+    """The site's robots.txt could not be read (5xx, 429, a timeout, a refused connection): RFC 9309
+    says complete disallow, and try again later."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -35,7 +50,8 @@ class RobotsDecision:
 
 
 def robots_check(url: str, *, client: SafeClient | None = None) -> RobotsDecision:
-    """May ``url`` be fetched? Uses the cached robots.txt of its origin, fetching it when stale."""
+    """May ``url`` be fetched? Uses the cached robots.txt of its origin, fetching it when stale;
+    ``RobotsUnreachable`` when the site's robots.txt cannot be read now."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     host = (
@@ -45,19 +61,41 @@ def robots_check(url: str, *, client: SafeClient | None = None) -> RobotsDecisio
     robots = RobotsFile.objects.filter(origin=origin, expires_at__gt=LeitstandNow()).first() or _refresh(
         origin, client or SafeClient()
     )
-    if robots.status is None or robots.status >= 500:
-        return RobotsDecision(
-            False,
-            f"robots.txt of {origin} is unreachable ({robots.error or robots.status}): "
-            "everything is disallowed until it answers",
+    decision = decision_for_status(robots.status)
+    if decision == "disallow_all_retry":
+        raise RobotsUnreachable(
+            f"robots.txt of {origin} is unreachable ({robots.error or robots.status}): nothing is fetched "
+            "until it answers",
+            retry_after=CACHE_UNREACHABLE_FOR.total_seconds(),
         )
-    if robots.status >= 400:
+    if decision == "allow_all":
         return RobotsDecision(True, f"robots.txt of {origin} is unavailable ({robots.status}): everything is allowed")
-    rules = Protego.parse(robots.body)
+    rules = _parsed(robots)
     delay = rules.crawl_delay(USER_AGENT_TOKEN)
-    if rules.can_fetch(url, USER_AGENT_TOKEN):
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if rules.is_allowed(path, USER_AGENT_TOKEN):
         return RobotsDecision(True, f"allowed by robots.txt of {origin}", delay)
     return RobotsDecision(False, f"disallowed by robots.txt of {origin}", delay)
+
+
+_parsed_lock = threading.Lock()
+_parsed_files: OrderedDict[tuple[str, object], RobotsRules] = OrderedDict()
+
+
+def _parsed(robots: RobotsFile) -> RobotsRules:
+    """The file's rules, parsed once per process for each version fetched (origin, fetch time)."""
+    key = (robots.origin, robots.fetched_at)
+    with _parsed_lock:
+        rules = _parsed_files.get(key)
+        if rules is not None:
+            _parsed_files.move_to_end(key)
+            return rules
+    rules = RobotsRules.parse(robots.body)
+    with _parsed_lock:
+        _parsed_files[key] = rules
+        while len(_parsed_files) > PARSED_KEPT:
+            _parsed_files.popitem(last=False)
+    return rules
 
 
 def _refresh(origin: str, client: SafeClient) -> RobotsFile:
@@ -67,7 +105,7 @@ def _refresh(origin: str, client: SafeClient) -> RobotsFile:
         status, body = result.status, result.body.decode("utf-8", errors="replace").replace("\x00", "")
     except JobError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
-    fresh_for = CACHE_FOR if status is not None and status < 500 else CACHE_UNREACHABLE_FOR
+    fresh_for = CACHE_UNREACHABLE_FOR if decision_for_status(status) == "disallow_all_retry" else CACHE_FOR
     robots, _ = RobotsFile.objects.update_or_create(
         origin=origin,
         defaults={

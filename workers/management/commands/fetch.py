@@ -21,16 +21,19 @@ class Command(BaseCommand):
 
     def handle(self, *args, url, image, **options):
         client = SafeClient()
-        robots = robots_check(url, client=client)
-        self.stdout.write(
-            f"robots: {robots.reason}" + (f" (crawl-delay {robots.crawl_delay:g} s)" if robots.crawl_delay else "")
-        )
-        if not robots.is_allowed:
-            raise CommandError(f"refused: robots.txt: {robots.reason}")
         try:
+            # The URL rules and the address guard first, as the pipeline does: a refused URL's site is
+            # never asked for its robots.txt either.
+            client.check(url)
+            robots = robots_check(url, client=client)
+            self.stdout.write(
+                f"robots: {robots.reason}" + (f" (crawl-delay {robots.crawl_delay:g} s)" if robots.crawl_delay else "")
+            )
+            if not robots.is_allowed:
+                raise CommandError(f"refused: robots.txt: {robots.reason}")
             result = client.fetch(url, accept=IMAGE_TYPES if image else None)
         except JobError as refused:
-            raise CommandError(f"refused: {type(refused).__name__}: {refused}") from None
+            raise CommandError(f"refused: {type(refused).__name__}: {str(refused)!r}") from None
         self.stdout.write(
             f"fetched {result.final_url}  status {result.status}  {len(result.body)} bytes  "
             f"{result.elapsed_seconds * 1000:.0f} ms  from {result.address}"
