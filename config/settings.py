@@ -365,6 +365,12 @@ LEITSTAND_CRAWL_EVERY_MINUTES = env_int("LEITSTAND_CRAWL_EVERY_MINUTES", 1440, m
 LEITSTAND_POLITENESS = {
     "min_delay_seconds": env_float("LEITSTAND_HOST_MIN_DELAY_SECONDS", 1.0, minimum=0.0),
     "retry_after_cap_seconds": env_float("LEITSTAND_HOST_RETRY_AFTER_CAP_SECONDS", 600, minimum=0.0),
+    # A site's robots.txt Crawl-delay is obeyed up to this many seconds between requests (a site that
+    # asks for 999999999 would otherwise book its next turn 31 years out).
+    "crawl_delay_cap_seconds": env_float("LEITSTAND_HOST_CRAWL_DELAY_CAP_SECONDS", 60, minimum=0.0),
+    # A job whose host's next turn lies further out than this ends dead with the reason (a turn past a
+    # job's useful life is no turn; an operator sees it in the dead-letter queue).
+    "max_wait_seconds": env_float("LEITSTAND_HOST_MAX_WAIT_SECONDS", 6 * 3600, minimum=60.0),
     "failures_to_open": env_int("LEITSTAND_HOST_BREAKER_FAILURES", 5, minimum=1),
     "open_for_seconds": env_float("LEITSTAND_HOST_BREAKER_OPEN_SECONDS", 300, minimum=1.0),
 }
@@ -398,6 +404,13 @@ LEITSTAND_RECHECK = {
     "confirmations_required": env_int("LEITSTAND_RECHECK_CONFIRMATIONS", 2, minimum=1),
     "deadline_seconds": env_float("LEITSTAND_RECHECK_DEADLINE_SECONDS", 14 * 86_400, minimum=1),
 }
+# A copy the crawler finds gone (404, 410) is asked again at once, in the same politeness turn, as a
+# browser would ask: a site that answers 404 to LeitstandBot alone cannot end a recheck plan "target
+# confirmed" (docs/rechecks.md, "A removal a site cannot fake"). Empty: no second opinion.
+LEITSTAND_RECHECK_SECOND_OPINION_AGENT = env_str(
+    "LEITSTAND_RECHECK_SECOND_OPINION_AGENT",
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36",
+)
 
 # The console (see docs/console.md).
 LEITSTAND_CONSOLE = {

@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
+from django.conf import settings
+
 from jobs.errors import JobError, PermanentError
 from rechecks import services
 from rechecks.models import RecheckPlan
@@ -80,7 +82,13 @@ def _record(plan_id: int, sequence: int, context: JobContext, observed: services
 
 def observe(context: JobContext, plan: RecheckPlan) -> services.Observed:
     try:
-        fetched = fetch_politely(context, plan.url, accept=None, raise_for_status=False)
+        fetched = fetch_politely(
+            context,
+            plan.url,
+            accept=None,
+            raise_for_status=False,
+            second_opinion_agent=settings.LEITSTAND_RECHECK_SECOND_OPINION_AGENT,
+        )
     except JobError as exc:  # no answer: timeout, connection refused, refused address, over-limit body
         return services.Observed(status=None, detail=f"{type(exc).__name__}: {exc}")
     if fetched.result is None:
@@ -88,7 +96,15 @@ def observe(context: JobContext, plan: RecheckPlan) -> services.Observed:
     result = fetched.result
     content_hash = hashlib.sha256(result.body).hexdigest() if 200 <= result.status < 300 else ""
     observed = services.Observed(
-        status=result.status, final_url=result.final_url, content_hash=content_hash, redirected=bool(result.redirects)
+        status=result.status,
+        final_url=result.final_url,
+        content_hash=content_hash,
+        redirected=bool(result.redirects),
+        detail=(
+            f"the site answered LeitstandBot {fetched.answered_the_crawler}, a browser {result.status}"
+            if fetched.answered_the_crawler
+            else ""
+        ),
     )
     if not 200 <= result.status < 300:
         return observed

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
 from PIL import ImageOps
 
-from jobs.models import Job, State, Transition, WebhookEvent
+from jobs.models import Job, State, StepEvent, Transition, WebhookEvent
 from jobs.services import JobInputError, job_cancel
 from rechecks.models import Observation, RecheckPlan
 from rechecks.services import plan_abort, plan_decide, planner_sweep
@@ -41,9 +41,10 @@ def case(settings, pool_runtime):
     settings.LEITSTAND_RECHECK = dict(POLICY)
     settings.LEITSTAND_POLITENESS = {**settings.LEITSTAND_POLITENESS, "min_delay_seconds": 0.0}
 
-    def make(answers, first=IMAGE):
+    def make(answers, first=IMAGE, for_browsers=None):
         server = ScriptedServer(
-            {"/copy.png": [(200, *first), *[(s, *c) for s, c in answers]], "/copy2.png": [(200, *IMAGE)]}
+            {"/copy.png": [(200, *first), *[(s, *c) for s, c in answers]], "/copy2.png": [(200, *IMAGE)]},
+            for_browsers=for_browsers,
         ).__enter__()
         settings.LEITSTAND_HTTP_ALLOWED_TARGETS = [server.target]
         asset_register(name="Mohnfeld", owner_ref="RH-2", data=IMAGE[1])
@@ -72,6 +73,22 @@ def check(pool_runtime, db_clock, seconds):
     report = planner_sweep()
     pool_runtime("recheck").wake()
     return report
+
+
+def test_a_removal_shown_to_the_crawler_alone_does_not_end_the_plan(case, pool_runtime, db_clock):
+    """A site that answers 404 to LeitstandBot only, and the image to everybody else: every 404 is
+    asked again at once as a browser would ask, and the browser's answer is the observation."""
+    job = case([(404, ("text/html", b"gone"))], for_browsers={"/copy.png": (200, *IMAGE)})
+    plan = RecheckPlan.objects.get(job=job)
+    for seconds in (61, 1201, 2401):
+        check(pool_runtime, db_clock, seconds)
+    plan.refresh_from_db()
+    observations = list(plan.observations.order_by("sequence"))
+    assert [(o.http_status, o.kind) for o in observations] == [(200, "unchanged")] * 3
+    assert {o.detail for o in observations} == {"the site answered LeitstandBot 404, a browser 200"}
+    assert plan.state == "active", "never 'target confirmed' on the crawler's word alone"
+    fetch = StepEvent.objects.filter(job__type="recheck", step="fetch").order_by("id").last()
+    assert (fetch.data["answered_the_crawler"], fetch.data["second_opinion"]) == (404, 200)
 
 
 def test_a_match_is_rechecked_until_the_copy_is_confirmed_gone(case, pool_runtime, db_clock):

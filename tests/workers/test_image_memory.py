@@ -39,3 +39,43 @@ def test_a_worker_decoding_it_stays_under_the_memory_bound(bomb):
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[-1]) < PEAK_BOUND_MB
+
+
+def _peak_decoding(path: Path) -> tuple[int, int, str]:
+    """(peak MB of a fresh process before and after it decodes ``path``, the decoded image's size)."""
+    script = (
+        "import os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.test_settings');"
+        "django.setup();"
+        "from workers.pipeline.images import decode\n"
+        "def peak(): return next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM')) // 1024\n"
+        f"data = open({str(path)!r}, 'rb').read()\n"
+        "before = peak()\n"
+        "image = decode(data)\n"
+        "print(image.width, image.height, image.pixels.size)\n"
+        "print(before, peak())"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    *_, described, peaks = done.stdout.strip().splitlines()
+    before, after = map(int, peaks.split())
+    return before, after, described
+
+
+@pytest.mark.parametrize(
+    "mode,decoded_mb",
+    [
+        ("I;16", 48),  # a 16-bit grey PNG: a 64-bit copy of it cost ~450 MB
+        ("RGBA", 96),  # with alpha: flattened at full size it made four copies (~390 MB)
+        ("LA", 96),  # Pillow keeps grey with alpha in four bytes a pixel too
+    ],
+)
+def test_an_image_within_the_pixel_limit_costs_its_decoded_size_and_little_more(tmp_path, mode, decoded_mb):
+    from PIL import Image
+
+    path = tmp_path / f"{mode.replace(';', '')}.png"
+    Image.new(mode, (5000, 5000)).save(path, "PNG", optimize=True)  # 25 megapixels, flat: small on the wire
+    assert path.stat().st_size < 200_000
+    before, after, described = _peak_decoding(path)
+    assert described.startswith("5000 5000 (2500, 2500)"), described  # reduced, then flattened
+    # The decoded image itself, plus the 8-bit RGB result and its thumbnail copy (19 MB each) and a strip.
+    assert after - before < decoded_mb + 60, f"{mode}: {after - before} MB above the {before} MB of a worker"

@@ -8,7 +8,7 @@ import pytest
 from jobs.models import Job, State, StepEvent, Transition
 from tests.support.hostile_server import HostileServer
 from workers.pipeline import demoweb
-from workers.pipeline.crawl import extract, parse
+from workers.pipeline.crawl import extract, page_key, parse
 from workers.pipeline.models import Candidate, Finding
 from workers.pipeline.politeness import PolitenessPolicy, host_acquire
 from workers.pipeline.services import asset_register, crawl_start, source_upsert
@@ -35,7 +35,7 @@ def crawl_job(web, path, *, site=0, depth=0, run=None):
     return job_submit(
         job_type="crawl",
         payload={"source_id": source.id, "url": url, "depth": depth, "run": run},
-        idempotency_key=f"{run}:{url}",
+        idempotency_key=page_key(run, url),
         actor="test",
         correlation_id=f"test:{run}",
         source=source.name,

@@ -12,19 +12,20 @@ from three others is crawled once per run.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from jobs.errors import PermanentError
 from jobs.models import LeitstandNow
 from workers.pipeline.fetching import fetch_politely
-from workers.pipeline.http import Validators
+from workers.pipeline.http import MAX_URL_BYTES, Validators, url_problem
 from workers.pipeline.models import Candidate, PageState, Source, url_in_scope
 from workers.runtime.context import Child, Done, JobContext, Skipped
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-MAX_URL_LENGTH = 2000
+# What a step records of the URLs and children it had to leave out: enough to see why.
+SHOWN_REFUSALS = 10
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,10 @@ def parse(payload: dict) -> CrawlSpec:
     source_id, url, depth, run = (payload.get(k) for k in ("source_id", "url", "depth", "run"))
     if isinstance(source_id, bool) or not isinstance(source_id, int) or source_id < 1:
         raise PermanentError("payload.source_id must be a positive integer")
-    if (
-        not isinstance(url, str)
-        or not url
-        or len(url) > MAX_URL_LENGTH
-        or urlsplit(url).scheme not in ("http", "https")
-    ):
-        raise PermanentError(f"payload.url must be an http(s) URL of at most {MAX_URL_LENGTH} characters")
+    if not isinstance(url, str) or url_problem(url):
+        raise PermanentError(
+            f"payload.url must be an http(s) URL of at most {MAX_URL_BYTES} bytes without control characters"
+        )
     if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= 100:
         raise PermanentError("payload.depth must be an integer from 0 to 100")
     if not isinstance(run, str) or not 0 < len(run) <= 100:
@@ -83,6 +81,9 @@ def handle(context: JobContext):
         image_urls = found.images[: source.max_images_per_page]
         links = [link for link in found.links if url_in_scope(link, scope)][: source.max_links_per_page]
         info.update(images=len(image_urls), links_in_scope=len(links), links_found=len(found.links))
+        if found.unusable_count:
+            # Skipped and named, never the page's failure: the records cannot hold such a URL.
+            info.update(urls_unusable=found.unusable_count, unusable=found.unusable)
     with context.step("candidates") as info:
         # Through the effect ledger: written only while this attempt holds the lease (a cancelled or
         # zombie attempt is refused and recorded), and once per job across its attempts.
@@ -125,7 +126,7 @@ def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidate_ids: 
             Child(
                 "crawl",
                 {"source_id": source.id, "url": link, "depth": spec.depth + 1, "run": spec.run},
-                f"{spec.run}:{link}",
+                page_key(spec.run, link),
                 source.priority,
                 source.name,
             )
@@ -133,7 +134,29 @@ def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidate_ids: 
         ]
         spawned = context.spawn_many(analyses + crawls)
         already = sum(s.conflict for s in spawned[len(analyses) :])
-        info.update(analyses=len(analyses), crawls=len(crawls) - already, already_in_run=already)
+        refused = [
+            {
+                "type": child.job_type,
+                "subject": child.payload.get("url") or child.payload.get("candidate_id"),
+                "reason": s.refused[:300],
+            }
+            for child, s in zip(analyses + crawls, spawned)
+            if s.refused
+        ]
+        info.update(
+            analyses=len(analyses) - sum(bool(s.refused) for s in spawned[: len(analyses)]),
+            crawls=len(crawls) - already - sum(bool(s.refused) for s in spawned[len(analyses) :]),
+            already_in_run=already,
+        )
+        if refused:
+            # One bad child never fails its page: it is named here, with why, and the rest go on.
+            info.update(refused=len(refused), refusals=refused[:SHOWN_REFUSALS])
+
+
+def page_key(run: str, url: str) -> str:
+    """A page's crawl job in a run: keyed by the digest of its URL, so any URL a page may link to
+    makes a key of bounded length (a raw URL of 230 characters made one longer than keys may be)."""
+    return f"{run}:url-{hashlib.sha256(url.encode()).hexdigest()[:40]}"
 
 
 def _unchanged(context: JobContext, spec: CrawlSpec, source: Source, known: PageState) -> Done:
@@ -186,6 +209,9 @@ def candidates_record(source: Source, page_url: str, image_urls: list[str]) -> l
 class Extracted:
     images: list[str]
     links: list[str]
+    # URLs left out (too long for the records, control characters), the first few with why.
+    unusable: list[dict] = field(default_factory=list)
+    unusable_count: int = 0
 
 
 def _charset(content_type: str) -> str:
@@ -201,12 +227,23 @@ def extract(body: bytes, *, base_url: str, charset: str = "utf-8") -> Extracted:
     absolute, without fragments, http(s) only, NUL-free and de-duplicated in page order."""
     try:
         text = body.decode(charset, errors="replace")
-    except LookupError:  # an unknown charset name from the page
+    except (LookupError, UnicodeError, ValueError):
+        # An unknown charset name from the page, or a codec that is no text encoding for bytes off the
+        # wire ('idna' and 'undefined' raise UnicodeError whatever the error handler).
         text = body.decode("utf-8", errors="replace")
     parser = _PageParser(base_url)
     parser.feed(text.replace("\x00", ""))
     parser.close()
-    return Extracted(images=list(dict.fromkeys(parser.images)), links=list(dict.fromkeys(parser.links)))
+    return Extracted(
+        images=list(dict.fromkeys(parser.images)),
+        links=list(dict.fromkeys(parser.links)),
+        unusable=parser.unusable,
+        unusable_count=parser.unusable_count,
+    )
+
+
+_TAB_AND_NEWLINE = {ord("\t"): None, ord("\n"): None, ord("\r"): None}
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
 
 
 class _PageParser(HTMLParser):
@@ -215,6 +252,8 @@ class _PageParser(HTMLParser):
         self.base_url = base_url
         self.images: list[str] = []
         self.links: list[str] = []
+        self.unusable: list[dict] = []
+        self.unusable_count = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = {name: value or "" for name, value in attrs}
@@ -238,7 +277,9 @@ class _PageParser(HTMLParser):
             into.append(url)
 
     def _absolute(self, raw: str) -> str | None:
-        raw = raw.strip()
+        # As browsers read an attribute's URL: tabs and line breaks inside are dropped, C0 controls
+        # and spaces around it stripped (WHATWG URL standard).
+        raw = raw.translate(_TAB_AND_NEWLINE).strip(_C0_AND_SPACE)
         if not raw:
             return None
         try:
@@ -246,6 +287,15 @@ class _PageParser(HTMLParser):
             scheme = urlsplit(url).scheme
         except ValueError:  # e.g. an invalid IPv6 literal
             return None
-        if scheme not in ("http", "https") or len(url) > MAX_URL_LENGTH:
+        if scheme not in ("http", "https"):
+            return None
+        problem = url_problem(url)
+        if problem:
+            self._unusable(url, problem)
             return None
         return url
+
+    def _unusable(self, url: str, problem: str) -> None:
+        self.unusable_count += 1
+        if len(self.unusable) < SHOWN_REFUSALS:
+            self.unusable.append({"url": url[:200], "reason": problem})

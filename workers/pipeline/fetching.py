@@ -10,7 +10,7 @@ budget used); a robots.txt refusal returns the decision, and the handler ends th
 from __future__ import annotations
 
 import email.utils
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -43,6 +43,8 @@ class SiteUnavailable(TransientError):
 class Fetched:
     robots: RobotsDecision
     result: FetchResult | None  # None: robots.txt disallows the URL
+    # With a second opinion that differed: what the crawler alone was answered (404 or 410).
+    answered_the_crawler: int | None = None
 
     @property
     def unchanged(self) -> bool:
@@ -71,10 +73,14 @@ def fetch_politely(
     client: SafeClient | None = None,
     raise_for_status: bool = True,
     validators: Validators | None = None,
+    second_opinion_agent: str = "",
 ) -> Fetched:
     """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s).
     ``validators``: the last answer's ETag / Last-Modified, sent as a conditional request; a ``304``
-    is then the answer "unchanged" (the ``fetch`` step's outcome), not an error."""
+    is then the answer "unchanged" (the ``fetch`` step's outcome), not an error.
+    ``second_opinion_agent``: a 404 or 410 is asked again at once, in the same politeness turn, with
+    this User-Agent; when that answer differs, it is the answer (and the step says so): a site that
+    hides a page from LeitstandBot alone is seen as people see it."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
     with context.step("robots", url=url) as info:
@@ -87,7 +93,18 @@ def fetch_politely(
     host = f"{parts.hostname}:{parts.port or {'http': 80, 'https': 443}[parts.scheme]}"
     with context.step("fetch", url=url) as info:
         with polite(host, politeness_policy(), crawl_delay=decision.crawl_delay) as outcome:
-            result = client.fetch(url, accept=accept, validators=validators)
+            result, answered_the_crawler = client.fetch(url, accept=accept, validators=validators), None
+            if second_opinion_agent and result.status in (404, 410):
+                asked_as = SafeClient(
+                    replace(client.policy, user_agent=second_opinion_agent),
+                    resolver=client.resolver,
+                    allowed_targets=client.allowed_targets,
+                )
+                other = asked_as.fetch(url, accept=accept)
+                info["second_opinion"] = other.status
+                if other.status != result.status:
+                    answered_the_crawler = info["answered_the_crawler"] = result.status
+                    result = other
             retry_after = retry_after_seconds(result.headers.get("retry-after"))
             outcome.update(
                 ok=result.status < 500 and result.status != 429, status=result.status, retry_after=retry_after
@@ -103,7 +120,7 @@ def fetch_politely(
             info["unchanged"] = True
         elif raise_for_status:
             _raise_for_status(result, retry_after)
-    return Fetched(decision, result)
+    return Fetched(decision, result, answered_the_crawler)
 
 
 def _raise_for_status(result: FetchResult, retry_after: float | None) -> None:
@@ -127,11 +144,11 @@ def retry_after_seconds(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():  # str.isdigit() is also true of '²', which float() refuses
+        return float(min(int(value[:12]), 10**11)) if len(value) <= 12 else 1e11
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)

@@ -98,6 +98,29 @@ MAGIC = {
 }
 
 
+# A URL's limit in UTF-8 bytes: below the b-tree limit of the unique indexes that hold URLs
+# (Candidate.image_url, PageState.url: about 2,700 bytes a key), whatever its characters — 1,900 CJK
+# characters are 5,700 bytes. The crawl skips a longer link (and names it); the client refuses it.
+MAX_URL_BYTES = 2000
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be fetched or recorded, or None: http(s) only, at most ``MAX_URL_BYTES``
+    bytes, no ASCII control characters (httpx raises its own error for them, on every try) and no lone
+    surrogates (UTF-8 cannot hold them)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in url):
+        return "contains a control character or a lone surrogate"
+    if len(url.encode()) > MAX_URL_BYTES:
+        return f"longer than {MAX_URL_BYTES} bytes"
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError as exc:
+        return f"malformed: {exc}"
+    if scheme not in ("http", "https"):
+        return f"only http and https are fetched, not {scheme or 'a URL without scheme'}"
+    return None
+
+
 class FetchRefused(PermanentError):
     """The client refused the request before sending it (URL, address, redirect rules)."""
 
@@ -355,6 +378,9 @@ class SafeClient:
         self._validate(url)
 
     def _validate(self, url: str) -> _Target:
+        problem = url_problem(url)
+        if problem:
+            raise FetchRefused(f"URL {url[:200]!r} refused: {problem}")
         try:
             parts = urlsplit(url)
             port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
@@ -420,6 +446,8 @@ class SafeClient:
             raise FetchTimeout(f"{type(exc).__name__} fetching {target.url}") from None
         except httpx.RemoteProtocolError as exc:
             raise ResponseRefused(f"malformed response from {target.url}: {exc}") from None
+        except httpx.InvalidURL as exc:  # a URL httpx cannot send, whatever url_problem let through
+            raise FetchRefused(f"URL {target.url[:200]!r} cannot be sent: {exc}") from None
         except httpx.TransportError as exc:
             raise FetchFailed(f"{type(exc).__name__} fetching {target.url}: {exc}") from None
         if accept is not None and status not in REDIRECTS and 200 <= status < 300:

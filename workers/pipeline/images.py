@@ -22,6 +22,7 @@ from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
 from jobs.errors import PermanentError
+from workers.runtime.pool import JobTimeout
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
 HASH_BITS = 64
@@ -65,9 +66,18 @@ def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
                         f"the limit is {max_pixels / 1e6:g} (LEITSTAND_IMAGE_MAX_PIXELS)"
                     )
                 if image.format == "JPEG":
+                    scans = jpeg_scans(data)
+                    if scans > MAX_JPEG_SCANS:
+                        # Each scan of a progressive JPEG is a pass over every coefficient: 265,080 of
+                        # them in 10 MiB took 250 CPU-seconds to decode.
+                        raise ImageRefused(f"a JPEG of {scans} scans; the limit is {MAX_JPEG_SCANS}")
                     image.draft("RGB", JPEG_DRAFT_SIZE)
-                image.load()  # decodes every pixel: truncated data fails here
-                pixels = flattened(image)
+                try:
+                    image.load()  # decodes every pixel: truncated data fails here
+                except JobTimeout:
+                    # The same bytes would run out of time again: not worth a retry.
+                    raise ImageRefused(f"decoding {width}×{height} pixels ran past the job's time limit") from None
+                pixels = flattened(_reduced(image))
                 return DecodedImage(
                     format=image.format,
                     width=width,
@@ -85,6 +95,62 @@ def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
 
 
 BACKGROUND = (255, 255, 255)
+# Scans of one JPEG (a baseline JPEG has one, a progressive one about ten; libjpeg's own tools
+# suggest a limit for untrusted files).
+MAX_JPEG_SCANS = 100
+
+
+def jpeg_scans(data: bytes) -> int:
+    """How many scans (start-of-scan markers, FF DA) a JPEG has, counted before it is decoded. Inside
+    the entropy-coded data an FF byte is always followed by 00 or a restart marker, so FF DA is a
+    marker wherever it occurs."""
+    return data.count(b"\xff\xda")
+
+
+def _reduced(image: Image.Image) -> Image.Image:
+    """The decoded image, flattened, with its longer side at most about twice what the comparison
+    and the thumbnail use (``JPEG_DRAFT_SIZE``; a JPEG is decoded that small already), reduced by an
+    integer factor and flattened a strip of rows at a time: flattening a 25-megapixel image with alpha
+    made four full-size copies (~390 MB), and Pillow's own ``reduce`` of an RGBA image premultiplies a
+    full-size copy first. The decoded image itself stays the largest copy."""
+    factor = max(image.width, image.height) // (2 * JPEG_DRAFT_SIZE[0])
+    if factor < 2:
+        return image
+    rows = factor * STRIP_ROWS
+    reduced = Image.new("RGB", (-(-image.width // factor), -(-image.height // factor)))
+    for top in range(0, image.height, rows):
+        piece = image.crop((0, top, image.width, min(top + rows, image.height)))
+        reduced.paste(flattened(_reduced_piece(piece, factor)), (0, top // factor))
+    return reduced
+
+
+STRIP_ROWS = 64  # reduced rows per strip: a few megabytes of the decoded image at a time
+
+
+def _reduced_piece(piece: Image.Image, factor: int) -> Image.Image:
+    if piece.mode in ("I;16", "I;16B", "I;16L", "I"):
+        return _grey_8bit(piece, step=factor)  # every factor-th pixel: Pillow cannot reduce 16-bit grey
+    if piece.mode not in ("L", "LA", "La", "RGB", "RGBA", "RGBa", "F"):
+        piece = piece.convert("RGBA" if piece.mode in ("P", "PA") and _is_transparent(piece) else "RGB")
+    return piece.reduce(factor)
+
+
+def _is_transparent(image: Image.Image) -> bool:
+    return image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
+        image.mode in ("P", "L", "RGB") and "transparency" in image.info
+    )
+
+
+def _grey_8bit(image: Image.Image, *, step: int = 1) -> Image.Image:
+    """16-bit grey scaled to 8 bits (Pillow's conversion would clip it to white), every ``step``-th
+    pixel, without a 64-bit copy (one of a large 16-bit image cost ~450 MB)."""
+    grey = np.asarray(image)[::step, ::step]
+    if image.mode == "I":
+        grey = grey.clip(0, 65535)
+        if grey.max(initial=0) > 255:
+            grey = grey >> 8
+        return Image.fromarray(grey.astype(np.uint8), "L")
+    return Image.fromarray((grey.astype(np.uint16, copy=False) >> 8).astype(np.uint8), "L")
 
 
 def flattened(image: Image.Image) -> Image.Image:
@@ -93,14 +159,8 @@ def flattened(image: Image.Image) -> Image.Image:
     the colours hidden under its alpha), 16-bit grey scaled to 8 bits (Pillow's conversion would
     clip it to white)."""
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-        grey = np.asarray(image, dtype=np.int64)
-        if image.mode != "I" or grey.max(initial=0) > 255:
-            grey = grey.clip(0, 65535) >> 8
-        image = Image.fromarray(grey.clip(0, 255).astype(np.uint8), "L")
-    transparent = image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
-        image.mode in ("P", "L", "RGB") and "transparency" in image.info
-    )
-    if not transparent:
+        image = _grey_8bit(image)
+    if not _is_transparent(image):
         return image if image.mode == "RGB" else image.convert("RGB")
     ground = Image.new("RGBA", image.size, (*BACKGROUND, 255))
     return Image.alpha_composite(ground, image.convert("RGBA")).convert("RGB")

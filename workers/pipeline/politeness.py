@@ -14,19 +14,22 @@ fifty analysis jobs for one site come back one after another instead of all at o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import connection
 
-from jobs.errors import Deferred
+from jobs.errors import Deferred, PermanentError
 
 
 @dataclass(frozen=True)
 class PolitenessPolicy:
     min_delay_seconds: float = 1.0
     retry_after_cap_seconds: float = 600.0
+    crawl_delay_cap_seconds: float = 60.0
+    max_wait_seconds: float = 6 * 3600.0
     # The slot is held at most this long, so a worker that dies mid-request cannot block the host.
     hold_seconds: float = 60.0
     failures_to_open: int = 5
@@ -38,6 +41,18 @@ class HostBusy(Deferred):
 
     def __init__(self, host: str, wait_seconds: float, reason: str) -> None:
         super().__init__(f"{host}: {reason}; turn booked in {wait_seconds:.1f} s", retry_after=wait_seconds)
+
+
+class HostTurnTooFar(PermanentError):
+    """The host's next turn lies past ``max_wait_seconds``: the job ends (dead, with this reason)
+    instead of waiting longer than its result could be of use."""
+
+
+def spacing_seconds(policy: PolitenessPolicy, crawl_delay: float | None) -> float:
+    """Seconds between two requests to a host: the policy's minimum, or the site's Crawl-delay up to
+    the cap (a value that is not a finite number counts as none)."""
+    delay = crawl_delay if crawl_delay is not None and math.isfinite(crawl_delay) and crawl_delay > 0 else 0.0
+    return max(policy.min_delay_seconds, min(delay, policy.crawl_delay_cap_seconds))
 
 
 _ACQUIRE_SQL = """
@@ -102,7 +117,7 @@ def host_acquire(host: str, policy: PolitenessPolicy, *, crawl_delay: float | No
         cursor.execute(_ACQUIRE_SQL, {"host": host, "hold": policy.hold_seconds})
         if cursor.fetchone():
             return Turn(0.0)
-        cursor.execute(_BOOK_SQL, {"host": host, "spacing": max(policy.min_delay_seconds, crawl_delay or 0.0)})
+        cursor.execute(_BOOK_SQL, {"host": host, "spacing": spacing_seconds(policy, crawl_delay)})
         row = cursor.fetchone()
     if row is None:  # the row vanished between the two statements: try again soon
         return Turn(0.01, "host state was reset")
@@ -127,7 +142,8 @@ def host_release(
     retry_after: float | None = None,
 ) -> None:
     """Free the slot; the next request waits the larger of the host's delay and its Retry-After (capped)."""
-    wait = max(policy.min_delay_seconds, crawl_delay or 0.0, min(retry_after or 0.0, policy.retry_after_cap_seconds))
+    asked = retry_after if retry_after is not None and math.isfinite(retry_after) and retry_after > 0 else 0.0
+    wait = max(spacing_seconds(policy, crawl_delay), min(asked, policy.retry_after_cap_seconds))
     with connection.cursor() as cursor:
         cursor.execute(
             _RELEASE_SQL,
@@ -147,6 +163,11 @@ def polite(host: str, policy: PolitenessPolicy, *, crawl_delay: float | None = N
     """Run one request to ``host`` politely. The block sets ``outcome["ok"]`` (and optionally
     ``outcome["retry_after"]``, ``outcome["status"]``); an exception counts as a failure."""
     turn = host_acquire(host, policy, crawl_delay=crawl_delay)
+    if turn.wait_seconds > policy.max_wait_seconds:
+        raise HostTurnTooFar(
+            f"{host}: {turn.reason}; its next turn is {turn.wait_seconds / 3600:.1f} h away, past the "
+            f"limit of {policy.max_wait_seconds / 3600:g} h (LEITSTAND_HOST_MAX_WAIT_SECONDS)"
+        )
     if turn.wait_seconds:
         raise HostBusy(host, turn.wait_seconds, turn.reason)
     outcome: dict = {"ok": False, "status": "no answer"}
