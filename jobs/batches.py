@@ -78,11 +78,14 @@ def batch_create(
 ) -> tuple[Batch, bool]:
     """The batch for ``key``: created, or the existing one (False) when the same request came before;
     another request under the same key is refused (``JobInputError`` on ``key``)."""
-    if not isinstance(key, str) or not key.strip() or len(key) > 255 or "\x00" in key:
+    if not isinstance(key, str) or not key.strip() or len(key) > 255:
         raise JobInputError("key", "must be a non-empty string of at most 255 characters")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise JobInputError("name", "must be a non-empty string of at most 200 characters")
-    text_check("correlation_id", correlation_id)
+    # Keys and names are logged and shown: no line break may forge a log line.
+    text_check("key", key)
+    text_check("name", name, limit=200)
+    text_check("correlation_id", correlation_id, ascii_only=True)
     digest = request_hash(request) if request is not None else ""
     with transaction.atomic():
         batch, created = Batch.objects.get_or_create(

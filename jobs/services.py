@@ -81,6 +81,7 @@ def _validate(
             )
     if not isinstance(idempotency_key, str) or not idempotency_key.strip() or len(idempotency_key) > 255:
         raise JobInputError("idempotency_key", "must be a non-empty string of at most 255 characters")
+    text_check("idempotency_key", idempotency_key)
     if not isinstance(payload, dict):
         raise JobInputError("payload", f"must be a JSON object, got {payload.__class__.__name__}")
     try:
@@ -89,6 +90,8 @@ def _validate(
         raise JobInputError("payload", f"is not JSON-serialisable: {exc}") from None
     if b"\\u0000" in encoded:
         raise JobInputError("payload", "must not contain NUL characters (PostgreSQL text cannot store them)")
+    if b"\\ud" in encoded and _has_lone_surrogate(payload):
+        raise JobInputError("payload", "must not contain lone surrogates (\\ud800-\\udfff): they are no characters")
     if len(encoded) > MAX_PAYLOAD_BYTES:
         raise JobInputError("payload", f"is {len(encoded)} bytes; the limit is {MAX_PAYLOAD_BYTES}")
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
@@ -97,18 +100,37 @@ def _validate(
         raise JobInputError("max_attempts", "must be an integer from 1 to 100")
     if isinstance(schema_version, bool) or not isinstance(schema_version, int) or not 1 <= schema_version <= 32767:
         raise JobInputError("schema_version", "must be a positive integer")
-    for name, value in (("correlation_id", correlation_id), ("source", source)):
-        text_check(name, value)
+    text_check("correlation_id", correlation_id, ascii_only=True)
+    text_check("source", source)
     return encoded
 
 
-def text_check(field: str, value, *, limit: int = 255) -> None:
-    """A name that travels into logs and HTTP headers (correlation ID, source): printable characters
-    only — a CR/LF would forge log lines and break every webhook's headers for the job."""
+def _has_lone_surrogate(payload: dict) -> bool:
+    """JSON may spell a lone surrogate (``"\\ud800"``); PostgreSQL's jsonb cannot store it."""
+    try:
+        json.dumps(payload, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def job_check(**fields) -> None:
+    """The checks ``job_create`` makes of one job (``JobInputError`` naming the field): what a dry run
+    and a handler's fan-out test a child with before it is created."""
+    _validate(**fields)
+
+
+def text_check(field: str, value, *, limit: int = 255, ascii_only: bool = False) -> None:
+    """A name that travels into logs (key, source) or HTTP headers (correlation ID): printable
+    characters only — a CR/LF would forge log lines and break every webhook's headers for the job —
+    and, for a header, printable ASCII (``X-Correlation-ID``: HTTP header values are octets, and
+    httpx sends them as ASCII)."""
     if not isinstance(value, str) or len(value) > limit:
         raise JobInputError(field, f"must be a string of at most {limit} characters")
     if not value.isprintable():
         raise JobInputError(field, "must contain printable characters only (no line breaks or control characters)")
+    if ascii_only and not value.isascii():
+        raise JobInputError(field, "must contain printable ASCII characters only (it travels in HTTP headers)")
 
 
 # What a job is about, per type (``subject_register``: the app that declares the type says how to
@@ -231,11 +253,13 @@ class BulkSubmission:
     """One job of a bulk creation: its ID, its batch, and whether it was created now (False: its key
     named a job submitted before with the same request)."""
 
-    job_id: uuid.UUID
+    job_id: uuid.UUID | None  # None: refused, nothing was created
     batch_id: int | None
     created: bool
     # With conflicts="report": the key names a job submitted with a different request (not created).
     conflict: bool = False
+    # A fan-out's child its checks refused (``field: reason``); nothing was created for it.
+    refused: str = ""
 
 
 def job_create_many(
@@ -261,7 +285,7 @@ def job_create_many(
         raise ValueError(f"conflicts must be 'raise' or 'report', got {conflicts!r}")
     if parent_id is not None:
         correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
-    text_check("correlation_id", correlation_id)
+    text_check("correlation_id", correlation_id, ascii_only=True)
     rows = []
     for index, job in enumerate(jobs):
         try:
@@ -416,8 +440,15 @@ def review_escalate(*, job_id, actor: str, reason: str, user=None) -> ReviewEsca
         held = ReviewLease.objects.filter(job_id=job_id, expires_at__gt=LeitstandNow()).first()
         if held and held.reviewer != actor:
             raise ReviewHeld(held)
-        escalation, _ = ReviewEscalation.objects.update_or_create(
-            job=job, defaults={"escalated_by": actor[:255], "reason": reason[:500], "at": LeitstandNow()}
+        earlier = ReviewEscalation.objects.filter(job=job).first()
+        if earlier is not None:
+            # There is no queue above the escalated one, and a second escalation would replace the
+            # first escalator's name: who escalated a case must never be the one who decides it.
+            raise JobInputError(
+                "job", f"the case is escalated already (by {earlier.escalated_by}): decide it or skip it"
+            )
+        escalation = ReviewEscalation.objects.create(
+            job=job, escalated_by=actor[:255], reason=reason[:500], at=LeitstandNow()
         )
         ReviewLease.objects.filter(job_id=job_id).delete()
     return escalation
@@ -448,8 +479,15 @@ def review_take(*, reviewer: str, seconds: float, job_id=None, escalated: bool =
 
 
 def review_release(*, job_id, reviewer: str) -> None:
-    """Give a held case back to the queue (skip)."""
-    ReviewLease.objects.filter(job_id=job_id, reviewer=reviewer).delete()
+    """Give a case ``reviewer`` holds back to the queue (skip); a case someone else holds, or nobody,
+    is refused (``JobInputError``): nothing was given back."""
+    released, _ = ReviewLease.objects.filter(job_id=job_id, reviewer=reviewer).delete()
+    if not released:
+        holder = ReviewLease.objects.filter(job_id=job_id, expires_at__gt=LeitstandNow()).first()
+        raise JobInputError(
+            "job",
+            f"the case is held by {holder.reviewer}: only they can skip it" if holder else "you do not hold the case",
+        )
 
 
 def _require_reason(reason: str) -> None:

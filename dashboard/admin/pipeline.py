@@ -51,7 +51,9 @@ class SourceForm(forms.ModelForm):
         data = super().clean()
         if not self.errors:
             try:
-                source_validate(base_url=data["base_url"], scope=data.get("scope", ""), priority=data["priority"])
+                source_validate(
+                    name=data["name"], base_url=data["base_url"], scope=data.get("scope", ""), priority=data["priority"]
+                )
                 schedule_validate(
                     crawl_every_minutes=data.get("crawl_every_minutes"),
                     window_start=data.get("window_start"),
@@ -160,7 +162,10 @@ class SourceAdmin(AuditedAdmin):
     @admin.display(description="waits for")
     def waits_for(self, source):
         state = _state(source)
-        return "" if state is None else state.waiting
+        waiting = "" if state is None else state.waiting
+        if source.start_error:  # its last run could not start it: what an operator must mend
+            return f"not started: {source.start_error}" + (f"; {waiting}" if waiting else "")
+        return waiting
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")

@@ -26,6 +26,7 @@ def runtime_register() -> None:
             pool="notify",
             processing_version="notify@1",
             expected_paths=("webhook", "email", "alertmanager"),
+            is_system_only=True,
             **delivery_timing(),
         )
     )

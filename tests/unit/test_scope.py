@@ -28,6 +28,6 @@ def test_scope_by_origin_and_whole_segments(url, scope, inside):
 
 
 def test_a_scope_must_contain_its_base_url():
-    source_validate(base_url="https://site.example/shop/", scope="https://site.example/shop")
+    source_validate(name="Shop", base_url="https://site.example/shop/", scope="https://site.example/shop")
     with pytest.raises(JobInputError, match="scope"):
-        source_validate(base_url="https://site.example.evil.com/", scope="https://site.example")
+        source_validate(name="Evil", base_url="https://site.example.evil.com/", scope="https://site.example")

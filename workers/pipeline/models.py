@@ -83,6 +83,9 @@ class Source(models.Model):
     last_crawled_at = models.DateTimeField(
         null=True, blank=True, help_text="When a run last fetched the source's base page (unchanged counts)."
     )
+    # Why the latest run could not start this source (its stored name or base URL is refused); cleared
+    # by the next run that starts it. The other sources of that run started all the same.
+    start_error = models.CharField(max_length=500, blank=True, db_default="", default="", editable=False)
 
     class Meta:
         constraints = [

@@ -21,11 +21,13 @@ run's time and why a source waits.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.db.models import Exists, F, QuerySet
 
 from jobs.models import LeitstandNow, database_now
@@ -33,6 +35,8 @@ from jobs.services import JobInputError
 from workers.pipeline.models import Source
 from workers.runtime.models import Pool
 from workers.runtime.sweeps import Stage, register_sweep
+
+logger = logging.getLogger(__name__)
 
 SWEEP_SECONDS = 15.0
 # Slots are counted from here (local wall-clock time): a Monday at midnight.
@@ -151,9 +155,21 @@ def schedules_sweep(*, limit: int = 100) -> int:
     for source, state in schedules_due():
         if started >= limit:
             break
-        if state.due:
-            crawl_start(actor="schedule", sources=[source], run=run_name(source, state.slot_at), slot_at=state.slot_at)
-            started += 1
+        if not state.due:
+            continue
+        run = run_name(source, state.slot_at)
+        try:
+            # A source crawl_start refuses is recorded on it there; anything else it raises is recorded
+            # here. Either way the sources after it in this round still start.
+            if crawl_start(actor="schedule", sources=[source], run=run, slot_at=state.slot_at):
+                started += 1
+        except Exception as failed:
+            if isinstance(failed, (OperationalError, InterfaceError)):
+                raise  # the database is away: nothing can be recorded, the next round tries again
+            logger.exception("crawl schedule: source %s could not start run %s", source.pk, run)
+            Source.objects.filter(pk=source.pk).update(
+                start_error=f"run {run}: {type(failed).__name__}: {failed}"[:500]
+            )
     return started
 
 

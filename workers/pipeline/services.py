@@ -16,10 +16,12 @@ from django.utils import timezone
 
 from jobs.batches import batch_create
 from jobs.models import OPERATE_PERMISSION, Batch, Job, database_now
-from jobs.services import JobInputError, Submission
+from jobs.services import IdempotencyConflict, JobInputError, Submission, text_check
 from workers.pipeline import images, matching
 from workers.pipeline.analysis import running_version
 from workers.pipeline.asset_index import fingerprint_fields, keys_store
+from workers.pipeline.crawl import page_key
+from workers.pipeline.http import MAX_URL_BYTES, url_problem
 from workers.pipeline.models import (
     AssetHashBand,
     AssetKeypointKey,
@@ -105,8 +107,17 @@ def assets_fingerprint(
     return done, failed
 
 
-def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> None:
-    """The checks a source must pass, with the field at fault named."""
+def source_validate(*, name: str, base_url: str, scope: str = "", priority: int = 5) -> None:
+    """The checks a source must pass, with the field at fault named: its name travels into every job
+    it causes and every log line about them (printable, no line breaks or tabs), its base URL into a
+    crawl job's payload (a URL the crawl can fetch and record)."""
+    text_check("name", name, limit=200)
+    if not name.strip():
+        raise JobInputError("name", "must not be empty")
+    if not isinstance(base_url, str) or url_problem(base_url):
+        raise JobInputError(
+            "base_url", f"must be an http or https URL of at most {MAX_URL_BYTES} bytes without control characters"
+        )
     parts = urlsplit(base_url or "")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise JobInputError("base_url", "must be an absolute http or https URL")
@@ -121,7 +132,7 @@ def source_validate(*, base_url: str, scope: str = "", priority: int = 5) -> Non
 def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
     """Create or update a source by name (its schedule's fields among the settings)."""
     source_validate(
-        base_url=base_url, scope=crawl_settings.get("scope", ""), priority=crawl_settings.get("priority", 5)
+        name=name, base_url=base_url, scope=crawl_settings.get("scope", ""), priority=crawl_settings.get("priority", 5)
     )
     schedule_validate(
         crawl_every_minutes=crawl_settings.get("crawl_every_minutes"),
@@ -177,41 +188,54 @@ def crawl_start(
 ) -> list[Submission]:
     """Start a crawl run: one crawl job per active source, at its base URL (idempotent per run).
     ``user``: the person acting (their operator permission is checked); None for trusted callers.
-    The run becomes each source's last run; ``slot_at``: the schedule's slot it was started for."""
+    The run becomes each source's last run; ``slot_at``: the schedule's slot it was started for.
+
+    A source that cannot be crawled (a name or base URL stored before today's checks refused such
+    values) is left out with its reason recorded on it (``start_error``, shown with its schedule in
+    the console); the others start. The submissions are those of the sources that started."""
     if user is not None and not user.has_perm(OPERATE_PERMISSION):
         raise PermissionDenied(f"{user} lacks the permission to start crawl runs")
     run = run or timezone.now().strftime("run-%Y%m%d-%H%M%S")
     chosen = sources if sources is not None else list(Source.objects.filter(is_active=True).order_by("name"))
+    inactive = [source.name for source in chosen if not source.is_active]
+    if inactive:
+        raise JobInputError("source", f"source {inactive[0]!r} is inactive")
     submissions = []
     with transaction.atomic():
         # The run is a batch: its crawl jobs, and every job they spawn, count towards its progress.
         batch, _ = batch_create(
             key=f"crawl-run:{run}", name=f"crawl run {run}", created_by=actor, correlation_id=f"crawl:{run}"
         )
-        for source in chosen:
-            if not source.is_active:
-                raise JobInputError("source", f"source {source.name!r} is inactive")
-            submissions.append(
-                job_submit(
-                    job_type="crawl",
-                    payload={"source_id": source.id, "url": source.base_url, "depth": 0, "run": run},
-                    idempotency_key=f"{run}:{source.base_url}",
-                    actor=actor,
-                    priority=source.priority,
-                    correlation_id=f"crawl:{run}:source-{source.id}",
-                    source=source.name,
-                    batch_id=batch.pk,
-                )
-            )
         # The run takes the sources' current slot (a run by hand too: the schedule's next run is the
         # next slot, not another run right after this one).
         now = database_now()
         for source in chosen:
+            try:
+                with transaction.atomic():
+                    submissions.append(_source_start(source, run=run, actor=actor, batch=batch))
+            except (JobInputError, IdempotencyConflict) as refused:
+                logger.warning("crawl run %s: source %s not started: %s", run, source.pk, refused)
+                Source.objects.filter(pk=source.pk).update(start_error=f"run {run}: {refused}"[:500])
+                continue
             slot = slot_at or current_slot(source, now)
             Source.objects.filter(pk=source.pk).update(
-                last_run=batch, last_slot_at=Greatest(Coalesce("last_slot_at", slot), slot)
+                last_run=batch, last_slot_at=Greatest(Coalesce("last_slot_at", slot), slot), start_error=""
             )
     return submissions
+
+
+def _source_start(source: Source, *, run: str, actor: str, batch: Batch) -> Submission:
+    source_validate(name=source.name, base_url=source.base_url, scope=source.scope, priority=source.priority)
+    return job_submit(
+        job_type="crawl",
+        payload={"source_id": source.id, "url": source.base_url, "depth": 0, "run": run},
+        idempotency_key=page_key(run, source.base_url),
+        actor=actor,
+        priority=source.priority,
+        correlation_id=f"crawl:{run}:source-{source.id}",
+        source=source.name,
+        batch_id=batch.pk,
+    )
 
 
 def reanalysis_start(*, actor: str, limit: int = 10_000, dry_run: bool = False, user=None) -> tuple[int, Batch | None]:

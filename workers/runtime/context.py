@@ -83,11 +83,13 @@ class Child:
 @dataclass(frozen=True)
 class Spawned:
     """What became of one child: its job, whether it was created now (False: the same request was
-    spawned before) or its key names a different request (``conflict``: nothing was created)."""
+    spawned before), or why nothing was created: its key names a different request (``conflict``) or
+    its checks refused it (``refused``)."""
 
-    job_id: UUID
+    job_id: UUID | None  # None: refused
     created: bool
     conflict: bool = False
+    refused: str = ""  # why the child's checks refused it (nothing was created); '' when they did not
 
 
 # --- the context --------------------------------------------------------------------------------
@@ -214,8 +216,9 @@ class JobContext:
 
     def spawn_many(self, children: list[Child]) -> list[Spawned]:
         """Create many children in one statement and one transaction (each idempotent per key, as with
-        ``spawn``). A child whose key names a different request is answered with ``conflict`` set
-        instead of raising, and the others are still created."""
+        ``spawn``). A child whose key names a different request is answered with ``conflict`` set,
+        one its checks refuse (a payload or key out of bounds) with ``refused`` saying why, instead of
+        raising: the others are still created."""
         if self._spawn_many is None:
             raise RuntimeError("this context cannot spawn jobs")
         if not children:

@@ -62,6 +62,7 @@ def job_types_register() -> None:
             pool="notify",
             processing_version="webhook@1",
             expected_paths=("webhook",),
+            is_system_only=True,
             **delivery_timing(),
         )
     )
@@ -74,6 +75,7 @@ def job_types_register() -> None:
             may_choose_pool=True,  # runs in the pool of the job it shadows, in the bulk lane
             processing_version="shadow@1",
             expected_paths=("shadow",),
+            is_system_only=True,
             default_priority=9,
             **pipeline_timing(),
         )

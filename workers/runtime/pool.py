@@ -15,6 +15,7 @@ flushes their step events, and keeps the process's registry row fresh. When a he
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
@@ -75,6 +76,14 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous_handler)
         if outer_remaining:
             signal.setitimer(signal.ITIMER_REAL, max(outer_remaining - (time.monotonic() - started), 0.001))
+
+
+def _seconds(value) -> float | None:
+    """A handler's ``retry_after`` as seconds, or None when it is not a finite number: whatever a
+    handler hands over, the failure path that reads it must not fail (it would strand its batch)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 @dataclass
@@ -197,20 +206,28 @@ class PoolRuntime:
                     for rest in claimed[index:]:
                         self._release(rest, "pool shutting down", report)
                     break
+                if job.attempt > 1 and completions:
+                    # A job run before may be what ended this batch's last worker: the results of the
+                    # jobs ahead of it are written first, so another death cannot make them run again.
+                    self._complete(completions, report)
+                    completions = []
                 completion = self._run_one(job, contexts[job.id], report)
                 if completion is not None:
                     completions.append(completion)
-            for outcome in leases.complete_many(completions, actor=self.worker.lease_owner):
-                if isinstance(outcome, Exception):
-                    report.refused += 1
-                    logger.warning("completion refused: %s", outcome)
-                else:
-                    report.completed += 1
-                    self.jobs_done += 1
+            self._complete(completions, report)
         finally:
             with self.held_lock:
                 for job in claimed:
                     self.held.pop(job.id, None)
+
+    def _complete(self, completions: list[leases.Completion], report: WakeupReport) -> None:
+        for outcome in leases.complete_many(completions, actor=self.worker.lease_owner):
+            if isinstance(outcome, Exception):
+                report.refused += 1
+                logger.warning("completion refused: %s", outcome)
+            else:
+                report.completed += 1
+                self.jobs_done += 1
 
     def _context(self, job: leases.ClaimedJob) -> JobContext:
         return JobContext(
@@ -243,6 +260,15 @@ class PoolRuntime:
             return self._interrupted(job, context, report)
         self.current_job_id = job.id
         lifecycle.running_job_set(job.id)  # if this process dies now, its supervisor knows whose handler ran
+        completion = self._call(job, job_type, context, report)
+        # Cleared only once the handler's end is accounted for: if the process goes down on the way (a
+        # signal, a failed report), its supervisor still counts the death against this job.
+        lifecycle.running_job_set(None)
+        self.current_job_id = None
+        return completion
+
+    def _call(self, job, job_type, context, report) -> leases.Completion | None:
+        """Run the handler and turn how it ended into a completion (or a failure or release written)."""
         started = time.monotonic()
         try:
             with time_limit(job_type.timeout_seconds), correlation(job.correlation_id):
@@ -251,20 +277,22 @@ class PoolRuntime:
             return self._interrupted(job, context, report)
         except Deferred as deferred:
             self._flush_steps(job, context, report)
-            self._release(job, f"deferred: {deferred}", report, delay=deferred.retry_after)
+            self._release(job, f"deferred: {deferred}", report, delay=_seconds(deferred.retry_after) or 0.0)
             return None
-        except Exception as exc:  # the handler's failure, classified; the engine decides what follows
+        except KeyboardInterrupt:
+            raise  # a signal to the process, not the handler's doing: the process ends as it asked
+        except BaseException as exc:
+            # The handler's failure, classified; the engine decides what follows. ``SystemExit`` (a
+            # library's sys.exit()) too: it ends this job, not the worker process and its batch-mates.
             kind = classify(exc)
             delay = job_type.retry.delay(job.attempt)
-            retry_after = getattr(exc, "retry_after", None)
+            retry_after = _seconds(getattr(exc, "retry_after", None))
             if retry_after is not None:
-                delay = min(max(float(retry_after), 0.0), job_type.retry.cap_seconds)
+                delay = min(max(retry_after, 0.0), job_type.retry.cap_seconds)
             self._fail(job, context, kind, error_class_name(exc), str(exc) or repr(exc), delay, report)
             return None
         finally:
             self._measure(time.monotonic() - started)
-            self.current_job_id = None
-            lifecycle.running_job_set(None)
         return self._outcome(job, context, outcome, report)
 
     def _outcome(self, job, context, outcome, report) -> leases.Completion | None:
@@ -454,4 +482,4 @@ def _spawn(**kwargs):
 
 
 def _spawn_many(children: list[dict], **parent) -> list[Spawned]:
-    return [Spawned(s.job_id, s.created, s.conflict) for s in jobs_spawn_many(children, **parent)]
+    return [Spawned(s.job_id, s.created, s.conflict, s.refused) for s in jobs_spawn_many(children, **parent)]

@@ -47,6 +47,10 @@ class JobType:
     # The scope an API client needs to submit jobs of this type; None: an internal type, created only
     # by the services that own it (webhook deliveries, alert notifications, rechecks, shadow runs).
     client_scope: str | None = None
+    # The system's own deliveries (webhooks, alert notifications, shadow runs) are outside every API
+    # client's view, ``jobs:all`` included: a client that could list or cancel them could silence
+    # pages and other clients' events.
+    is_system_only: bool = False
     description: str = field(default="", compare=False)
     # Checks a payload at submission (raises PermanentError naming the field): a job the handler
     # would refuse is refused before it exists (the API answers 422).
@@ -109,6 +113,10 @@ class Registry:
     def for_pool(self, pool: str) -> list[JobType]:
         """Types whose jobs this pool may run: its own, and those that may choose any pool."""
         return [t for t in self.all() if t.pool == pool or t.may_choose_pool]
+
+    def system_only(self) -> list[str]:
+        """The names of the types no API client sees."""
+        return sorted(t.name for t in self._types.values() if t.is_system_only)
 
     def submittable(self) -> list[JobType]:
         """The types API clients may submit."""

@@ -27,11 +27,12 @@ from django.db.models import Q
 from jobs.errors import Deferred, PermanentError, UnclearError, error_class_name
 from jobs.models import Attempt, Effect, Job, State, StepEvent
 from jobs.pathspec import EXITS, Observed, Verdict
-from jobs.services import job_create, job_retry_now
+from jobs.services import JobInputError, job_create, job_retry_now
 from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.models import ShadowRun
 from workers.runtime.pool import time_limit
 from workers.runtime.registry import JobType, registry
+from workers.runtime.services import spawn_refusals
 
 REPLAYABLE = (State.FAILED, State.DEAD)
 FILTER_FIELDS = {
@@ -119,18 +120,32 @@ class Recorder:
         return value
 
     def spawn(self, **kwargs) -> uuid.UUID:
-        self.children.append(
-            {
-                "type": kwargs["job_type"],
-                "key": kwargs["idempotency_key"],
-                "payload": kwargs["payload"],
-                "priority": kwargs.get("priority"),
-            }
-        )
+        # The checks the real creation makes: a dry run must refuse what the real run refuses.
+        refused = spawn_refusals([kwargs], correlation_id=kwargs.get("correlation_id", ""))[0]
+        self._record(kwargs, refused)
+        if refused:
+            field, _, message = refused.partition(": ")
+            raise JobInputError(field, message)
         return uuid.uuid4()  # a stand-in: nothing was created
 
     def spawn_many(self, children: list[dict], **parent) -> list[Spawned]:
-        return [Spawned(self.spawn(**child), created=True) for child in children]
+        refusals = spawn_refusals(children, correlation_id=parent.get("correlation_id", ""))
+        results = []
+        for child, refused in zip(children, refusals):
+            self._record(child, refused)
+            results.append(Spawned(None, created=False, refused=refused) if refused else Spawned(uuid.uuid4(), True))
+        return results
+
+    def _record(self, child: dict, refused: str) -> None:
+        self.children.append(
+            {
+                "type": child["job_type"],
+                "key": child["idempotency_key"],
+                "payload": child["payload"],
+                "priority": child.get("priority"),
+                **({"refused": refused} if refused else {}),
+            }
+        )
 
 
 @dataclass

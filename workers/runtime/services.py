@@ -118,19 +118,50 @@ def jobs_spawn_many(
     """A handler's children in one statement (``jobs``: as for ``jobs_submit_many``), created only
     while that attempt holds the parent's lease, locked once for them all: a stale attempt's spawn is
     refused and recorded. A child whose key names a different request is reported (``conflict``),
-    not raised: the others are still created."""
-    prepared = _prepared(jobs)
+    not raised: the others are still created; so is a child its checks refuse (``refused``: why)."""
+    refusals = spawn_refusals(jobs, correlation_id=correlation_id)
+    prepared = _prepared([job for job, refused in zip(jobs, refusals) if not refused])
     with transaction.atomic():
         if leases.lease_lock_if_held(parent_id, parent_lease_version):
-            spawned = job_services.job_create_many(
+            created = job_services.job_create_many(
                 prepared, actor=actor, correlation_id=correlation_id, parent_id=parent_id, conflicts="report"
             )
-            _wake_after_commit(prepared, spawned)
+            _wake_after_commit(prepared, created)
         else:
-            spawned = None
-    if spawned is None:
+            created = None
+    if created is None:
         raise leases.refusal_record(parent_id, parent_lease_version, "spawn")
-    return spawned
+    made = iter(created)
+    return [
+        job_services.BulkSubmission(None, None, False, refused=refused) if refused else next(made)
+        for refused in refusals
+    ]
+
+
+def spawn_refusals(jobs: list[dict], *, correlation_id: str) -> list[str]:
+    """Why each child of a fan-out would be refused ('' for none), by the checks its creation makes
+    (its type and payload, then every field): one bad child is reported on its own, never fails its
+    parent and its siblings. A dry run asks the same question, so it refuses what the real run does."""
+    refusals = []
+    for job in jobs:
+        try:
+            declared, pool = _declared(job["job_type"], job["payload"])
+            job_services.job_check(
+                type=job["job_type"],
+                idempotency_key=job["idempotency_key"],
+                payload=job["payload"],
+                priority=declared.default_priority if job.get("priority") is None else job["priority"],
+                max_attempts=declared.retry.max_attempts,
+                correlation_id=correlation_id,
+                source=job.get("source", ""),
+                schema_version=declared.schema_version,
+                pool=pool,
+            )
+        except JobInputError as refused:
+            refusals.append(str(refused))
+        else:
+            refusals.append("")
+    return refusals
 
 
 def _wake_after_commit(prepared: list[dict], submitted: list[job_services.BulkSubmission]) -> None:

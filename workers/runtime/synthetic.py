@@ -4,12 +4,12 @@ Every payload field has a default, so ``{}`` is a valid no-op job:
 
 | field | default | meaning |
 | --- | --- | --- |
-| ``pool`` | the type's pool (crawl) | which pool runs it |
+| ``pool`` | the type's pool (crawl) | which pool runs it (never ``notify``: alerts and webhooks) |
 | ``duration_ms`` | 0 | total time spent in the steps (sleeps in slices, honouring ``should_stop``) |
-| ``steps`` | ``["work"]`` | step names, recorded as step events, time split evenly |
+| ``steps`` | ``["work"]`` | at most 50 step names, recorded as step events, time split evenly |
 | ``fail`` | ``"none"`` | ``transient``, ``permanent``, ``unclear``, ``crash`` (``os._exit`` mid-job), ``crash_after_effect`` (dies after its effect was recorded, before reporting), ``hang`` (ignores stop requests until its timeout) |
 | ``fail_attempts`` | all | fail only while the attempt number is at most this |
-| ``retry_after_s`` | — | with ``transient``: the Retry-After to report |
+| ``retry_after_s`` | — | with ``transient``: the Retry-After to report (0-86400 s) |
 | ``effect`` | ``false`` | apply a ledger effect keyed by the job ID (at most once across attempts) |
 | ``settle`` | ``false`` | end in ``done`` (the handler's own business rule decided) instead of ``result_stored`` |
 """
@@ -24,6 +24,11 @@ from workers.runtime.context import Done, JobContext, Stored
 
 FAILURE_MODES = {"none", "transient", "permanent", "unclear", "crash", "crash_after_effect", "hang"}
 FIELDS = {"pool", "duration_ms", "steps", "fail", "fail_attempts", "retry_after_s", "effect", "settle"}
+# Step events are rows: a canary needs a few, and no submitter may write thousands with one job.
+MAX_STEPS = 50
+# Pools a synthetic job may not choose: the notify pool's one worker delivers alerts and webhooks, and
+# a 15 s synthetic job there delayed an operator's route test by 13 s.
+CLOSED_POOLS = frozenset({"notify"})
 
 
 class SyntheticTransientError(TransientError):
@@ -49,8 +54,21 @@ def parse(payload: dict) -> dict:
     }
     if not isinstance(spec["duration_ms"], (int, float)) or not 0 <= spec["duration_ms"] <= 3_600_000:
         raise PermanentError("payload.duration_ms must be a number from 0 to 3600000")
-    if not isinstance(spec["steps"], list) or not all(isinstance(s, str) and 0 < len(s) <= 100 for s in spec["steps"]):
-        raise PermanentError("payload.steps must be a list of step names (1-100 characters)")
+    if (
+        not isinstance(spec["steps"], list)
+        or len(spec["steps"]) > MAX_STEPS
+        or not all(isinstance(s, str) and 0 < len(s) <= 100 and s.isprintable() for s in spec["steps"])
+    ):
+        raise PermanentError(f"payload.steps must be a list of at most {MAX_STEPS} step names (1-100 characters)")
+    retry_after = spec["retry_after_s"]
+    if retry_after is not None and (
+        isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)) or not 0 <= retry_after <= 86_400
+    ):
+        raise PermanentError("payload.retry_after_s must be a number of seconds from 0 to 86400")
+    if "pool" in payload and payload["pool"] in CLOSED_POOLS:
+        raise PermanentError(
+            f"payload.pool must not be {payload['pool']!r}: that pool is kept for the system's own work"
+        )
     if spec["fail"] not in FAILURE_MODES:
         raise PermanentError(f"payload.fail must be one of: {', '.join(sorted(FAILURE_MODES))}")
     if spec["fail_attempts"] is not None and (not isinstance(spec["fail_attempts"], int) or spec["fail_attempts"] < 0):

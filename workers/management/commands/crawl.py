@@ -29,12 +29,19 @@ class Command(BaseCommand):
             sources = [found[name] for name in source]
         if run is not None and not 0 < len(run) <= 100:
             raise CommandError("--run must be 1-100 characters")
+        chosen = sources if sources is not None else list(Source.objects.filter(is_active=True).order_by("name"))
+        if not chosen:
+            raise CommandError("no active sources to crawl")
         try:
-            submissions = crawl_start(actor="command:crawl", sources=sources, run=run)
+            submissions = crawl_start(actor="command:crawl", sources=chosen, run=run)
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
+        started = {submission.job.payload["source_id"] for submission in submissions}
+        for source in Source.objects.filter(pk__in=[s.pk for s in chosen]).exclude(pk__in=started).order_by("name"):
+            # Left out with its reason recorded on it; the others started.
+            self.stderr.write(f"source {source.pk} not started: {source.start_error!r}")
         if not submissions:
-            raise CommandError("no active sources to crawl")
+            raise CommandError("no source could be started")
         for submission in submissions:
             job = submission.job
             self.stdout.write(
