@@ -19,6 +19,14 @@ from workers.runtime.registry import UnknownJobType, registry
 
 
 class TokenAuth(HttpBearer):
+    def __call__(self, request):
+        # django-ninja's own reading logs a value that is not "Bearer …" whole when DEBUG is on (a
+        # Basic credential, a token sent with the wrong scheme): read here, nothing is logged.
+        scheme, _, token = request.headers.get(self.header, "").partition(" ")
+        if scheme.lower() != self.openapi_scheme or not token:
+            return None
+        return self.authenticate(request, token)
+
     def authenticate(self, request, token):
         checked = token_check(token)
         if checked is None:  # guessing tokens is limited per address

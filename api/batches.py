@@ -9,10 +9,10 @@ from typing import Any
 
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
-from pydantic import BaseModel
+from pydantic import BaseModel, StrictInt
 
 from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
-from api.fields import Text, utc
+from api.fields import HeaderText, Text, utc
 from jobs.batches import batch_out, batch_progress
 from jobs.models import Batch
 from workers.runtime.services import batch_submit
@@ -28,7 +28,7 @@ class BatchJobIn(BaseModel):
     type: Text = Field(max_length=64)
     payload: dict[str, Any]
     idempotency_key: Text = Field(max_length=255)
-    priority: int | None = Field(default=None, ge=0, le=9)
+    priority: StrictInt | None = Field(default=None, ge=0, le=9)
     source: Text = Field(default="", max_length=255)
 
 
@@ -36,7 +36,7 @@ class BatchIn(Schema):
     key: Text = Field(min_length=1, max_length=255, description="One batch per key: a repeat answers 200.")
     name: Text = Field(min_length=1, max_length=200)
     target_finish_at: datetime | None = None
-    correlation_id: Text | None = Field(default=None, max_length=255)
+    correlation_id: HeaderText | None = Field(default=None, max_length=255)
     jobs: list[BatchJobIn] = Field(min_length=1, max_length=1000)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import Annotated
 
@@ -14,11 +14,33 @@ from jobs.services import JobInputError
 def _without_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise ValueError("must not contain lone surrogates (\\ud800-\\udfff): they are no characters")
     return value
 
 
-# Every text the API accepts: PostgreSQL text cannot hold NUL, so it is refused here with a 422.
+def _header_safe(value: str) -> str:
+    if not (value.isascii() and value.isprintable()):
+        raise ValueError("must contain printable ASCII characters only: it travels in HTTP headers (X-Correlation-ID)")
+    return value
+
+
+# Every text the API accepts: PostgreSQL text cannot hold NUL or a lone surrogate, so they are refused
+# here with a 422.
 Text = Annotated[str, AfterValidator(_without_nul)]
+# A text that travels in HTTP headers (correlation IDs): printable ASCII, refused with a 422 otherwise.
+HeaderText = Annotated[str, AfterValidator(_header_safe)]
+# How far in the past a client's due time may lie (the clocks' skew); earlier is refused.
+DUE_AT_SKEW = timedelta(minutes=5)
+
+
+def due_at_check(moment: datetime | None, field: str = "due_at") -> datetime | None:
+    """A client's due time, not before now: a due time in 1900 would put the job ahead of every job
+    waiting in its lane. (Checked against this server's clock with ``DUE_AT_SKEW`` to spare: a
+    moment a little in the past is merely due at once, and the check costs no round trip.)"""
+    if moment is not None and moment < datetime.now(dt_timezone.utc) - DUE_AT_SKEW:
+        raise JobInputError(field, f"{moment.isoformat()} lies in the past; a job is due now or later")
+    return moment
 
 
 def utc(moment: datetime | None, field: str) -> datetime | None:

@@ -14,14 +14,16 @@ from django.http import Http404
 from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
+from pydantic import StrictInt
 
 from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
-from api.fields import Text, utc
+from api.fields import HeaderText, Text, due_at_check, utc
 from api.rechecks import RecheckPlanOut, plan_out
 from jobs.models import Job, State
 from jobs.selectors import subject_prefix
 from jobs.services import job_cancel
 from rechecks.models import RecheckPlan
+from workers.runtime.registry import registry
 from workers.runtime.services import job_submit
 
 logger = logging.getLogger("leitstand.api")
@@ -32,8 +34,8 @@ class JobIn(Schema):
     type: Text = Field(max_length=64)
     payload: dict[str, Any]
     idempotency_key: Text = Field(max_length=255)
-    priority: int | None = Field(default=None, ge=0, le=9)
-    correlation_id: Text | None = Field(default=None, max_length=255)
+    priority: StrictInt | None = Field(default=None, ge=0, le=9)
+    correlation_id: HeaderText | None = Field(default=None, max_length=255)
     source: Text = Field(default="", max_length=255)
     due_at: datetime | None = None
 
@@ -127,6 +129,11 @@ def finding_out(finding) -> dict:
     }
 
 
+def _visible(request):
+    """The jobs this token may see: its client's (``owned``), never the system's own deliveries."""
+    return owned(request, Job.objects.exclude(type__in=registry.system_only()))
+
+
 @router.post("/jobs", response={200: JobOut, 201: JobOut})
 def jobs_create(request, body: JobIn):
     """Submit a job of a type clients submit. The same idempotency key with the same request answers 200
@@ -136,7 +143,7 @@ def jobs_create(request, body: JobIn):
     submittable_require(request, body.type, field="type")
     jobs_budget_spend(request, 1)
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
-    due_at = utc(body.due_at, "due_at")
+    due_at = due_at_check(utc(body.due_at, "due_at"))
     submission = job_submit(
         client=request.auth.client,
         request_hash=request_fingerprint(
@@ -174,7 +181,7 @@ def jobs_create(request, body: JobIn):
 @router.get("/jobs/{job_id}", response=JobOut)
 def jobs_get(request, job_id: uuid.UUID):
     require(request, "jobs:read")
-    job = owned(request, Job.objects).filter(pk=job_id).first()
+    job = _visible(request).filter(pk=job_id).first()
     if job is None:
         raise Http404(f"no job {job_id}")
     return job_out(job, with_transitions=True)
@@ -212,7 +219,7 @@ def jobs_list(
     first), keyset-paginated: a page never skips or repeats a job while others change. ``subject``
     is a prefix of what the jobs are about (a URL: ``https://shop.example/`` finds every job of it)."""
     require(request, "jobs:read")
-    jobs = owned(request, Job.objects.all())
+    jobs = _visible(request)
     if correlation_id:
         jobs = jobs.filter(correlation_id=correlation_id)
     if type:
@@ -243,7 +250,7 @@ def jobs_list(
 def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
     """Cancel a job that has not ended: 200 with the job; 409 when it already ended."""
     require(request, "jobs:write")
-    job = owned(request, Job.objects).filter(pk=job_id).first()
+    job = _visible(request).filter(pk=job_id).first()
     if job is None:
         raise Http404(f"no job {job_id}")
     try:

@@ -21,8 +21,8 @@ class ApiRequestMiddleware:
         if not request.path.startswith("/api/"):
             return self.get_response(request)
         sent = request.headers.get("X-Correlation-ID", "").strip()
-        if len(sent) > 255 or not sent.isprintable():  # it travels into logs and webhook headers
-            message = "must be at most 255 printable characters (no line breaks or control characters)"
+        if len(sent) > 255 or not (sent.isprintable() and sent.isascii()):  # into logs and webhook headers
+            message = "must be at most 255 printable ASCII characters (no line breaks or control characters)"
             return problem(
                 422,
                 "Invalid request",

@@ -10,6 +10,7 @@ from datetime import datetime, time
 
 from django.http import Http404
 from ninja import Field, Router, Schema
+from pydantic import StrictInt
 
 from api.auth import require
 from api.fields import Text
@@ -45,7 +46,7 @@ class ScheduleOut(Schema):
 
 
 class ScheduleIn(Schema):
-    crawl_every_minutes: int | None = Field(
+    crawl_every_minutes: StrictInt | None = Field(
         default=None, description="Minutes between runs (1 … 44640); null: the installation's default."
     )
     window_start: time | None = Field(default=None, description="Local time runs may start from (HH:MM).")

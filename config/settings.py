@@ -66,10 +66,12 @@ MIDDLEWARE = [
     # Static files from the application itself (collected into STATIC_ROOT; from the apps while debugging).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "api.middleware.ApiRequestMiddleware",
+    "config.input_guard.InputGuardMiddleware",  # a NUL in a console query or form: 400, not a 500
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.sessions.SessionIdleMiddleware",  # a console session ends after its idle timeout
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # request.htmx: a live part asks for itself only
@@ -207,6 +209,8 @@ STATIC_ROOT = Path(env_str("LEITSTAND_STATIC_ROOT", str(BASE_DIR / "var" / "stat
 SESSION_COOKIE_SECURE = env_bool("LEITSTAND_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
+# A console session ends after this many hours without a request (dashboard/sessions.py).
+SESSION_COOKIE_AGE = int(env_float("LEITSTAND_CONSOLE_IDLE_HOURS", 12, minimum=0.1) * 3600)
 SECURE_SSL_REDIRECT = env_bool("LEITSTAND_SSL_REDIRECT", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("LEITSTAND_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("LEITSTAND_HSTS_INCLUDE_SUBDOMAINS", True)

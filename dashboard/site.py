@@ -4,6 +4,7 @@ the service it calls and is written to the audit log."""
 
 from __future__ import annotations
 
+import uuid
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -422,6 +423,11 @@ class ConsoleSite(admin.AdminSite):
                 messages.error(request, "A reason is required to release leases.")
             else:
                 for job_id in job_ids:
+                    try:
+                        job_id = str(uuid.UUID(job_id))
+                    except ValueError:
+                        messages.error(request, f"{job_id[:40]!r} is not a job ID: nothing released")
+                        continue
                     try:
                         result = audited(
                             request,

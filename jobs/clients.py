@@ -42,7 +42,8 @@ def client_ensure(*, name: str, actor: str, user=None) -> tuple[Client, bool]:
 
 def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tuple[Client, str]:
     """Give the client its own webhook at ``url`` with a new signing secret (returned once, stored to
-    sign); an empty ``url`` sends its events to the global webhook again."""
+    sign); an empty ``url`` sends its events to the global webhook (the operator's explicit choice:
+    a client nobody chose a receiver for gets no webhooks)."""
     clients_require(user)
     url = (url or "").strip()
     if url:
@@ -54,6 +55,6 @@ def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tu
         client = Client.objects.select_for_update().filter(pk=client_id).first()
         if client is None:
             raise JobInputError("client", f"no client {client_id}")
-        client.webhook_url, client.webhook_secret = url, secret
-        client.save(update_fields=["webhook_url", "webhook_secret"])
+        client.webhook_url, client.webhook_secret, client.uses_global_webhook = url, secret, not url
+        client.save(update_fields=["webhook_url", "webhook_secret", "uses_global_webhook"])
     return client, secret

@@ -8,6 +8,10 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from urllib.parse import quote
+
+# Printable ASCII stays as it is (a '%' too: a value encoded before is not encoded twice).
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F))
 
 _current: ContextVar[str] = ContextVar("correlation_id", default="-")
 
@@ -19,6 +23,14 @@ def correlation(correlation_id: str) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+def header_safe(text: str) -> str:
+    """``text`` as it can travel in an HTTP header (and in a job's correlation ID): printable ASCII
+    as it is, any other character percent-encoded as UTF-8 (RFC 3986). New correlation IDs are
+    printable ASCII already (the API refuses others); this keeps an older job's non-ASCII ID from
+    failing every webhook of its tree."""
+    return quote(text, safe=_HEADER_SAFE)
 
 
 def current() -> str:

@@ -71,15 +71,21 @@ ENGINE = {"engine": True}
 class Client(models.Model):
     """An API client (the PHP core, a partner's system). It owns what it submits: jobs, batches, and
     what follows from them (children, findings, recheck plans inherit their job's client), and it
-    receives their events at its own webhook, or at the global one (``LEITSTAND_WEBHOOK_URL``) when it
-    has none. Its bearer tokens are the API's (``api.ApiToken``); jobs started from the console or a
-    command belong to no client. Created and changed by ``jobs.clients``."""
+    receives their events at its own webhook, or at the global one (``LEITSTAND_WEBHOOK_URL``) only
+    when an operator chose that for it (``uses_global_webhook``): one client's events never reach
+    another's receiver by default. Its bearer tokens are the API's (``api.ApiToken``); jobs started
+    from the console or a command belong to no client. Created and changed by ``jobs.clients``."""
 
     name = models.CharField(max_length=100, unique=True)
     webhook_url = models.CharField(
-        max_length=500, blank=True, default="", help_text="Its own receiver of events; empty: the global webhook."
+        max_length=500, blank=True, default="", help_text="Its own receiver of events; empty: see uses_global_webhook."
     )
     webhook_secret = models.CharField(max_length=200, blank=True, default="", help_text="Signs its webhooks.")
+    uses_global_webhook = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Without a webhook of its own: its events go to the global webhook (else nowhere).",
+    )
     created_at = models.DateTimeField(db_default=LeitstandNow())
     created_by = models.CharField(max_length=255, blank=True, default="")
 

@@ -8,9 +8,12 @@ its change committed: a trigger on ``jobs_transition`` writes ``job.done``, ``jo
 from the outbox in the same transaction; the job delivers a signed POST with retries, backoff and,
 in the end, the dead-letter queue. The receiver deduplicates on the event ID ``evt_<id>``.
 
-An event goes to the webhook of the client that owns its job or batch (``Client.webhook_url``), or to
-the global one (``LEITSTAND_WEBHOOK``) when that client has none or the job belongs to no client; an
-event with neither is dropped. Which events and job types are delivered is the global setting's.
+An event goes to the webhook of the client that owns its job or batch (``Client.webhook_url``); to
+the global one (``LEITSTAND_WEBHOOK``) when the job belongs to no client, or when an operator chose
+the global webhook for its client (``Client.uses_global_webhook``); otherwise it is dropped — a
+partner's events never reach the PHP core's receiver looking like the core's own. Every body and
+the ``X-Leitstand-Client`` header name the client (null/absent for the system's own jobs). Which
+events and job types are delivered is the global setting's.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 from django.conf import settings
 from django.db import connection, transaction
 
+from jobs.correlation import header_safe
 from jobs.models import Batch, Client, Job, State, Transition, WebhookEvent
 from jobs.services import job_create
 from jobs.sql import queries
@@ -49,8 +53,7 @@ def webhook_sweep(*, limit: int = 1000) -> int:
     (no global URL, no client's own) every event written so far is dropped in one statement, so the
     outbox never grows however fast jobs end."""
     hook = settings.LEITSTAND_WEBHOOK
-    receivers = dict(Client.objects.exclude(webhook_url="").values_list("pk", "name"))
-    if not hook["url"] and not receivers:
+    if not hook["url"] and not Client.objects.exclude(webhook_url="").exists():
         with connection.cursor() as cursor:
             cursor.execute(queries.webhook_events_drop_all)
         return 0
@@ -63,6 +66,12 @@ def webhook_sweep(*, limit: int = 1000) -> int:
         owners = dict(
             Batch.objects.filter(pk__in={e.batch_id for e in events if e.batch_id}).values_list("pk", "client_id")
         )
+        receivers = {
+            client.pk: client
+            for client in Client.objects.filter(
+                pk__in={job.client_id for job in jobs.values()} | set(owners.values())
+            ).only("name", "webhook_url", "uses_global_webhook")
+        }
         causes = dict(
             Transition.objects.filter(pk__in=[e.transition_id for e in events if e.transition_id]).values_list(
                 "pk", "cause"
@@ -85,7 +94,7 @@ def _delivery_create(
     hook: dict, receivers: dict, event: WebhookEvent, job: Job | None, owners: dict, causes: dict
 ) -> int:
     """The delivery job of one event (1), or nothing when it is not subscribed or nobody receives it (0).
-    ``receivers``: the clients with their own webhook (id → name); ``owners``: batch → client id."""
+    ``receivers``: the owners' clients (id → Client); ``owners``: batch → client id."""
     if event.batch_id is not None:  # a batch's event: no job to filter by
         if event.kind not in hook["events"]:
             return 0
@@ -98,18 +107,20 @@ def _delivery_create(
         message = event_message(event, job, causes.get(event.transition_id, ""))
         correlation_id = job.correlation_id
         owner = job.client_id
+    client = receivers.get(owner)
+    message["client"] = client.name if client else None  # whose job: the receiver may check it is its own
     payload = {"event": message}
-    if owner in receivers:
-        payload["client"] = receivers[owner]  # its own webhook, signed with its own secret
-    elif not hook["url"]:
-        return 0
+    if client is not None and client.webhook_url:
+        payload["client"] = client.name  # its own webhook, signed with its own secret
+    elif not hook["url"] or (client is not None and not client.uses_global_webhook):
+        return 0  # nobody chose a receiver for this client's events
     job_create(
         type=DELIVERY_TYPE,
         pool="notify",
         idempotency_key=f"webhook-event-{event.pk}",
         payload=payload,
         actor=ACTOR,
-        correlation_id=correlation_id,
+        correlation_id=header_safe(correlation_id)[:255],  # a job stored before IDs had to be ASCII
         priority=1,
     )
     return 1

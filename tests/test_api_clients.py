@@ -149,7 +149,12 @@ def test_each_client_receives_its_own_events_signed_with_its_own_secret(client, 
         pool_runtime("crawl").wake()
         for job_id in (mine["id"], partners["id"]):
             job_confirm(job_id=job_id, actor="test")
-        assert webhook_sweep() == 2
+        # The partner has no webhook and nobody chose the global one for it: its event is dropped, never
+        # sent to the PHP core's receiver signed as if it were the core's own.
+        assert webhook_sweep() == 1 and not WebhookEvent.objects.exists()
+        call_command("create_api_token", "--client", "partner", "--client-webhook", "")  # the operator's choice
+        WebhookEvent.objects.create(kind="job.done", job_id=partners["id"])
+        assert webhook_sweep() == 1
         deliveries = {job.payload["event"]["job"]["id"]: job for job in Job.objects.filter(type="api_webhook")}
         assert deliveries[mine["id"]].payload["client"] == "shop" and "client" not in deliveries[partners["id"]].payload
         assert "secret" not in json.dumps(deliveries[mine["id"]].payload)
@@ -159,6 +164,10 @@ def test_each_client_receives_its_own_events_signed_with_its_own_secret(client, 
         headers, body = shop_receiver.deliveries[0]
         assert signature_valid(shop_secret, headers[SIGNATURE_HEADER], body)
         assert not signature_valid("global-secret", headers[SIGNATURE_HEADER], body)
+        # Every body and header names whose job it is: the receiver can tell the partner's from its own.
+        assert (json.loads(body)["client"], headers["X-Leitstand-Client"]) == ("shop", "shop")
+        partner_headers, partner_body = global_receiver.deliveries[0]
+        assert (json.loads(partner_body)["client"], partner_headers["X-Leitstand-Client"]) == ("partner", "partner")
 
         # Without a global webhook, events of jobs whose client has none are dropped, not queued.
         settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": "", "secret": ""}

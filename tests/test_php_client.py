@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from api.tokens import token_create
+from jobs.clients import client_webhook_set
 from jobs.models import Job, State
 from jobs.services import job_confirm
 from jobs.webhooks import webhook_sweep
@@ -130,6 +131,7 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
     # The job ends; its webhook goes to the PHP receiver, which verifies and records it.
     receiver_url, events = php_receiver
     settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": receiver_url, "secret": SECRET}
+    client_webhook_set(client_id=job.client_id, url="", actor="test")  # the operator: the global webhook is its
     pool_runtime("crawl").wake()
     job_confirm(job_id=job.pk, actor="php-test")
     assert webhook_sweep() == 1

@@ -103,6 +103,7 @@ def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, h
         "cause": "business outcome confirmed",
     }
     assert bodies["job.dead"]["job"]["state"] == "dead"
+    assert {message["client"] for message in bodies.values()} == {None}, "the system's own jobs name no client"
 
     webhook_sweep()
     assert not Job.objects.filter(type="api_webhook").exclude(pk__in=deliveries).exists(), (
@@ -132,3 +133,19 @@ def test_a_webhook_url_without_a_secret_is_a_configuration_error(settings):
     assert "leitstand.E009" in {error.id for error in timing_invariants()}
     settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "secret": "s", "events": ["job.finished"]}
     assert any("job.finished" in error.msg for error in timing_invariants())
+
+
+def test_a_non_ascii_correlation_id_of_an_older_job_does_not_silence_its_webhooks(make_job, hook, pool_runtime):
+    """The API refuses such IDs now (issue 35); a job stored before keeps its webhooks: the header
+    carries the ID percent-encoded, the body as it is."""
+    receiver = hook(200)
+    job = make_job("synthetic", pool="crawl", payload={})
+    Job.objects.filter(pk=job.pk).update(correlation_id="bestellung-müller-4711")
+    pool_runtime("crawl").wake()
+    job_confirm(job_id=job.pk, actor="test")
+    assert webhook_sweep() == 1
+    pool_runtime("notify").wake()
+    assert Job.objects.get(type="api_webhook").state == State.DONE
+    ((headers, body),) = receiver.deliveries
+    assert headers["X-Correlation-ID"] == "bestellung-m%C3%BCller-4711"
+    assert json.loads(body)["job"]["correlation_id"] == "bestellung-müller-4711"

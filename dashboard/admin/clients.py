@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -45,7 +45,9 @@ class ClientAdmin(ReadOnlyAdmin):
     @admin.display(description="webhook")
     def webhook(self, client):
         """Scheme and host only: the path or query of a receiver may carry credentials."""
-        return url_redacted(client.webhook_url) if client.webhook_url else "the global webhook"
+        if client.webhook_url:
+            return url_redacted(client.webhook_url)
+        return "the global webhook" if client.uses_global_webhook else "none (its events are not sent)"
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -68,6 +70,8 @@ class ClientAdmin(ReadOnlyAdmin):
         return super().changelist_view(request, {**(extra_context or {}), **self._context(request)})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        if not (str(object_id).isascii() and str(object_id).isdigit()):
+            raise Http404(f"no client {object_id[:40]!r}")
         tokens = ApiToken.objects.filter(client_id=object_id).order_by("revoked_at", "name")
         return super().change_view(
             request, object_id, form_url, {**(extra_context or {}), **self._context(request, tokens=tokens)}

@@ -11,7 +11,8 @@ import uuid
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters, messages
 from django.core.exceptions import EmptyResultSet, PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
@@ -209,7 +210,11 @@ class PriorityFilter(admin.SimpleListFilter):
         return [(str(p), f"{p}{' (most urgent)' if p == 0 else ' (bulk)' if p == 9 else ''}") for p in range(10)]
 
     def queryset(self, request, queryset):
-        return queryset.filter(priority=int(self.value())) if self.value() else queryset
+        if not self.value():
+            return queryset
+        if self.value() not in {str(p) for p in range(10)}:  # the admin answers with its error page, no 500
+            raise IncorrectLookupParameters(f"priority must be 0-9, not {self.value()[:20]!r}")
+        return queryset.filter(priority=int(self.value()))
 
 
 class LinkFilter(admin.SimpleListFilter):

@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 import workers.runtime.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
+from api.client_ip import client_ip
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.snapshot import oldest_due, open_counts
 from jobs.leadership import CONTROL
@@ -198,7 +199,9 @@ def _allowed(request) -> bool:
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         if given and hmac.compare_digest(given.encode(), token.encode()):
             return True
-    return request.META.get("REMOTE_ADDR", "") in settings.LEITSTAND_METRICS_ALLOWED_IPS
+    # The client's address behind LEITSTAND_TRUSTED_PROXIES (the proxy's own address would admit every
+    # client behind it); an address a client writes into X-Forwarded-For itself is never used.
+    return client_ip(request) in settings.LEITSTAND_METRICS_ALLOWED_IPS
 
 
 def metrics_view(request):

@@ -198,7 +198,14 @@ def receipt_confirm(*, token: str, actor: str, via: str) -> ReceiptTest:
             raise ReceiptAlreadyConfirmed(
                 "token", f"was used already: this test was confirmed at {test.confirmed_at:%Y-%m-%d %H:%M:%S}"
             )
-        test.confirmed_at, test.confirmed_by, test.confirmed_via = database_now(), actor[:255], via
+        now = database_now()
+        if now > test.confirm_by:
+            # A token lives as long as its test: a link found later in a mailbox or a log proves nothing
+            # about today's receipt. The next test (or "send a test now") carries a fresh one.
+            raise JobInputError(
+                "token", f"expired: this test had to be confirmed by {test.confirm_by:%Y-%m-%d %H:%M:%S} UTC"
+            )
+        test.confirmed_at, test.confirmed_by, test.confirmed_via = now, actor[:255], via
         test.save(update_fields=["confirmed_at", "confirmed_by", "confirmed_via"])
     audit_record(
         actor=actor,

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from jobs.correlation import header_safe
 from jobs.errors import PermanentError, TransientError
 from jobs.models import Client
 from workers.runtime.context import Done, JobContext
@@ -88,7 +89,8 @@ def handle_api_webhook(context: JobContext):
         headers={
             "X-Leitstand-Event-Id": event["id"],
             "X-Leitstand-Event-Type": event["type"],
-            "X-Correlation-ID": context.correlation_id,
+            "X-Correlation-ID": header_safe(context.correlation_id),
+            **({"X-Leitstand-Client": header_safe(event["client"])} if event.get("client") else {}),
         },
     )
 
