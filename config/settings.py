@@ -372,9 +372,9 @@ LEITSTAND_POLITENESS = {
     # A site's robots.txt Crawl-delay is obeyed up to this many seconds between requests (a site that
     # asks for 999999999 would otherwise book its next turn 31 years out).
     "crawl_delay_cap_seconds": env_float("LEITSTAND_HOST_CRAWL_DELAY_CAP_SECONDS", 60, minimum=0.0),
-    # A job whose host's next turn lies further out than this ends dead with the reason (a turn past a
-    # job's useful life is no turn; an operator sees it in the dead-letter queue).
-    "max_wait_seconds": env_float("LEITSTAND_HOST_MAX_WAIT_SECONDS", 6 * 3600, minimum=60.0),
+    # The longest a job is deferred for a host's turn before it asks again; no turn is booked further
+    # out, so a host's long queue never books turns years ahead (workers/pipeline/politeness.py).
+    "max_wait_seconds": env_float("LEITSTAND_HOST_MAX_WAIT_SECONDS", 3600, minimum=60.0),
     "failures_to_open": env_int("LEITSTAND_HOST_BREAKER_FAILURES", 5, minimum=1),
     "open_for_seconds": env_float("LEITSTAND_HOST_BREAKER_OPEN_SECONDS", 300, minimum=1.0),
 }

@@ -75,20 +75,51 @@ def check(pool_runtime, db_clock, seconds):
     return report
 
 
-def test_a_removal_shown_to_the_crawler_alone_does_not_end_the_plan(case, pool_runtime, db_clock):
-    """A site that answers 404 to LeitstandBot only, and the image to everybody else: every 404 is
-    asked again at once as a browser would ask, and the browser's answer is the observation."""
-    job = case([(404, ("text/html", b"gone"))], for_browsers={"/copy.png": (200, *IMAGE)})
+@pytest.mark.parametrize(
+    "to_the_crawler",
+    [
+        (404, ("text/html", b"gone")),
+        (410, ("text/html", b"gone")),
+        (200, ("text/html", b"<p>not found</p>")),
+        (200, OTHER),
+    ],
+    ids=["404", "410", "soft-404", "placeholder"],
+)
+def test_a_removal_shown_to_the_crawler_alone_does_not_end_the_plan(case, pool_runtime, db_clock, to_the_crawler):
+    """A site that shows LeitstandBot alone a removal (a 404, a "not found" page, a placeholder) and the
+    image to everybody else: every answer that would confirm the removal is asked again at once as a
+    browser would ask, and the browser's answer is the observation."""
+    job = case([to_the_crawler], for_browsers={"/copy.png": (200, *IMAGE)})
     plan = RecheckPlan.objects.get(job=job)
     for seconds in (61, 1201, 2401):
         check(pool_runtime, db_clock, seconds)
     plan.refresh_from_db()
     observations = list(plan.observations.order_by("sequence"))
     assert [(o.http_status, o.kind) for o in observations] == [(200, "unchanged")] * 3
-    assert {o.detail for o in observations} == {"the site answered LeitstandBot 404, a browser 200"}
+    status = to_the_crawler[0]
+    assert {o.detail for o in observations} == {f"the site answered LeitstandBot {status}, a browser 200"}
     assert plan.state == "active", "never 'target confirmed' on the crawler's word alone"
     fetch = StepEvent.objects.filter(job__type="recheck", step="fetch").order_by("id").last()
-    assert (fetch.data["answered_the_crawler"], fetch.data["second_opinion"]) == (404, 200)
+    assert (fetch.data["answered_the_crawler"], fetch.data["second_opinion"]) == (status, 200)
+
+
+def test_an_answer_that_is_no_removal_is_not_asked_again(case, pool_runtime, db_clock):
+    """A 503 says "come back later", not "gone": no second request is sent to a site under load."""
+    job = case([(503, ("text/html", b"busy"))], for_browsers={"/copy.png": (200, *IMAGE)})
+    check(pool_runtime, db_clock, 61)
+    fetch = StepEvent.objects.filter(job__type="recheck", step="fetch").get()
+    assert fetch.data["status"] == 503 and "second_opinion" not in fetch.data
+    assert RecheckPlan.objects.get(job=job).observations.get().kind == "server_error"
+
+
+def test_a_second_opinion_that_does_not_see_the_copy_changes_nothing(case, pool_runtime, db_clock):
+    """A browser answered 403 (a bot challenge) where the crawler got 404: the crawler's answer stands."""
+    job = case([(404, ("text/html", b"gone"))], for_browsers={"/copy.png": (403, "text/html", b"challenge")})
+    for seconds in (61, 121):
+        check(pool_runtime, db_clock, seconds)
+    plan = RecheckPlan.objects.get(job=job)
+    assert [(o.http_status, o.kind) for o in plan.observations.order_by("sequence")] == [(404, "gone")] * 2
+    assert plan.end_reason == "target_confirmed"
 
 
 def test_a_match_is_rechecked_until_the_copy_is_confirmed_gone(case, pool_runtime, db_clock):

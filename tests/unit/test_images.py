@@ -84,3 +84,24 @@ def test_a_truncated_jpeg_is_refused():
 def test_text_pretending_to_be_an_image_is_refused():
     with pytest.raises(ImageRefused):
         decode(b"<html>not an image</html>")
+
+
+def test_a_decode_that_runs_past_its_own_budget_is_refused_but_the_jobs_own_limit_is_retried(monkeypatch):
+    """The image's fault (its own decoding budget spent) is permanent; the job's time running out
+    around it (a slow site before the decode) stays the transient JobTimeout."""
+    import io as _io
+
+    from PIL import Image as _Image
+
+    from workers.pipeline import images
+    from workers.runtime.pool import JobTimeout, time_limit
+
+    buffer = _io.BytesIO()
+    _Image.effect_noise((4000, 4000), 64).save(buffer, "PNG")  # noise: a slow decode (~0.5 s)
+    data = buffer.getvalue()
+    monkeypatch.setattr(images, "DECODE_SECONDS", 0.05)
+    with pytest.raises(images.DecodeTimedOut, match="took over 0.05 s"):
+        images.decode(data)
+    monkeypatch.setattr(images, "DECODE_SECONDS", 30.0)
+    with pytest.raises(JobTimeout), time_limit(0.05):
+        images.decode(data)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from workers.pipeline.robotstxt import MAX_BYTES, RobotsRules, Status, decision_for_status
+from workers.pipeline.robotstxt import MAX_BYTES, RobotsRules, Status, decision_for_status, within_limit
 
 BOT = "LeitstandBot"
 
@@ -355,12 +355,25 @@ def test_a_rule_that_ends_at_the_limit_is_kept():
     assert not allowed(head + padding + rule + b"\nDisallow: /late\n", "/last")
 
 
-def test_a_rule_cut_by_the_limit_is_dropped_rather_than_shortened():
+def test_a_cut_allow_is_dropped_and_a_cut_disallow_kept_as_the_cautious_reading():
+    head = b"User-agent: *\nDisallow: /\n"
+    padding = b"#" * (MAX_BYTES - len(head) - len(b"Allow: /pub") - 1) + b"\n"
+    cut_allow = head + padding + b"Allow: /public/a\n"
+    assert within_limit(cut_allow).endswith(padding) and not allowed(cut_allow, "/pub")
     head = b"User-agent: *\n"
     padding = b"#" * (MAX_BYTES - len(head) - len(b"Disallow: /p") - 1) + b"\n"
-    robots = head + padding + b"Disallow: /private-area\n"
-    assert allowed(robots, "/public")
-    assert allowed(robots.decode(), "/public")
+    cut_disallow = head + padding + b"Disallow: /private-area\n"
+    assert within_limit(cut_disallow).endswith(b"Disallow: /p")
+    assert not allowed(cut_disallow, "/public"), "the prefix disallows more, never less"
+
+
+def test_text_is_not_cut_again_where_replacement_characters_made_it_longer():
+    """robots.py limits the bytes, then decodes with replacement characters: 200 KB of Latin-1 bytes
+    become 600 KB of UTF-8 when encoded again, and the rule at the end must stay."""
+    latin1 = b"User-agent: *\n" + b"# \xe9\xe8\xe0\n" * 50_000 + b"Disallow: /private\n"
+    text = within_limit(latin1).decode("utf-8", errors="replace")
+    assert len(text.encode()) > MAX_BYTES
+    assert not allowed(text, "/private")
 
 
 # Crawl-delay: not in the RFC; read per group like a rule.
@@ -449,3 +462,12 @@ def test_a_disallowed_path_is_disallowed_however_it_is_written(path):
     rule = "/" + path.strip()
     assume(rule.partition("?")[0] != "/robots.txt")  # always allowed, §2.2.2
     assert not allowed(f"User-agent: *\nDisallow: {rule}\n", rule)
+
+
+def test_a_disallow_cut_inside_a_character_keeps_the_whole_characters_before_it():
+    head = b"User-agent: *\n"
+    rule = "Disallow: /café/secret".encode()
+    padding = b"#" * (MAX_BYTES - len(head) - len(b"Disallow: /caf") - 2) + b"\n"
+    robots = head + padding + rule + b"\n"  # the limit falls between the two bytes of "é"
+    assert within_limit(robots).endswith(b"Disallow: /caf")
+    assert not allowed(robots, "/café/secret") and not allowed(robots, "/cafz")

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from jobs.models import Job, State, StepEvent, database_now
+from jobs.models import Batch, Job, State, StepEvent, database_now
 from tests.support.hostile_web import HostileWeb, Page, jpeg_with_scans, png
 from workers.pipeline.crawl import page_key
 from workers.pipeline.models import Candidate, HostState, Source
@@ -97,7 +97,7 @@ def test_a_redirect_to_a_url_no_record_can_hold_is_refused_with_its_reason(site,
     assert ok.state == State.DONE
 
 
-@pytest.mark.parametrize("charset", ["idna", "undefined", "x-no-such-charset", "utf-7"])
+@pytest.mark.parametrize("charset", ["idna", "undefined", "x-no-such-charset", "utf-7", "punycode", "unicode_escape"])
 def test_a_charset_no_text_codec_can_read_is_read_as_utf8(site, pool_runtime, charset):
     site.pages["/"] = Page(body=b"<img src='/img/ok.png'>", content_type=f"text/html; charset={charset}")
     page = crawl(site, "/", pool_runtime)
@@ -105,6 +105,39 @@ def test_a_charset_no_text_codec_can_read_is_read_as_utf8(site, pool_runtime, ch
         State.DONE,
         "page crawled: 1 images handed to analysis, 0 links followed",
     )
+
+
+def test_a_page_that_decodes_to_lone_surrogates_is_recorded_and_its_batch_mates_done(site, pool_runtime):
+    """Declared as a codec no page uses, the page is read as UTF-8: '+2AA-' stays text. Anything that
+    still reaches a record as a lone surrogate is replaced there (tests/workers/test_isolation.py)."""
+    site.pages["/"] = Page(
+        body=b"<img src='/x+2AA-.png'><img src='/img/ok.png'>", content_type="text/html; charset=utf-7"
+    )
+    page = crawl(site, "/", pool_runtime)
+    assert page.state == State.DONE
+    assert Candidate.objects.filter(image_url=site.url("/x+2AA-.png")).exists()
+
+
+def test_dot_segments_cannot_walk_past_robots_txt(site, pool_runtime):
+    site.pages["/robots.txt"] = Page(body=b"User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.pages["/private/x.html"] = Page(body=b"<img src='/img/ok.png'>")
+    site.pages["/"] = Page(body=b"<a href='/a/../private/x.html'>1</a><a href='/a/%2e%2e/private/x.html'>2</a>")
+    page = crawl(site, "/", pool_runtime)
+    (follow,) = children(page, "crawl")  # both spell one path: the one the server would receive
+    assert follow.payload["url"] == site.url("/private/x.html")
+    pool_runtime("crawl").wake()
+    follow = Job.objects.get(pk=follow.pk)
+    assert follow.completion_reason.startswith("skipped: disallowed by robots.txt")
+    assert not site.asked("/private/x.html")
+
+
+def test_a_redirect_to_a_page_robots_txt_disallows_is_not_followed(site, pool_runtime):
+    site.pages["/robots.txt"] = Page(body=b"User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.pages["/moved.html"] = Page(302, b"", "text/plain", [("Location", "/private/x.html")])
+    page = crawl(site, "/moved.html", pool_runtime)
+    assert page.state == State.DONE and "disallowed by robots.txt" in page.completion_reason
+    assert step_data(page, "fetch")["redirect_disallowed"].endswith(f"disallowed by robots.txt of http://{site.target}")
+    assert not site.asked("/private/x.html")
 
 
 # --- headers -------------------------------------------------------------------------------------
@@ -187,3 +220,5 @@ def test_a_source_stored_with_a_bad_name_or_base_url_is_recorded_and_the_others_
     assert Job.objects.filter(type="crawl", payload__source_id=good.pk).exists()
     assert Job.objects.filter(type="crawl", payload__source_id=long_base.pk).exists()
     assert not Job.objects.filter(type="crawl", payload__source_id=tab.pk).exists()
+    assert schedules_sweep() == 0, "the refused source's slot is spent: tried again at its next slot"
+    assert not Batch.objects.filter(key__startswith=f"crawl-run:schedule-{tab.pk}-").exists()

@@ -102,3 +102,17 @@ def test_workers_never_overlap_requests_to_one_host():
         assert all(later - earlier >= 0.05 + 0.1 - 0.01 for earlier, later in zip(starts, starts[1:])), (
             "each request began only after the previous one ended plus the delay"
         )
+
+
+def test_no_turn_is_booked_past_the_longest_wait(db):
+    """Callers refused far out must not push the host's bookings further for everyone after them."""
+    from workers.pipeline.models import HostState
+
+    policy = PolitenessPolicy(min_delay_seconds=60, max_wait_seconds=300)
+    assert host_acquire("spiral.example:80", policy).wait_seconds == 0  # the slot: in flight
+    waits = [host_acquire("spiral.example:80", policy).wait_seconds for _ in range(12)]
+    assert waits[:5] == pytest.approx([60, 120, 180, 240, 300], abs=1)
+    assert all(300 < wait < 361 for wait in waits[5:]), "beyond the horizon: asked again, not booked"
+    booked = HostState.objects.get(host="spiral.example:80").next_turn_at
+    assert host_acquire("spiral.example:80", policy).wait_seconds < 361
+    assert HostState.objects.get(host="spiral.example:80").next_turn_at == booked

@@ -65,7 +65,7 @@ def test_only_the_first_500_kib_of_a_600_kib_file_are_parsed(server):
     client = client_for(server)
     assert not robots_check(server.url("/early/x"), client=client).is_allowed
     assert robots_check(server.url("/late/x"), client=client).is_allowed
-    assert len(RobotsFile.objects.get().body.encode()) == 500 * 1024
+    assert 499 * 1024 < len(RobotsFile.objects.get().body.encode()) <= 500 * 1024  # a cut comment line dropped
 
 
 def test_a_fetched_robots_txt_is_cached_for_at_most_a_day(server, db_clock):

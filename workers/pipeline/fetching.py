@@ -10,6 +10,7 @@ budget used); a robots.txt refusal returns the decision, and the handler ends th
 from __future__ import annotations
 
 import email.utils
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -17,7 +18,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from jobs.errors import PermanentError, TransientError
-from workers.pipeline.http import FetchPolicy, FetchResult, SafeClient, Validators
+from workers.pipeline.http import FetchPolicy, FetchResult, RedirectDisallowed, SafeClient, Validators
 from workers.pipeline.politeness import PolitenessPolicy, polite
 from workers.pipeline.robots import RobotsDecision, robots_check
 from workers.runtime.context import JobContext
@@ -43,7 +44,7 @@ class SiteUnavailable(TransientError):
 class Fetched:
     robots: RobotsDecision
     result: FetchResult | None  # None: robots.txt disallows the URL
-    # With a second opinion that differed: what the crawler alone was answered (404 or 410).
+    # With a second opinion that saw the copy: the status the crawler alone was answered.
     answered_the_crawler: int | None = None
 
     @property
@@ -65,6 +66,21 @@ def politeness_policy() -> PolitenessPolicy:
     return PolitenessPolicy(**settings.LEITSTAND_POLITENESS)
 
 
+@dataclass(frozen=True)
+class SecondOpinion:
+    """Ask again, at once and in the same politeness turn, as a browser asks (its user agent, its
+    Accept headers) whenever the crawler's answer ``is_gone`` — and take that answer when it
+    ``shows_the_copy`` (a browser's 403 or 404 leaves the crawler's answer standing):
+    a site that hides a page from LeitstandBot alone is seen as people see it (rechecks;
+    docs/rechecks.md)."""
+
+    agent: str
+    is_gone: Callable[[FetchResult], bool]
+    shows_the_copy: Callable[[FetchResult], bool]  # only such an answer replaces the crawler's
+    # The second request's own deadline: robots.txt, the fetch and this one fit the job's timeout.
+    total_seconds: float = 8.0
+
+
 def fetch_politely(
     context: JobContext,
     url: str,
@@ -73,14 +89,12 @@ def fetch_politely(
     client: SafeClient | None = None,
     raise_for_status: bool = True,
     validators: Validators | None = None,
-    second_opinion_agent: str = "",
+    second_opinion: SecondOpinion | None = None,
 ) -> Fetched:
     """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s).
     ``validators``: the last answer's ETag / Last-Modified, sent as a conditional request; a ``304``
     is then the answer "unchanged" (the ``fetch`` step's outcome), not an error.
-    ``second_opinion_agent``: a 404 or 410 is asked again at once, in the same politeness turn, with
-    this User-Agent; when that answer differs, it is the answer (and the step says so): a site that
-    hides a page from LeitstandBot alone is seen as people see it."""
+    A redirect to a URL robots.txt disallows is not followed: the job's answer is that refusal."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
     with context.step("robots", url=url) as info:
@@ -89,20 +103,28 @@ def fetch_politely(
         if not decision.is_allowed:
             info["skipped"] = True
             return Fetched(decision, None)
+
+    def robots_refusal(target: str) -> str | None:
+        # A redirect target's robots.txt within a short deadline of its own (usually the same origin,
+        # whose file is cached): the page's own fetch deadline must still hold.
+        hop = robots_check(target, client=_hop_client(client))
+        return None if hop.is_allowed else hop.reason
+
     parts = urlsplit(url)
     host = f"{parts.hostname}:{parts.port or {'http': 80, 'https': 443}[parts.scheme]}"
+    answered_the_crawler = None
     with context.step("fetch", url=url) as info:
         with polite(host, politeness_policy(), crawl_delay=decision.crawl_delay) as outcome:
-            result, answered_the_crawler = client.fetch(url, accept=accept, validators=validators), None
-            if second_opinion_agent and result.status in (404, 410):
-                asked_as = SafeClient(
-                    replace(client.policy, user_agent=second_opinion_agent),
-                    resolver=client.resolver,
-                    allowed_targets=client.allowed_targets,
-                )
-                other = asked_as.fetch(url, accept=accept)
+            try:
+                result = client.fetch(url, accept=accept, validators=validators, hop_check=robots_refusal)
+            except RedirectDisallowed as refused:
+                outcome.update(ok=True, status="redirect disallowed")  # the host answered; robots.txt said no
+                info.update(skipped=True, redirect_disallowed=str(refused)[:500])
+                return Fetched(RobotsDecision(False, str(refused)), None)
+            if second_opinion is not None and second_opinion.is_gone(result):
+                other = _asked_as(client, second_opinion).fetch(url, accept=accept, hop_check=robots_refusal)
                 info["second_opinion"] = other.status
-                if other.status != result.status:
+                if second_opinion.shows_the_copy(other):
                     answered_the_crawler = info["answered_the_crawler"] = result.status
                     result = other
             retry_after = retry_after_seconds(result.headers.get("retry-after"))
@@ -121,6 +143,31 @@ def fetch_politely(
         elif raise_for_status:
             _raise_for_status(result, retry_after)
     return Fetched(decision, result, answered_the_crawler)
+
+
+HOP_ROBOTS_SECONDS = 5.0
+
+
+def _hop_client(client: SafeClient) -> SafeClient:
+    policy = replace(client.policy, total_seconds=min(client.policy.total_seconds, HOP_ROBOTS_SECONDS))
+    return SafeClient(policy, resolver=client.resolver, allowed_targets=client.allowed_targets)
+
+
+# What a browser sends besides its user agent: a request without them tells itself apart.
+BROWSER_HEADERS = (
+    ("Accept", "image/avif,image/webp,image/apng,image/*,text/html;q=0.9,*/*;q=0.8"),
+    ("Accept-Language", "de-DE,de;q=0.9,en;q=0.8"),
+)
+
+
+def _asked_as(client: SafeClient, opinion: SecondOpinion) -> SafeClient:
+    policy = replace(
+        client.policy,
+        user_agent=opinion.agent,
+        headers=BROWSER_HEADERS,
+        total_seconds=min(client.policy.total_seconds, opinion.total_seconds),
+    )
+    return SafeClient(policy, resolver=client.resolver, allowed_targets=client.allowed_targets)
 
 
 def _raise_for_status(result: FetchResult, retry_after: float | None) -> None:

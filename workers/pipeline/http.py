@@ -21,6 +21,7 @@ never address ranges. It is empty in production.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import ssl
 import time
@@ -121,6 +122,34 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def url_canonical(url: str) -> str:
+    """``url`` as the client sends it: its path's dot segments removed (RFC 3986 §5.2.4), ``%2E``
+    read as the ``.`` it encodes. What robots.txt, a source's scope and the records judge must be the
+    path the server receives: ``/a/../private/x`` is ``/private/x`` on the wire."""
+    parts = urlsplit(url)
+    path = _DOT_ENCODED.sub(".", parts.path)
+    if "." not in path:
+        return url
+    return parts._replace(path=remove_dot_segments(path) or "/").geturl()
+
+
+_DOT_ENCODED = re.compile("%2[eE]")
+
+
+def remove_dot_segments(path: str) -> str:
+    kept: list[str] = []
+    segments = path.split("/")
+    for segment in segments:
+        if segment == "..":
+            if len(kept) > 1:
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    if segments[-1] in (".", ".."):
+        kept.append("")  # "/a/.." is the directory "/", not the file ""
+    return "/".join(kept)
+
+
 class FetchRefused(PermanentError):
     """The client refused the request before sending it (URL, address, redirect rules)."""
 
@@ -131,6 +160,10 @@ class AddressRefused(FetchRefused):
 
 class TooManyRedirects(FetchRefused):
     pass
+
+
+class RedirectDisallowed(FetchRefused):
+    """A redirect led where the caller may not go (robots.txt disallows the target)."""
 
 
 class ResponseRefused(PermanentError):
@@ -297,6 +330,8 @@ class FetchPolicy:
     max_redirects: int = 5
     allowed_ports: frozenset[int] = frozenset({80, 443})
     user_agent: str = "LeitstandBot/1.0 (+https://leitstand.example/bot)"
+    # Further request headers (a recheck's second opinion asks as a browser asks).
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -341,25 +376,35 @@ class SafeClient:
         accept: frozenset[str] | None = None,
         truncate_at: int | None = None,
         validators: Validators | None = None,
+        hop_check: Callable[[str], str | None] | None = None,
     ) -> FetchResult:
         """GET ``url`` under every guard; ``accept`` limits content types (checked by magic bytes).
 
         ``truncate_at``: keep only the first bytes of a longer body instead of refusing it (robots.txt).
         ``validators``: what an earlier answer said (ETag, Last-Modified), sent as ``If-None-Match`` /
         ``If-Modified-Since``: an unchanged resource answers ``304`` without a body.
+        ``hop_check``: asked about every redirect target; a reason it returns refuses the hop
+        (``RedirectDisallowed``), e.g. robots.txt disallowing it.
         """
         started = time.monotonic()
         deadline = started + self.policy.total_seconds
         redirects: list[str] = []
         current = url
+        target = self._validate(current)
         while True:
-            target = self._validate(current)
             status, headers, body = self._request(target, deadline, accept, truncate_at, validators)
             if status in REDIRECTS and "location" in headers:
                 if len(redirects) >= self.policy.max_redirects:
                     raise TooManyRedirects(f"more than {self.policy.max_redirects} redirects from {url}")
                 redirects.append(current)
-                current = urljoin(current, headers["location"])
+                try:
+                    current = url_canonical(urljoin(current, headers["location"]))
+                except ValueError as exc:  # e.g. an unclosed IPv6 literal in Location
+                    raise FetchRefused(f"{url} redirects to a malformed URL: {exc}") from None
+                target = self._validate(current)  # the URL rules and the address guard, then the caller's
+                refused = hop_check(current) if hop_check else None
+                if refused:
+                    raise RedirectDisallowed(f"{url} redirects to {current[:200]}: {refused}")
                 continue
             return FetchResult(
                 url=url,
@@ -406,7 +451,29 @@ class SafeClient:
                     raise AddressRefused(f"{host} resolves to {address}: {problem}")
         return _Target(url=url, scheme=parts.scheme, host=host, port=port, address=addresses[0])
 
-    def _request(self, target: _Target, deadline: float, accept, truncate_at, validators: Validators | None = None):
+    def post(self, url: str, *, body: bytes, headers: dict[str, str]) -> int:
+        """POST ``body`` to ``url`` under the same guards as a fetch — the address checked once and
+        the connection made to that very address (a DNS answer that changes between the check and
+        the POST cannot redirect it), one total deadline — without following a redirect. Returns the
+        status; the answer's body is read within the limits and dropped. For webhooks."""
+        deadline = time.monotonic() + self.policy.total_seconds
+        status, _, _ = self._request(
+            self._validate(url), deadline, None, None, method="POST", content=body, extra=headers
+        )
+        return status
+
+    def _request(
+        self,
+        target: _Target,
+        deadline: float,
+        accept,
+        truncate_at,
+        validators: Validators | None = None,
+        *,
+        method: str = "GET",
+        content: bytes | None = None,
+        extra: dict[str, str] | None = None,
+    ):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise FetchTimeout(f"deadline of {self.policy.total_seconds:g} s passed before {target.url}")
@@ -423,13 +490,19 @@ class SafeClient:
             "Host": host_header(target),
             "User-Agent": self.policy.user_agent,
             "Accept-Encoding": "gzip, deflate",
+            **dict(self.policy.headers),
             **(validators.request_headers() if validators else {}),
+            **(extra or {}),
         }
         try:
             transport = DeadlineTransport(deadline)
             with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
                 request = client.build_request(
-                    "GET", pinned, headers=headers, extensions={"sni_hostname": ascii_name(target.host)}
+                    method,
+                    pinned,
+                    headers=headers,
+                    content=content,
+                    extensions={"sni_hostname": ascii_name(target.host)},
                 )
                 response = client.send(request, stream=True)
                 try:
@@ -500,6 +573,26 @@ class SafeClient:
         except zlib.error as exc:
             raise ResponseRefused(f"undecodable {encoding} body from {url}: {exc}") from None
         return b"".join(chunks)
+
+
+def notification_client(total_seconds: float) -> SafeClient:
+    """The client for webhooks and notifications: any port, the address guard with the operators'
+    allow-list of in-house receivers (``LEITSTAND_NOTIFY_ALLOWED_TARGETS``: an Alertmanager, the PHP
+    core on the private network)."""
+    return SafeClient(
+        FetchPolicy(allowed_ports=frozenset(range(1, 65536)), total_seconds=total_seconds, max_body_bytes=2**20),
+        allowed_targets=frozenset(settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS),
+    )
+
+
+def destination_problem(url: str) -> str | None:
+    """Why a webhook or notification must not be sent to ``url`` (a special-purpose address not
+    allow-listed, user information, another scheme, a host that does not resolve), or None."""
+    try:
+        notification_client(1.0).check(url)
+    except (FetchRefused, FetchFailed) as refused:
+        return str(refused)
+    return None
 
 
 def check_content(headers: httpx.Headers, body: bytes, accept: frozenset[str], url: str) -> None:

@@ -22,7 +22,7 @@ from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
 from jobs.errors import PermanentError
-from workers.runtime.pool import JobTimeout
+from workers.runtime.pool import JobTimeout, time_limit
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
 HASH_BITS = 64
@@ -30,6 +30,16 @@ HASH_BITS = 64
 
 class ImageRefused(PermanentError):
     """The bytes are not an image we decode: wrong format, a decompression bomb, truncated, corrupt."""
+
+
+class DecodeTimedOut(ImageRefused):
+    """Decoding ran past ``DECODE_SECONDS``: the same bytes would again (a recheck reads it as no
+    answer, never as "replaced")."""
+
+
+# A 25-megapixel image decodes in about a second; a crafted one (scans, deflate tricks) is cut here,
+# inside the job's own time limit (signals: only in a pool's worker, the main thread).
+DECODE_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -73,10 +83,13 @@ def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
                         raise ImageRefused(f"a JPEG of {scans} scans; the limit is {MAX_JPEG_SCANS}")
                     image.draft("RGB", JPEG_DRAFT_SIZE)
                 try:
-                    image.load()  # decodes every pixel: truncated data fails here
+                    with time_limit(DECODE_SECONDS, within_outer=True) as limit:
+                        image.load()  # decodes every pixel: truncated data fails here
                 except JobTimeout:
-                    # The same bytes would run out of time again: not worth a retry.
-                    raise ImageRefused(f"decoding {width}×{height} pixels ran past the job's time limit") from None
+                    if limit.clamped:
+                        raise  # the job's own time ran out (a slow site before it): worth a retry
+                    # The image's own budget: the same bytes would run out of time again.
+                    raise DecodeTimedOut(f"decoding {width}×{height} pixels took over {DECODE_SECONDS:g} s") from None
                 pixels = flattened(_reduced(image))
                 return DecodedImage(
                     format=image.format,

@@ -23,6 +23,7 @@ def job_types_register() -> None:
             expected_paths=(
                 "-> skipped",
                 "robots -> skipped",
+                "robots fetch -> skipped",  # a redirect to a page robots.txt disallows
                 "robots fetch extract candidates spawn",
                 "robots fetch spawn",
             ),
@@ -47,6 +48,7 @@ def job_types_register() -> None:
             },
             expected_paths=(
                 "robots -> skipped",
+                "robots fetch -> skipped",  # a redirect to an image robots.txt disallows
                 "robots fetch decode compare -> skipped",
                 "robots fetch decode compare record -> recheck | done | review",
                 "robots fetch -> done",  # unchanged since its last analysis (304)

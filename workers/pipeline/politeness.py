@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from jobs.errors import Deferred, PermanentError
+from jobs.errors import Deferred
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class PolitenessPolicy:
     min_delay_seconds: float = 1.0
     retry_after_cap_seconds: float = 600.0
     crawl_delay_cap_seconds: float = 60.0
-    max_wait_seconds: float = 6 * 3600.0
+    # The longest a job waits for a host's turn before it asks again (turns are never booked further).
+    max_wait_seconds: float = 3600.0
     # The slot is held at most this long, so a worker that dies mid-request cannot block the host.
     hold_seconds: float = 60.0
     failures_to_open: int = 5
@@ -41,11 +42,6 @@ class HostBusy(Deferred):
 
     def __init__(self, host: str, wait_seconds: float, reason: str) -> None:
         super().__init__(f"{host}: {reason}; turn booked in {wait_seconds:.1f} s", retry_after=wait_seconds)
-
-
-class HostTurnTooFar(PermanentError):
-    """The host's next turn lies past ``max_wait_seconds``: the job ends (dead, with this reason)
-    instead of waiting longer than its result could be of use."""
 
 
 def spacing_seconds(policy: PolitenessPolicy, crawl_delay: float | None) -> float:
@@ -81,7 +77,11 @@ turn AS (
     FROM workers_hoststate AS h, clock WHERE h.host = %(host)s
     FOR UPDATE OF h
 )
-UPDATE workers_hoststate AS h SET next_turn_at = turn.at + %(spacing)s * interval '1 second'
+-- A turn further out than the longest wait is not booked: the caller waits that long and asks
+-- again, so callers refused far out never push the host's bookings further for everyone after them.
+UPDATE workers_hoststate AS h SET next_turn_at = CASE
+    WHEN turn.at - clock.now <= %(max_wait)s * interval '1 second' THEN turn.at + %(spacing)s * interval '1 second'
+    ELSE h.next_turn_at END
 FROM turn, clock
 WHERE h.host = turn.host
 RETURNING turn.at - clock.now,
@@ -117,7 +117,10 @@ def host_acquire(host: str, policy: PolitenessPolicy, *, crawl_delay: float | No
         cursor.execute(_ACQUIRE_SQL, {"host": host, "hold": policy.hold_seconds})
         if cursor.fetchone():
             return Turn(0.0)
-        cursor.execute(_BOOK_SQL, {"host": host, "spacing": spacing_seconds(policy, crawl_delay)})
+        cursor.execute(
+            _BOOK_SQL,
+            {"host": host, "spacing": spacing_seconds(policy, crawl_delay), "max_wait": policy.max_wait_seconds},
+        )
         row = cursor.fetchone()
     if row is None:  # the row vanished between the two statements: try again soon
         return Turn(0.01, "host state was reset")
@@ -164,9 +167,10 @@ def polite(host: str, policy: PolitenessPolicy, *, crawl_delay: float | None = N
     ``outcome["retry_after"]``, ``outcome["status"]``); an exception counts as a failure."""
     turn = host_acquire(host, policy, crawl_delay=crawl_delay)
     if turn.wait_seconds > policy.max_wait_seconds:
-        raise HostTurnTooFar(
-            f"{host}: {turn.reason}; its next turn is {turn.wait_seconds / 3600:.1f} h away, past the "
-            f"limit of {policy.max_wait_seconds / 3600:g} h (LEITSTAND_HOST_MAX_WAIT_SECONDS)"
+        raise HostBusy(
+            host,
+            policy.max_wait_seconds,
+            f"{turn.reason}; its turns are booked {turn.wait_seconds / 3600:.1f} h ahead, so this job asks again then",
         )
     if turn.wait_seconds:
         raise HostBusy(host, turn.wait_seconds, turn.reason)

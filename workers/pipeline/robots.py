@@ -21,16 +21,17 @@ from urllib.parse import urlsplit
 
 from jobs.errors import JobError, TransientError
 from jobs.models import LeitstandNow
-from workers.pipeline.http import SafeClient
+from workers.pipeline.http import SafeClient, url_canonical
 from workers.pipeline.models import RobotsFile
-from workers.pipeline.robotstxt import MAX_BYTES, RobotsRules, decision_for_status
+from workers.pipeline.robotstxt import MAX_BYTES, RobotsRules, decision_for_status, within_limit
 
 USER_AGENT_TOKEN = "LeitstandBot"
 MAX_ROBOTS_BYTES = MAX_BYTES
 CACHE_FOR = timedelta(hours=24)
 CACHE_UNREACHABLE_FOR = timedelta(minutes=10)
-# Parsed files kept per process: a 500 KiB robots.txt took ~250 ms to parse, for every job of its site.
-PARSED_KEPT = 256
+# Parsed files kept per process, by the size of their text: a 500 KiB robots.txt took ~250 ms to
+# parse, for every job of its site, and its rules take ~6 MB in memory (so bytes, not a count).
+PARSED_KEPT_BYTES = 2 * 2**20
 
 
 class RobotsUnreachable(TransientError):
@@ -72,37 +73,44 @@ def robots_check(url: str, *, client: SafeClient | None = None) -> RobotsDecisio
         return RobotsDecision(True, f"robots.txt of {origin} is unavailable ({robots.status}): everything is allowed")
     rules = _parsed(robots)
     delay = rules.crawl_delay(USER_AGENT_TOKEN)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    # The path the server receives (dot segments removed), not as the link spelled it.
+    path = (urlsplit(url_canonical(url)).path or "/") + (f"?{parts.query}" if parts.query else "")
     if rules.is_allowed(path, USER_AGENT_TOKEN):
         return RobotsDecision(True, f"allowed by robots.txt of {origin}", delay)
     return RobotsDecision(False, f"disallowed by robots.txt of {origin}", delay)
 
 
 _parsed_lock = threading.Lock()
-_parsed_files: OrderedDict[tuple[str, object], RobotsRules] = OrderedDict()
+# origin → (the version's fetch time, its rules, what it counts against PARSED_KEPT_BYTES)
+_parsed_files: OrderedDict[str, tuple[object, RobotsRules, int]] = OrderedDict()
 
 
 def _parsed(robots: RobotsFile) -> RobotsRules:
-    """The file's rules, parsed once per process for each version fetched (origin, fetch time)."""
-    key = (robots.origin, robots.fetched_at)
+    """The file's rules, parsed once per process for each version fetched (a newer version of an
+    origin replaces the older one). At most ``PARSED_KEPT_BYTES`` of text is kept parsed, each file
+    counted as at least 1 KiB, so the number of files is bounded too."""
     with _parsed_lock:
-        rules = _parsed_files.get(key)
-        if rules is not None:
-            _parsed_files.move_to_end(key)
-            return rules
+        kept = _parsed_files.get(robots.origin)
+        if kept is not None and kept[0] == robots.fetched_at:
+            _parsed_files.move_to_end(robots.origin)
+            return kept[1]
     rules = RobotsRules.parse(robots.body)
     with _parsed_lock:
-        _parsed_files[key] = rules
-        while len(_parsed_files) > PARSED_KEPT:
-            _parsed_files.popitem(last=False)
+        _parsed_files[robots.origin] = (robots.fetched_at, rules, max(len(robots.body), 1024))
+        _parsed_files.move_to_end(robots.origin)
+        total = sum(size for _, _, size in _parsed_files.values())
+        while total > PARSED_KEPT_BYTES and len(_parsed_files) > 1:
+            total -= _parsed_files.popitem(last=False)[1][2]
     return rules
 
 
 def _refresh(origin: str, client: SafeClient) -> RobotsFile:
     status, body, error = None, "", ""
     try:
-        result = client.fetch(f"{origin}/robots.txt", truncate_at=MAX_ROBOTS_BYTES)
-        status, body = result.status, result.body.decode("utf-8", errors="replace").replace("\x00", "")
+        # One byte more than is parsed, to tell a line cut at the limit (within_limit).
+        result = client.fetch(f"{origin}/robots.txt", truncate_at=MAX_ROBOTS_BYTES + 1)
+        status = result.status
+        body = within_limit(result.body).decode("utf-8", errors="replace").replace("\x00", "")
     except JobError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
     fresh_for = CACHE_UNREACHABLE_FOR if decision_for_status(status) == "disallow_all_retry" else CACHE_FOR

@@ -15,7 +15,8 @@ were not there. Clauses implemented:
 - §2.2.3 special characters: ``*`` is any sequence, a final ``$`` anchors the end, and ``%2A`` /
   ``%24`` in a rule are a literal ``*`` / ``$`` of the URL.
 - §2.2.4 other records (``Sitemap``, ``X-Foo``) never open or close a group.
-- §2.3.1 access results, in ``decision_for_status``; §2.5 the 500 KiB limit, in ``MAX_BYTES``.
+- §2.3.1 access results, in ``decision_for_status``; §2.5 the 500 KiB limit, in ``within_limit``
+  (a ``Disallow`` cut at the limit is kept, any other cut line dropped).
 
 Decisions where the RFC leaves room:
 
@@ -134,15 +135,32 @@ class _Group:
     crawl_delays: list[str] = field(default_factory=list)
 
 
-def _lines_within_limit(content: bytes | str) -> list[str]:
-    data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else bytes(content)
-    if len(data) > MAX_BYTES:
-        cut_mid_line = data[MAX_BYTES : MAX_BYTES + 1] not in (b"\n", b"\r")
-        data = data[:MAX_BYTES]
-        if cut_mid_line:
-            # A cut rule would change meaning ("Allow: /pub" from "Allow: /public/a"), so it is dropped.
-            data = data[: max(data.rfind(b"\n"), data.rfind(b"\r")) + 1]
-    return _LINE_END.split(data.decode("utf-8", errors="replace").removeprefix("\ufeff"))
+def within_limit(data: bytes) -> bytes:
+    """The first ``MAX_BYTES`` of a robots.txt, as fetched (pass one byte more, to tell a cut line).
+    A line cut at the limit changes meaning: a cut ``Disallow`` still disallows what its prefix
+    covers and more, so it is kept (the cautious reading for a crawler that must not fetch what a
+    site disallowed); any other cut line (``Allow: /pub`` from ``Allow: /public/a``) is dropped."""
+    if len(data) <= MAX_BYTES:
+        return data
+    cut_mid_line = data[MAX_BYTES : MAX_BYTES + 1] not in (b"\n", b"\r")
+    data = data[:MAX_BYTES]
+    if cut_mid_line:
+        start = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        if not data[start:].lstrip().lower().startswith(b"disallow"):
+            return data[:start]
+        try:
+            data[start:].decode("utf-8")
+        except UnicodeDecodeError as cut:
+            if cut.end == len(data) - start:  # a character cut in half: keep the whole ones before it
+                data = data[: start + cut.start]
+    return data
+
+
+def _lines(content: bytes | str) -> list[str]:
+    """Bytes are limited here; text is taken as the caller limited it (text decoded with replacement
+    characters grows when encoded again, and would be cut short)."""
+    text = within_limit(bytes(content)).decode("utf-8", errors="replace") if not isinstance(content, str) else content
+    return _LINE_END.split(text.removeprefix("\ufeff"))
 
 
 class RobotsRules:
@@ -156,7 +174,7 @@ class RobotsRules:
         groups: list[_Group] = []
         group: _Group | None = None
         is_reading_agents = False
-        for line in _lines_within_limit(content):
+        for line in _lines(content):
             key, colon, value = line.partition("#")[0].partition(":")
             if not colon:
                 continue

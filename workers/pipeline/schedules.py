@@ -27,8 +27,8 @@ from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
 from django.db.models import Exists, F, QuerySet
+from django.db.models.functions import Coalesce, Greatest
 
 from jobs.models import LeitstandNow, database_now
 from jobs.services import JobInputError
@@ -164,11 +164,11 @@ def schedules_sweep(*, limit: int = 100) -> int:
             if crawl_start(actor="schedule", sources=[source], run=run, slot_at=state.slot_at):
                 started += 1
         except Exception as failed:
-            if isinstance(failed, (OperationalError, InterfaceError)):
-                raise  # the database is away: nothing can be recorded, the next round tries again
             logger.exception("crawl schedule: source %s could not start run %s", source.pk, run)
             Source.objects.filter(pk=source.pk).update(
-                start_error=f"run {run}: {type(failed).__name__}: {failed}"[:500]
+                start_error=f"run {run}: {type(failed).__name__}: {failed}"[:500],
+                # The slot is spent: the source is tried again at its next slot, not every round.
+                last_slot_at=Greatest(Coalesce("last_slot_at", state.slot_at), state.slot_at),
             )
     return started
 

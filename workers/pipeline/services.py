@@ -201,23 +201,37 @@ def crawl_start(
     if inactive:
         raise JobInputError("source", f"source {inactive[0]!r} is inactive")
     submissions = []
+    batch = None
     with transaction.atomic():
-        # The run is a batch: its crawl jobs, and every job they spawn, count towards its progress.
-        batch, _ = batch_create(
-            key=f"crawl-run:{run}", name=f"crawl run {run}", created_by=actor, correlation_id=f"crawl:{run}"
-        )
         # The run takes the sources' current slot (a run by hand too: the schedule's next run is the
-        # next slot, not another run right after this one).
+        # next slot, not another run right after this one). A refused source takes it as well: its
+        # schedule tries again at its next slot, not every round.
         now = database_now()
         for source in chosen:
+            slot = slot_at or current_slot(source, now)
+            made_now = batch is None
             try:
                 with transaction.atomic():
+                    if made_now:
+                        # The run is a batch (made with its first crawl job: a run that starts no
+                        # source leaves none): its crawl jobs, and every job they spawn, count
+                        # towards its progress.
+                        batch, _ = batch_create(
+                            key=f"crawl-run:{run}",
+                            name=f"crawl run {run}",
+                            created_by=actor,
+                            correlation_id=f"crawl:{run}",
+                        )
                     submissions.append(_source_start(source, run=run, actor=actor, batch=batch))
             except (JobInputError, IdempotencyConflict) as refused:
+                if made_now:
+                    batch = None  # rolled back with the savepoint
                 logger.warning("crawl run %s: source %s not started: %s", run, source.pk, refused)
-                Source.objects.filter(pk=source.pk).update(start_error=f"run {run}: {refused}"[:500])
+                Source.objects.filter(pk=source.pk).update(
+                    start_error=f"run {run}: {refused}"[:500],
+                    last_slot_at=Greatest(Coalesce("last_slot_at", slot), slot),
+                )
                 continue
-            slot = slot_at or current_slot(source, now)
             Source.objects.filter(pk=source.pk).update(
                 last_run=batch, last_slot_at=Greatest(Coalesce("last_slot_at", slot), slot), start_error=""
             )

@@ -50,31 +50,47 @@ class JobTimeout(TransientError):
     """The handler ran past its job type's timeout; counts as an attempt."""
 
 
+@dataclass
+class Limit:
+    """What a ``time_limit`` block can ask afterwards: whether it was shortened to an outer limit
+    (``clamped``), and whether its alarm went off (``fired``)."""
+
+    clamped: bool = False
+    fired: bool = False
+
+
 @contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
+def time_limit(seconds: float, *, within_outer: bool = False) -> Iterator[Limit]:
     """Raise ``JobTimeout`` in the handler after ``seconds``, even inside a blocking call.
 
     django-q2 arms SIGALRM for the whole wake-up; the job's own, shorter limit borrows the timer
-    and gives back what is left of django-q2's when the job ends.
+    and gives back what is left of django-q2's when the job ends. ``within_outer``: a limit for a
+    part of a job (an image's decode) that never outlasts the job's own: shortened to what is left
+    of it, and when it fires then, it *is* the job's time running out (the outer alarm is not armed
+    again: one JobTimeout, not a second one a millisecond later while the first unwinds).
     """
+    limit = Limit()
     if threading.current_thread() is not threading.main_thread():
-        yield  # signals reach the main thread only; the heartbeat thread's stop flag still applies
+        yield limit  # signals reach the main thread only; the heartbeat thread's stop flag still applies
         return
     previous_handler = signal.getsignal(signal.SIGALRM)
     outer_remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
     started = time.monotonic()
+    if within_outer and outer_remaining and outer_remaining <= seconds:
+        seconds, limit.clamped = outer_remaining, True
 
     def on_alarm(signum, frame):
+        limit.fired = True
         raise JobTimeout(f"the handler ran past its timeout of {seconds:g} s")
 
     signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
+        yield limit
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous_handler)
-        if outer_remaining:
+        if outer_remaining and not (limit.clamped and limit.fired):
             signal.setitimer(signal.ITIMER_REAL, max(outer_remaining - (time.monotonic() - started), 0.001))
 
 
