@@ -19,7 +19,9 @@ class SessionIdleMiddleware:
 
     def __call__(self, request):
         session = getattr(request, "session", None)
-        if session is not None and session.session_key is not None:  # a cookie came: read the session
+        # Only a signed-in person's session: touching a made-up cookie's would store a new session
+        # row for every anonymous request.
+        if session is not None and request.user.is_authenticated:
             now = int(time.time())
             if now - session.get("_touched", 0) >= TOUCH_EVERY_SECONDS:
                 session["_touched"] = now  # modified: saved with a fresh expiry at the response

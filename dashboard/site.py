@@ -73,11 +73,7 @@ class ConsoleSite(admin.AdminSite):
             path("pools/<slug:pool>/act/", self.admin_view(self.pool_act), name="pool_act"),
             path("trends/", self.admin_view(self.trends), name="trends"),
             path("routes/", self.admin_view(alerting_pages.routes_page), name="alert_routes"),
-            path(
-                "routes/confirm/<str:token>/",
-                self.admin_view(alerting_pages.receipt_confirm_page),
-                name="receipt_confirm",
-            ),
+            path("routes/confirm/", self.admin_view(alerting_pages.receipt_confirm_page), name="receipt_confirm"),
         ]
         return views + super().get_urls()
 

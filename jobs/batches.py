@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.db.models import Sum
 
+from jobs.correlation import header_safe
 from jobs.models import Batch, BatchCounter, Job, State, database_now
 from jobs.services import JobInputError, text_check
 from jobs.sql import queries
@@ -85,7 +86,8 @@ def batch_create(
     # Keys and names are logged and shown: no line break may forge a log line.
     text_check("key", key)
     text_check("name", name, limit=200)
-    text_check("correlation_id", correlation_id, ascii_only=True)
+    text_check("correlation_id", correlation_id)
+    correlation_id = header_safe(correlation_id)
     digest = request_hash(request) if request is not None else ""
     with transaction.atomic():
         batch, created = Batch.objects.get_or_create(

@@ -42,11 +42,14 @@ def client_ensure(*, name: str, actor: str, user=None) -> tuple[Client, bool]:
 
 def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tuple[Client, str]:
     """Give the client its own webhook at ``url`` with a new signing secret (returned once, stored to
-    sign); an empty ``url`` sends its events to the global webhook (the operator's explicit choice:
-    a client nobody chose a receiver for gets no webhooks)."""
+    sign); an empty ``url`` sends its events to the global webhook, ``none`` nowhere (the operator's
+    explicit choices: a client nobody chose a receiver for gets no webhooks)."""
     clients_require(user)
     url = (url or "").strip()
-    if url:
+    to_global = not url
+    if url.lower() == "none":
+        url = ""
+    elif url:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 500:
             raise JobInputError("webhook_url", "must be an http(s) URL with a host, at most 500 characters")
@@ -55,6 +58,6 @@ def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tu
         client = Client.objects.select_for_update().filter(pk=client_id).first()
         if client is None:
             raise JobInputError("client", f"no client {client_id}")
-        client.webhook_url, client.webhook_secret, client.uses_global_webhook = url, secret, not url
+        client.webhook_url, client.webhook_secret, client.uses_global_webhook = url, secret, to_global
         client.save(update_fields=["webhook_url", "webhook_secret", "uses_global_webhook"])
     return client, secret

@@ -26,11 +26,11 @@ def correlation(correlation_id: str) -> Iterator[None]:
 
 
 def header_safe(text: str) -> str:
-    """``text`` as it can travel in an HTTP header (and in a job's correlation ID): printable ASCII
-    as it is, any other character percent-encoded as UTF-8 (RFC 3986). New correlation IDs are
-    printable ASCII already (the API refuses others); this keeps an older job's non-ASCII ID from
-    failing every webhook of its tree."""
-    return quote(text, safe=_HEADER_SAFE)
+    """``text`` as it can travel in an HTTP header, as every correlation ID is stored: printable ASCII
+    as it is, any other character percent-encoded as UTF-8 (RFC 3986). The API refuses other IDs
+    with a 422; the engine stores its producers' IDs so, and this keeps an older job's non-ASCII ID from
+    failing every webhook of its tree, and every child it spawns. At most 255 characters."""
+    return quote(text, safe=_HEADER_SAFE, errors="backslashreplace")[:255]
 
 
 def current() -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,34 +144,39 @@ def _server_bound_cursor() -> Iterator[psycopg.Cursor]:
         yield cursor
 
 
+# What PostgreSQL text and jsonb cannot hold, and hostile pages put anywhere: NUL, and lone
+# surrogates (a page declared as UTF-7 decodes '+2AA-' to one; UTF-8 has no form for it).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def _text(value: str, limit: int) -> str:
-    """Text from handlers may come from hostile pages: PostgreSQL refuses NUL, so it is replaced."""
-    return value.replace("\x00", "\ufffd")[:limit]
+    """Text from handlers may come from hostile pages: what PostgreSQL refuses is replaced."""
+    return _UNSTORABLE.sub("\ufffd", value)[:limit]
 
 
-def _without_nul(value):
+def _storable(value):
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        return _UNSTORABLE.sub("\ufffd", value)
     if isinstance(value, dict):
-        return {_without_nul(str(k)): _without_nul(v) for k, v in value.items()}
+        return {_storable(str(k)): _storable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_without_nul(v) for v in value]
+        return [_storable(v) for v in value]
     return value
 
 
 def _dumps(value) -> str:
     # Handler data may hold values JSON cannot (datetimes, UUIDs, Decimals): recorded as their text;
-    # jsonb refuses the NUL character, which hostile pages put anywhere. JSON writes a NUL as the
-    # escape \u0000, so text without that escape needs no scrubbing (the walk over every value took
-    # 7 % of a no-op worker's time under cProfile); text with it (or a literal backslash-u0000) is
-    # made again from the scrubbed value.
+    # jsonb refuses NUL and lone surrogates. JSON writes them as the escapes \u0000 and \udXXX, so
+    # text without those escapes needs no scrubbing (the walk over every value took 7 % of a no-op
+    # worker's time under cProfile); text with one (a character outside the BMP is written as a
+    # surrogate pair, a literal backslash-u too) is made again from the scrubbed value.
     try:
         text = json.dumps(value, default=str)
     except TypeError:  # a key JSON cannot hold (a tuple): the walk below makes every key text
         text = None
-    if text is not None and "\\u0000" not in text:
+    if text is not None and "\\u0000" not in text and "\\ud" not in text:
         return text
-    return json.dumps(_without_nul(value), default=lambda v: _without_nul(str(v)))
+    return json.dumps(_storable(value), default=lambda v: _storable(str(v)))
 
 
 def _as_uuid(job_id) -> UUID:

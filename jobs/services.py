@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
 from jobs import leases
+from jobs.correlation import header_safe
 from jobs.models import (
     ESCALATED_REVIEW_PERMISSION,
     LEASED_STATES,
@@ -100,7 +101,7 @@ def _validate(
         raise JobInputError("max_attempts", "must be an integer from 1 to 100")
     if isinstance(schema_version, bool) or not isinstance(schema_version, int) or not 1 <= schema_version <= 32767:
         raise JobInputError("schema_version", "must be a positive integer")
-    text_check("correlation_id", correlation_id, ascii_only=True)
+    text_check("correlation_id", correlation_id)
     text_check("source", source)
     return encoded
 
@@ -120,17 +121,13 @@ def job_check(**fields) -> None:
     _validate(**fields)
 
 
-def text_check(field: str, value, *, limit: int = 255, ascii_only: bool = False) -> None:
-    """A name that travels into logs (key, source) or HTTP headers (correlation ID): printable
-    characters only — a CR/LF would forge log lines and break every webhook's headers for the job —
-    and, for a header, printable ASCII (``X-Correlation-ID``: HTTP header values are octets, and
-    httpx sends them as ASCII)."""
+def text_check(field: str, value, *, limit: int = 255) -> None:
+    """A name that travels into logs (key, source, correlation ID): printable characters only — a
+    CR/LF would forge log lines and break every webhook's headers for the job."""
     if not isinstance(value, str) or len(value) > limit:
         raise JobInputError(field, f"must be a string of at most {limit} characters")
     if not value.isprintable():
         raise JobInputError(field, "must contain printable characters only (no line breaks or control characters)")
-    if ascii_only and not value.isascii():
-        raise JobInputError(field, "must contain printable ASCII characters only (it travels in HTTP headers)")
 
 
 # What a job is about, per type (``subject_register``: the app that declares the type says how to
@@ -197,6 +194,7 @@ def job_create(
     # needs none; a caller's transaction covers both (and a savepoint here would cost two round trips).
     if parent_id is not None:
         correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
+    correlation_id = header_safe(correlation_id)
     job = leases.insert_planned(
         id=job_id,
         subject=subject_of(type, payload),
@@ -285,7 +283,8 @@ def job_create_many(
         raise ValueError(f"conflicts must be 'raise' or 'report', got {conflicts!r}")
     if parent_id is not None:
         correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
-    text_check("correlation_id", correlation_id, ascii_only=True)
+    text_check("correlation_id", correlation_id)
+    correlation_id = header_safe(correlation_id)
     rows = []
     for index, job in enumerate(jobs):
         try:

@@ -23,7 +23,6 @@ import logging
 from django.conf import settings
 from django.db import connection, transaction
 
-from jobs.correlation import header_safe
 from jobs.models import Batch, Client, Job, State, Transition, WebhookEvent
 from jobs.services import job_create
 from jobs.sql import queries
@@ -120,7 +119,7 @@ def _delivery_create(
         idempotency_key=f"webhook-event-{event.pk}",
         payload=payload,
         actor=ACTOR,
-        correlation_id=header_safe(correlation_id)[:255],  # a job stored before IDs had to be ASCII
+        correlation_id=correlation_id,  # stored header-safe (jobs.correlation.header_safe)
         priority=1,
     )
     return 1

@@ -178,3 +178,31 @@ def test_recheck_plans_are_shown_and_ended_with_a_required_reason(client, operat
         "aborted by user:op: claim withdrawn",
     )
     assert Job.objects.get(pk=job.pk).state == "cancelled"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "field,value,error",
+    [
+        ("name", "Tab\there", "printable characters"),
+        ("name", "line\nbreak", "printable characters"),
+        ("base_url", "https://site.example/" + "x" * 500, "at most 500 characters"),
+    ],
+)
+def test_the_source_form_refuses_what_would_stop_a_crawl(field, value, error):
+    from dashboard.admin.pipeline import SourceForm
+
+    data = {
+        "name": "Shop",
+        "base_url": "https://site.example/",
+        "scope": "",
+        "priority": 5,
+        "max_depth": 1,
+        "max_links_per_page": 50,
+        "max_images_per_page": 100,
+        "is_active": True,
+        field: value,
+    }
+    form = SourceForm(data=data)
+    assert not form.is_valid()
+    assert error in " ".join(str(e) for errors in form.errors.values() for e in errors)

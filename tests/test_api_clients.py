@@ -142,6 +142,8 @@ def test_each_client_receives_its_own_events_signed_with_its_own_secret(client, 
             "events": ["job.done", "batch.finished"],
         }
         shop = bearer("shop")
+        # A client's own webhook goes through the address guard: an in-house receiver is allow-listed.
+        settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS = [shop_receiver.target]
         call_command("create_api_token", "--client", "shop", "--client-webhook", shop_receiver.url)
         shop_secret = Client.objects.get(name="shop").webhook_secret
         mine = submit(client, shop).json()
@@ -300,3 +302,24 @@ def test_existing_tokens_become_clients_and_their_jobs_are_backfilled():
     owners = dict(Job.objects.values_list("id", "client_id"))
     assert owners == {uuid.UUID("1" * 32): shop.pk, uuid.UUID("2" * 32): shop.pk, uuid.UUID("3" * 32): None}
     assert Batch.objects.get(key="b").client == shop
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_clients_webhook_at_a_private_address_is_refused_at_delivery(client, settings, pool_runtime):
+    """Receivers people set in the console go through the crawler's address guard, the POST pinned to
+    the address it checked: a webhook at loopback (or a cloud's metadata address) is never posted to."""
+    receiver = Receiver(200)
+    try:
+        shop = bearer("shop")
+        call_command("create_api_token", "--client", "shop", "--client-webhook", receiver.url)
+        job = submit(client, shop).json()
+        pool_runtime("crawl").wake()
+        job_confirm(job_id=job["id"], actor="test")
+        assert webhook_sweep() == 1
+        pool_runtime("notify").wake()
+        delivery = Job.objects.get(type="api_webhook")
+        assert (delivery.state, delivery.error_class) == (State.DEAD, "workers.pipeline.http.AddressRefused")
+        assert "loopback" in delivery.error_message and "/hook" not in delivery.error_message
+        assert receiver.deliveries == []
+    finally:
+        receiver.close()

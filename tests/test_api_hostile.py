@@ -80,6 +80,8 @@ def test_a_lone_surrogate_is_a_422_not_a_500(client, bearer, where):
         ({"steps": [f"s{i}" for i in range(10_000)]}, "steps"),
         ({"fail": "transient", "retry_after_s": "soon"}, "retry_after_s"),
         ({"fail": "transient", "retry_after_s": 1e300}, "retry_after_s"),
+        ({"pool": ["notify"]}, "pool"),
+        ({"fail": ["transient"]}, "fail"),
     ],
 )
 def test_a_synthetic_job_cannot_starve_alerts_or_flood_step_rows(client, bearer, payload, field):

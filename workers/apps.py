@@ -23,6 +23,13 @@ class WorkersConfig(AppConfig):
         control.sweeps_register()
         schedules.sweeps_register()
 
+        # Webhooks to receivers people set go through the safe client (the runtime cannot import it).
+        from workers.pipeline.http import notification_client
+        from workers.runtime.webhook import guarded_post_register
+
+        guarded_post_register(
+            lambda url, body, headers, timeout: notification_client(timeout).post(url, body=body, headers=headers)
+        )
         post_migrate.connect(_pools_ensure, sender=self)
         post_spawn.connect(_worker_spawned)
 

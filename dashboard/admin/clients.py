@@ -135,7 +135,7 @@ class ClientAdmin(ReadOnlyAdmin):
                     client_id=client.pk, url=url, actor=f"user:{request.user.get_username()}", user=request.user
                 ),
                 secret_of=lambda changed: (f"the webhook of client {client.name}", changed[1]) if changed[1] else None,
-                result=lambda changed: f"webhook {url_redacted(changed[0].webhook_url) if url else 'global'}",
+                result=lambda changed: f"webhook {self.webhook(changed[0])}",
             )
         messages.error(request, f"unknown action {action!r}")
         return back

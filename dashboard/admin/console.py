@@ -32,6 +32,7 @@ class BulkOperationAdmin(ReadOnlyAdmin):
         "skipped",
         "eligible",
         "reason",
+        "last_error",
     )
     list_filter = ("state", "action")
     ordering = ("-created_at",)

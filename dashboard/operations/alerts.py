@@ -17,6 +17,7 @@ a host). Every rule has a runbook, ``docs/runbooks/<rule>.md``, shown in the con
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,6 +42,8 @@ from workers.pipeline.models import Candidate, Source
 from workers.pipeline.schedules import every_minutes, sources_overdue
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pool_consumers
+
+logger = logging.getLogger(__name__)
 
 RUNBOOKS = Path(settings.BASE_DIR) / "docs" / "runbooks"
 
@@ -515,67 +518,79 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
     """Evaluate every rule and reconcile the open alerts; returns counts of what changed."""
     now = now or database_now()
     routes_ensure(routes_needed())
-    report = {"fired": 0, "resolved": 0, "open": 0, "escalated": 0, "renotified": 0}
+    report = {"fired": 0, "resolved": 0, "open": 0, "escalated": 0, "renotified": 0, "failed_rules": []}
     silenced = ActiveSilences(now)
     for rule in RULES.values():
-        firing = {f.scope: f for f in rule.evaluate(now, _memory)}
-        with transaction.atomic():
-            open_alerts = {
-                a.scope: a
-                for a in Alert.objects.select_for_update().filter(rule=rule.name).exclude(state=Alert.State.RESOLVED)
-            }
-            for scope, found in firing.items():
-                alert = open_alerts.get(scope) or Alert(
-                    rule=rule.name,
-                    scope=scope,
-                    first_seen=now,
-                    route=found.route or route_of(rule, scope),
-                    severity=option(rule.name, "severity", scope, rule.severity),
-                    state=Alert.State.PENDING,
-                )
-                alert.last_seen, alert.value, alert.threshold, alert.diagnosis = (
-                    now,
-                    found.value,
-                    found.threshold,
-                    found.diagnosis[:1000],
-                )
-                alert.cleared_since = None
-                if alert.state == Alert.State.PENDING and (now - alert.first_seen).total_seconds() >= option(
-                    rule.name, "for_seconds", scope
-                ):
-                    alert.state, alert.fired_at = Alert.State.FIRING, now
-                    report["fired"] += 1
-                    alert.save()
-                    event = AlertEvent.objects.create(
-                        alert=alert, kind="fired", actor="alert-evaluator", comment=alert.diagnosis
-                    )
-                    _notify(alert, event, silenced, now)
-                    continue
-                alert.save()
-            for scope, alert in open_alerts.items():
-                if scope in firing:
-                    continue
-                if alert.state == Alert.State.PENDING:
-                    alert.delete()  # never fired: a blip
-                    continue
-                alert.cleared_since = alert.cleared_since or now
-                is_resolved = (now - alert.cleared_since).total_seconds() >= option(rule.name, "clear_seconds", scope)
-                if is_resolved:
-                    alert.state, alert.resolved_at = Alert.State.RESOLVED, now
-                alert.save()
-                if is_resolved:
-                    event = AlertEvent.objects.create(
-                        alert=alert,
-                        kind="resolved",
-                        actor="alert-evaluator",
-                        comment=f"condition clear since {clock(alert.cleared_since)}",
-                    )
-                    _notify(alert, event, silenced, now)
-                    report["resolved"] += 1
+        try:
+            with transaction.atomic():
+                _rule_reconcile(rule, now, silenced, report)
+        except Exception:
+            # One rule that cannot be evaluated (a bad row, a scope the table refuses) is logged
+            # and counted; every other rule is still evaluated and its alerts still reach people.
+            logger.exception("alert rule %s could not be evaluated this round", rule.name)
+            report["failed_rules"].append(rule.name)
     for kind in _escalate(now, silenced):
         report[kind] += 1
     report["open"] = Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).count()
     return report
+
+
+def _rule_reconcile(rule, now: datetime, silenced, report: dict) -> None:
+    """Evaluate one rule and bring its open alerts in line: fire, refresh, resolve."""
+    firing = {f.scope: f for f in rule.evaluate(now, _memory)}
+    with transaction.atomic():
+        open_alerts = {
+            a.scope: a
+            for a in Alert.objects.select_for_update().filter(rule=rule.name).exclude(state=Alert.State.RESOLVED)
+        }
+        for scope, found in firing.items():
+            alert = open_alerts.get(scope) or Alert(
+                rule=rule.name,
+                scope=scope,
+                first_seen=now,
+                route=found.route or route_of(rule, scope),
+                severity=option(rule.name, "severity", scope, rule.severity),
+                state=Alert.State.PENDING,
+            )
+            alert.last_seen, alert.value, alert.threshold, alert.diagnosis = (
+                now,
+                found.value,
+                found.threshold,
+                found.diagnosis[:1000],
+            )
+            alert.cleared_since = None
+            if alert.state == Alert.State.PENDING and (now - alert.first_seen).total_seconds() >= option(
+                rule.name, "for_seconds", scope
+            ):
+                alert.state, alert.fired_at = Alert.State.FIRING, now
+                report["fired"] += 1
+                alert.save()
+                event = AlertEvent.objects.create(
+                    alert=alert, kind="fired", actor="alert-evaluator", comment=alert.diagnosis
+                )
+                _notify(alert, event, silenced, now)
+                continue
+            alert.save()
+        for scope, alert in open_alerts.items():
+            if scope in firing:
+                continue
+            if alert.state == Alert.State.PENDING:
+                alert.delete()  # never fired: a blip
+                continue
+            alert.cleared_since = alert.cleared_since or now
+            is_resolved = (now - alert.cleared_since).total_seconds() >= option(rule.name, "clear_seconds", scope)
+            if is_resolved:
+                alert.state, alert.resolved_at = Alert.State.RESOLVED, now
+            alert.save()
+            if is_resolved:
+                event = AlertEvent.objects.create(
+                    alert=alert,
+                    kind="resolved",
+                    actor="alert-evaluator",
+                    comment=f"condition clear since {clock(alert.cleared_since)}",
+                )
+                _notify(alert, event, silenced, now)
+                report["resolved"] += 1
 
 
 def rule_title(name: str) -> str:

@@ -13,10 +13,11 @@ re-checks eligibility in SQL, so a job that changed meanwhile is skipped, never 
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import Count, Q, QuerySet
 
 from dashboard.audit import audit_record
@@ -26,6 +27,8 @@ from jobs import leases
 from jobs.models import Job, LeitstandNow, database_now
 from jobs.selectors import id_prefix_range, subject_prefix
 from jobs.services import JobInputError
+
+logger = logging.getLogger(__name__)
 
 # In the order a dry run defaults to: the first with eligible jobs (cancelling is the last resort).
 ACTIONS = {"retry_now": "Retry now", "confirm": "Confirm the outcome", "cancel": "Cancel"}
@@ -167,37 +170,71 @@ def bulk_step(*, batch: int = BATCH) -> int:
     """One batch of every running operation; returns the number of jobs changed."""
     changed_total = 0
     for operation_id in BulkOperation.objects.filter(state=BulkOperation.State.RUNNING).values_list("pk", flat=True):
-        with transaction.atomic():
-            operation = BulkOperation.objects.select_for_update(skip_locked=True).filter(pk=operation_id).first()
-            if operation is None or operation.state != BulkOperation.State.RUNNING:
-                continue
-            query = matching(operation.filter).filter(
-                created_at__lte=operation.high_water, state__in=leases.sources_of(operation.action)
-            )
-            if operation.cursor:
-                query = query.filter(id__gt=operation.cursor)
-            ids = list(query.order_by("id").values_list("id", flat=True)[:batch])
-            if not ids:
-                operation.state, operation.finished_at = BulkOperation.State.DONE, LeitstandNow()
-                operation.save()
-                audit_record(
-                    actor=operation.actor,
-                    action=f"bulk.{operation.action}.done",
-                    target=f"bulk {operation.pk}: filter {operation.filter}",
-                    reason=operation.reason,
-                    result=f"{operation.changed} changed, {operation.skipped} skipped in {operation.batches} batches",
-                )
-                continue
-            done = leases.transition_many(
-                operation.action,
-                ids,
-                actor=operation.actor,
-                reason=operation.reason,
-                cause=f"bulk {operation.pk} ({ACTIONS[operation.action].lower()}): {operation.reason}",
-            )
-            operation.changed += len(done)
-            operation.skipped += len(ids) - len(done)
-            operation.cursor, operation.batches = ids[-1], operation.batches + 1
-            operation.save()
-            changed_total += len(done)
+        try:
+            changed_total += _operation_step(operation_id, batch)
+        except OperationalError:
+            # A timeout, a deadlock, a lost connection: the operation is not at fault; it goes on next
+            # round, and the others go on now (its savepoint is rolled back).
+            logger.warning("bulk operation %s: a batch failed, tried again next round", operation_id, exc_info=True)
+        except Exception as failed:
+            # One operation that cannot run (a filter the database refuses) ends failed, with why;
+            # the other operations go on.
+            logger.exception("bulk operation %s failed", operation_id)
+            _operation_failed(operation_id, f"{type(failed).__name__}: {failed}")
     return changed_total
+
+
+def _operation_failed(operation_id: int, error: str) -> None:
+    with transaction.atomic():
+        operation = BulkOperation.objects.select_for_update().get(pk=operation_id)
+        operation.state, operation.finished_at, operation.last_error = (
+            BulkOperation.State.FAILED,
+            LeitstandNow(),
+            error[:500],
+        )
+        operation.save()
+        audit_record(
+            actor=operation.actor,
+            action=f"bulk.{operation.action}.failed",
+            target=f"bulk {operation.pk}: filter {operation.filter}",
+            reason=operation.reason,
+            result=f"failed after {operation.changed} changed: {error}"[:500],
+        )
+
+
+def _operation_step(operation_id: int, batch: int) -> int:
+    """One batch of one operation in a transaction of its own (a savepoint inside the sweep's); the
+    number of jobs it changed."""
+    with transaction.atomic():
+        operation = BulkOperation.objects.select_for_update(skip_locked=True).filter(pk=operation_id).first()
+        if operation is None or operation.state != BulkOperation.State.RUNNING:
+            return 0
+        query = matching(operation.filter).filter(
+            created_at__lte=operation.high_water, state__in=leases.sources_of(operation.action)
+        )
+        if operation.cursor:
+            query = query.filter(id__gt=operation.cursor)
+        ids = list(query.order_by("id").values_list("id", flat=True)[:batch])
+        if not ids:
+            operation.state, operation.finished_at = BulkOperation.State.DONE, LeitstandNow()
+            operation.save()
+            audit_record(
+                actor=operation.actor,
+                action=f"bulk.{operation.action}.done",
+                target=f"bulk {operation.pk}: filter {operation.filter}",
+                reason=operation.reason,
+                result=f"{operation.changed} changed, {operation.skipped} skipped in {operation.batches} batches",
+            )
+            return 0
+        done = leases.transition_many(
+            operation.action,
+            ids,
+            actor=operation.actor,
+            reason=operation.reason,
+            cause=f"bulk {operation.pk} ({ACTIONS[operation.action].lower()}): {operation.reason}",
+        )
+        operation.changed += len(done)
+        operation.skipped += len(ids) - len(done)
+        operation.cursor, operation.batches = ids[-1], operation.batches + 1
+        operation.save()
+    return len(done)

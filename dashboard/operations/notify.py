@@ -264,7 +264,8 @@ def _subject(message: dict) -> str:
 
 def _body(message: dict) -> str:
     if message.get("event") == "test":
-        return f"{message['text']}\n\nConfirm: {message['confirm_url']}\n"
+        # The token in the link's fragment does not survive a login on the way: it stands here too.
+        return f"{message['text']}\n\nConfirm: {message['confirm_url']}\nToken: {message['token']}\n"
     contacts = "\n".join(
         f"  {c['name']}"
         + (f" <{c['email']}>" if c.get("email") else "")

@@ -9,6 +9,7 @@ millions of jobs; a subject older than the look-back is not judged any more.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from rechecks.models import RecheckPlan
 from workers.pipeline.models import Finding
 
 LIMIT = 1000
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -149,26 +151,36 @@ def rules_evaluate(*, now: datetime | None = None) -> dict:
     now = now or database_now()
     report = {}
     for rule in RULES.values():
-        found = {b.subject: b for b in rule.check(now, settings.LEITSTAND_BUSINESS_RULES[rule.name])}
-        with transaction.atomic():
-            open_ = {
-                v.subject: v
-                for v in RuleViolation.objects.select_for_update().filter(rule=rule.name, resolved_at__isnull=True)
-            }
-            new = [
-                RuleViolation(
-                    rule=rule.name, subject=s, job_id=b.job_id, detail=b.detail[:500], first_seen=now, last_seen=now
-                )
-                for s, b in found.items()
-                if s not in open_
-            ]
-            RuleViolation.objects.bulk_create(new)
-            still = [v for s, v in open_.items() if s in found]
-            for violation in still:
-                violation.last_seen, violation.detail = now, found[violation.subject].detail[:500]
-            RuleViolation.objects.bulk_update(still, ["last_seen", "detail"])
-            resolved = RuleViolation.objects.filter(pk__in=[v.pk for s, v in open_.items() if s not in found]).update(
-                resolved_at=now
-            )
-        report[rule.name] = {"open": len(found), "new": len(new), "resolved": resolved}
+        try:
+            report[rule.name] = _rule_check(rule, now)
+        except Exception as failed:
+            # One rule that cannot be checked is logged and reported; every other rule is checked.
+            logger.exception("business rule %s could not be checked this round", rule.name)
+            report[rule.name] = {"failed": f"{type(failed).__name__}: {failed}"[:500]}
     return report
+
+
+def _rule_check(rule, now: datetime) -> dict:
+    """One rule checked and its violations brought in line, in a savepoint of its own."""
+    with transaction.atomic():
+        found = {b.subject: b for b in rule.check(now, settings.LEITSTAND_BUSINESS_RULES[rule.name])}
+        open_ = {
+            v.subject: v
+            for v in RuleViolation.objects.select_for_update().filter(rule=rule.name, resolved_at__isnull=True)
+        }
+        new = [
+            RuleViolation(
+                rule=rule.name, subject=s, job_id=b.job_id, detail=b.detail[:500], first_seen=now, last_seen=now
+            )
+            for s, b in found.items()
+            if s not in open_
+        ]
+        RuleViolation.objects.bulk_create(new)
+        still = [v for s, v in open_.items() if s in found]
+        for violation in still:
+            violation.last_seen, violation.detail = now, found[violation.subject].detail[:500]
+        RuleViolation.objects.bulk_update(still, ["last_seen", "detail"])
+        resolved = RuleViolation.objects.filter(pk__in=[v.pk for s, v in open_.items() if s not in found]).update(
+            resolved_at=now
+        )
+    return {"open": len(found), "new": len(new), "resolved": resolved}

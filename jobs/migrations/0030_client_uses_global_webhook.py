@@ -3,6 +3,12 @@
 from django.db import migrations, models
 
 
+def keep_the_receivers_in_use(apps, schema_editor):
+    """Clients that relied on the global webhook until now keep it (an upgrade must not drop the PHP
+    core's events); new clients start without a receiver until an operator chooses one."""
+    apps.get_model("jobs", "Client").objects.filter(webhook_url="").update(uses_global_webhook=True)
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("jobs", "0029_job_subject"),
@@ -28,4 +34,5 @@ class Migration(migrations.Migration):
                 max_length=500,
             ),
         ),
+        migrations.RunPython(keep_the_receivers_in_use, migrations.RunPython.noop),
     ]

@@ -113,3 +113,21 @@ def test_a_console_session_ends_after_its_idle_timeout(client, login, settings, 
     assert client.get(reverse("admin:index")).status_code == 200
     time_machine.move_to("2030-01-02 19:00", tick=False)  # 12 hours without a request
     assert client.get(reverse("admin:index")).status_code == 302, "sent to the login page"
+
+
+def test_a_made_up_session_cookie_stores_no_session(client):
+    from django.contrib.sessions.models import Session
+
+    client.cookies["sessionid"] = "made-up-by-a-stranger"
+    for path in ("/admin/login/", "/healthz", "/api/v1/jobs"):
+        client.get(path)
+    assert not Session.objects.exists()
+
+
+def test_an_operator_can_send_a_clients_events_nowhere(django_user_model):
+    from jobs.clients import client_ensure, client_webhook_set
+
+    client, _ = client_ensure(name="partner", actor="test")
+    assert client_webhook_set(client_id=client.pk, url="", actor="test")[0].uses_global_webhook
+    changed, secret = client_webhook_set(client_id=client.pk, url="none", actor="test")
+    assert (changed.webhook_url, changed.uses_global_webhook, secret) == ("", False, "")

@@ -159,3 +159,15 @@ def test_the_sizing_rule_multiplies_the_measured_factors(make_job, pool_runtime,
     assert "= 45" in text and "30 attempts ended in the last 10 min" in text
     with pytest.raises(JobInputError, match="unknown pool 'nowhere'"):
         batch_size_recommendation(pool="nowhere", target_minutes=15)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field", ["key", "name"])
+def test_a_batch_key_or_name_with_a_line_break_is_refused(field):
+    """Keys and names are logged: a line break would forge a log line."""
+    from jobs.batches import batch_create
+    from jobs.services import JobInputError
+
+    fields = {"key": "k-1", "name": "import", field: "one\nforged: line"}
+    with pytest.raises(JobInputError, match=f"^{field}: must contain printable characters"):
+        batch_create(created_by="t", **fields)

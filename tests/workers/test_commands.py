@@ -178,3 +178,33 @@ def test_dlq_groups_and_review_record_a_decision_on_a_group():
     assert DeadLetterReview.objects.get().decision == "retry"
     assert AuditEntry.objects.get(action="deadletters.reviewed").actor == "cli:ops-anna"
     assert "reviewed   synthetic" in run("dlq", "groups")[0]
+
+
+@pytest.mark.django_db
+def test_crawl_starts_the_good_sources_and_names_a_bad_one():
+    from workers.pipeline.models import Source
+    from workers.pipeline.services import source_upsert
+
+    source_upsert(name="A", base_url="https://a.example/")
+    bad = Source.objects.create(name="Tab\there", base_url="https://b.example/")  # stored before the checks
+    out, err = run("crawl", "--run", "r1")
+    assert "A https://a.example/ (started)" in out
+    assert f"source {bad.pk} not started: 'run r1: name: must contain printable characters" in err
+    with pytest.raises(CommandError, match="no source could be started"):
+        run("crawl", "--run", "r2", "--source", "Tab\there")
+
+
+@pytest.mark.django_db
+def test_dlq_list_never_sends_a_sites_control_characters_to_the_terminal():
+    job = dead_job()
+    Job.objects.filter(pk=job.pk).update(error_message="bad \x1b[2J\x1b]0;owned\x07 url\nforged line")
+    out, _ = run("dlq", "list")
+    assert "\x1b" not in out and "\x07" not in out and "forged line" in out
+    assert "bad \\x1b[2J\\x1b]0;owned\\x07 url\\nforged" in out
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["http://0000::1:80/", "http://[::1]:80/", "http://a.example/\x01", "ftp://a.example/"])
+def test_fetch_refuses_a_bad_url_before_robots_txt_and_without_a_traceback(url):
+    with pytest.raises(CommandError, match="^refused: (FetchRefused|AddressRefused)"):
+        run("fetch", url)

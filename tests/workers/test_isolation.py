@@ -130,3 +130,43 @@ def test_an_unreadable_retry_after_is_ignored_not_a_stranded_batch(job_type_fact
     bad, good = Job.objects.get(pk=bad.pk), Job.objects.get(pk=good.pk)
     assert (bad.state, good.state) == (State.FAILED, State.RESULT_STORED)
     assert bad.error_message == "come back later"
+
+
+def test_text_no_record_can_hold_is_replaced_not_the_batchs_failure(job_type_factory, pool_runtime):
+    """A lone surrogate (a page declared as UTF-7 makes one) in step data or an error message: jsonb
+    and text refuse it, and the batch's one completion statement would have failed every job in it."""
+
+    def handler(ctx):
+        with ctx.step("work") as info:
+            info["url"] = "http://h/\ud800\x00.png"
+        if ctx.payload.get("fail"):
+            raise ValueError("bad \udfff url")
+        return Stored()
+
+    job_type = job_type_factory(handler)
+    jobs = [submit(job_type, {"n": 1}), submit(job_type, {"fail": True}), submit(job_type, {"n": 2})]
+    runtime = pool_runtime()
+    runtime.seconds_per_job = 0.001
+    runtime.wake()
+    states = [Job.objects.get(pk=j.pk) for j in jobs]
+    assert [j.state for j in states] == [State.RESULT_STORED, State.DEAD, State.RESULT_STORED]
+    assert states[1].error_message == "bad \ufffd url"
+    from jobs.models import StepEvent
+
+    assert StepEvent.objects.filter(job=jobs[0]).get().data["url"] == "http://h/\ufffd\ufffd.png"
+
+
+def test_an_older_non_ascii_correlation_id_still_spawns_children(job_type_factory, pool_runtime):
+    """IDs stored before they had to be ASCII: children get the ID percent-encoded, never a refusal."""
+    child_type = job_type_factory(lambda ctx: Stored())
+
+    def parent(ctx):
+        ctx.spawn_many([Child(child_type.name, {"n": 1}, "c1")])
+        return Stored()
+
+    job = submit(job_type_factory(parent))
+    Job.objects.filter(pk=job.pk).update(correlation_id="bestellung-müller-4711")
+    pool_runtime().wake()
+    (child,) = Job.objects.filter(parent=job)
+    assert Job.objects.get(pk=job.pk).state == State.RESULT_STORED
+    assert child.correlation_id == "bestellung-m%C3%BCller-4711"

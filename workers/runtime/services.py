@@ -88,7 +88,7 @@ def _declared(job_type: str, payload) -> tuple:
     pool = declared.pool
     if declared.may_choose_pool and isinstance(payload, dict) and payload.get("pool"):
         pool = payload["pool"]
-        if pool not in settings.LEITSTAND_POOLS:
+        if not isinstance(pool, str) or pool not in settings.LEITSTAND_POOLS:
             raise JobInputError("payload.pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
     return declared, pool
 

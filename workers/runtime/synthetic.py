@@ -65,11 +65,11 @@ def parse(payload: dict) -> dict:
         isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)) or not 0 <= retry_after <= 86_400
     ):
         raise PermanentError("payload.retry_after_s must be a number of seconds from 0 to 86400")
-    if "pool" in payload and payload["pool"] in CLOSED_POOLS:
+    if "pool" in payload and (not isinstance(payload["pool"], str) or payload["pool"] in CLOSED_POOLS):
         raise PermanentError(
-            f"payload.pool must not be {payload['pool']!r}: that pool is kept for the system's own work"
+            f"payload.pool must name a pool other than {', '.join(sorted(CLOSED_POOLS))} (kept for the system's own work)"
         )
-    if spec["fail"] not in FAILURE_MODES:
+    if not isinstance(spec["fail"], str) or spec["fail"] not in FAILURE_MODES:
         raise PermanentError(f"payload.fail must be one of: {', '.join(sorted(FAILURE_MODES))}")
     if spec["fail_attempts"] is not None and (not isinstance(spec["fail_attempts"], int) or spec["fail_attempts"] < 0):
         raise PermanentError("payload.fail_attempts must be a non-negative integer")

@@ -12,13 +12,14 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 
 from jobs.correlation import header_safe
-from jobs.errors import PermanentError, TransientError
+from jobs.errors import JobError, PermanentError, TransientError
 from jobs.models import Client
 from workers.runtime.context import Done, JobContext
 
@@ -34,10 +35,30 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={digest}"
 
 
+# The guarded POST: the safe client's, with the address guard and the connection pinned to the
+# address it checked (workers.pipeline registers it at start-up; the runtime cannot import the
+# pipeline above it). (url, body, headers, timeout) -> status; raises the client's error classes.
+_guarded_post: Callable[[str, bytes, dict, float], int] | None = None
+
+
+def guarded_post_register(post: Callable[[str, bytes, dict, float], int]) -> None:
+    global _guarded_post
+    _guarded_post = post
+
+
 def post_signed(
-    context: JobContext, *, url: str, secret: str, message: dict, agent: str, headers: dict[str, str] | None = None
+    context: JobContext,
+    *,
+    url: str,
+    secret: str,
+    message: dict,
+    agent: str,
+    headers: dict[str, str] | None = None,
+    guarded: bool = True,
 ) -> Done:
-    """POST ``message`` as compact JSON, signed, as the step ``webhook``."""
+    """POST ``message`` as compact JSON, signed, as the step ``webhook``. ``guarded``: through the
+    address guard, the POST pinned to the checked address (receivers people set in the console: a
+    client's webhook, a route's); False only for the operators' own environment setting."""
     body = json.dumps(message, sort_keys=True, separators=(",", ":")).encode()
     all_headers = {
         "Content-Type": "application/json",
@@ -47,19 +68,29 @@ def post_signed(
         **(headers or {}),
     }
     shown = url_redacted(url)  # step data and reasons are read by viewers and read tokens
+    timeout = settings.LEITSTAND_NOTIFY["http_timeout_seconds"]
     with context.step("webhook", url=shown) as info:
-        try:
-            response = httpx.post(
-                url, content=body, headers=all_headers, timeout=settings.LEITSTAND_NOTIFY["http_timeout_seconds"]
-            )
-        except httpx.HTTPError as exc:
-            raise WebhookRefused(
-                f"{type(exc).__name__} delivering to {shown}: {str(exc).replace(url, shown)}"
-            ) from None
-        info["status"] = response.status_code
-        if not 200 <= response.status_code < 300:
-            raise WebhookRefused(f"{shown} answered {response.status_code}")
-    return Done(reason=f"webhook delivered to {shown} ({response.status_code})")
+        if guarded:
+            if _guarded_post is None:
+                raise PermanentError(
+                    "no guarded HTTP client is registered: a receiver set by people is never posted to unguarded"
+                )
+            try:
+                status = _guarded_post(url, body, all_headers, timeout)
+            except JobError as exc:  # refused (permanent) or no answer (transient): the client's classes
+                exc.args = (str(exc).replace(url, shown),)
+                raise
+        else:
+            try:
+                status = httpx.post(url, content=body, headers=all_headers, timeout=timeout).status_code
+            except httpx.HTTPError as exc:
+                raise WebhookRefused(
+                    f"{type(exc).__name__} delivering to {shown}: {str(exc).replace(url, shown)}"
+                ) from None
+        info["status"] = status
+        if not 200 <= status < 300:
+            raise WebhookRefused(f"{shown} answered {status}")
+    return Done(reason=f"webhook delivered to {shown} ({status})")
 
 
 def url_redacted(url: str) -> str:
@@ -79,13 +110,15 @@ def handle_api_webhook(context: JobContext):
     event = context.payload.get("event")
     if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not isinstance(event.get("type"), str):
         raise PermanentError('the payload is {"event": {"id": "evt_…", "type": "…", …}}')
-    url, secret = _receiver(context.payload.get("client"))
+    client_name = context.payload.get("client")
+    url, secret = _receiver(client_name)
     return post_signed(
         context,
         url=url,
         secret=secret,
         message=event,
         agent="Leitstand-Webhooks/1",
+        guarded=client_name is not None,  # a client's own webhook, set in the console
         headers={
             "X-Leitstand-Event-Id": event["id"],
             "X-Leitstand-Event-Type": event["type"],

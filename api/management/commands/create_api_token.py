@@ -23,7 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--expires-days", type=float, default=None)
         parser.add_argument("--rotate", metavar="NAME", help="print a new secret for the live token of this name")
         parser.add_argument("--revoke", metavar="NAME", help="revoke the live token of this name")
-        parser.add_argument("--client-webhook", metavar="URL", help="the client's own webhook ('' for the global)")
+        parser.add_argument(
+            "--client-webhook", metavar="URL", help="the client's own webhook ('' for the global one, 'none' for none)"
+        )
 
     def handle(self, *args, name, client, scopes, expires_days, rotate, revoke, client_webhook, **options):
         try:
@@ -39,8 +41,12 @@ class Command(BaseCommand):
                     raise CommandError("--client-webhook needs --client")
                 owner, _ = client_ensure(name=client, actor=ACTOR)
                 owner, secret = client_webhook_set(client_id=owner.pk, url=client_webhook, actor=ACTOR)
-                self.stdout.write(secret)
-                self.stderr.write(f"client {owner.name}: webhook {owner.webhook_url or '(global)'} — secret shown once")
+                if secret:
+                    self.stdout.write(secret)
+                    self.stderr.write(f"client {owner.name}: webhook {owner.webhook_url} — secret shown once")
+                else:
+                    where = "the global webhook" if owner.uses_global_webhook else "none (its events are not sent)"
+                    self.stderr.write(f"client {owner.name}: webhook {where}")
             elif not name:
                 raise CommandError("--name is required")
             else:

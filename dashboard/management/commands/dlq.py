@@ -74,7 +74,7 @@ class Command(BaseCommand):
         for job in dead_letter_jobs(job_type=job_type, error_class=error_class)[:limit]:
             self.stdout.write(
                 f"{job.id}  {job.type:<16} {job.attempts}/{job.max_attempts}  "
-                f"{job.finished_at:%Y-%m-%d %H:%M:%S%z}  {job.error_class}: {job.error_message[:80]}"
+                f"{job.finished_at:%Y-%m-%d %H:%M:%S%z}  {job.error_class}: {_terminal_safe(job.error_message[:80])}"
             )
 
     def _groups(self, **options):
@@ -185,3 +185,9 @@ def _is_uuid(value: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def _terminal_safe(text: str) -> str:
+    """A message as one line a terminal shows as text: a hostile site's control characters (escape
+    sequences, line breaks) in an error message are written as escapes, never sent to the terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
