@@ -206,3 +206,11 @@ def test_the_source_form_refuses_what_would_stop_a_crawl(field, value, error):
     form = SourceForm(data=data)
     assert not form.is_valid()
     assert error in " ".join(str(e) for errors in form.errors.values() for e in errors)
+
+
+@pytest.mark.django_db
+def test_the_sources_list_says_why_a_source_was_not_started(client, operator):
+    bad = Source.objects.create(name="Tab\there", base_url="https://b.example/")  # stored before the checks
+    assert crawl_start(actor="test", sources=[bad], run="r1") == []
+    page = client.get(reverse("admin:workers_source_changelist")).content.decode()
+    assert "not started: run r1: name: must contain printable characters" in page

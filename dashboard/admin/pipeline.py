@@ -162,10 +162,10 @@ class SourceAdmin(AuditedAdmin):
     @admin.display(description="waits for")
     def waits_for(self, source):
         state = _state(source)
-        waiting = "" if state is None else state.waiting
         if source.start_error:  # its last run could not start it: what an operator must mend
-            return f"not started: {source.start_error}" + (f"; {waiting}" if waiting else "")
-        return waiting
+            next_try = f"; tried again at {state.next_at:%Y-%m-%d %H:%M}" if state and state.next_at else ""
+            return f"not started: {source.start_error}{next_try}"
+        return "" if state is None else state.waiting
 
     def has_operate_permission(self, request):
         return request.user.has_perm("jobs.operate_job")

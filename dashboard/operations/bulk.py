@@ -187,19 +187,20 @@ def bulk_step(*, batch: int = BATCH) -> int:
 def _operation_failed(operation_id: int, error: str) -> None:
     with transaction.atomic():
         operation = BulkOperation.objects.select_for_update().get(pk=operation_id)
-        operation.state, operation.finished_at, operation.last_error = (
-            BulkOperation.State.FAILED,
-            LeitstandNow(),
-            error[:500],
-        )
-        operation.save()
-        audit_record(
-            actor=operation.actor,
-            action=f"bulk.{operation.action}.failed",
-            target=f"bulk {operation.pk}: filter {operation.filter}",
-            reason=operation.reason,
-            result=f"failed after {operation.changed} changed: {error}"[:500],
-        )
+        operation.last_error = error[:500]
+        _operation_end(operation, BulkOperation.State.FAILED, f"failed after {operation.changed} changed: {error}")
+
+
+def _operation_end(operation: BulkOperation, state: str, result: str) -> None:
+    operation.state, operation.finished_at = state, LeitstandNow()
+    operation.save()
+    audit_record(
+        actor=operation.actor,
+        action=f"bulk.{operation.action}.{state}",
+        target=f"bulk {operation.pk}: filter {operation.filter}",
+        reason=operation.reason,
+        result=result[:500],
+    )
 
 
 def _operation_step(operation_id: int, batch: int) -> int:
@@ -216,14 +217,10 @@ def _operation_step(operation_id: int, batch: int) -> int:
             query = query.filter(id__gt=operation.cursor)
         ids = list(query.order_by("id").values_list("id", flat=True)[:batch])
         if not ids:
-            operation.state, operation.finished_at = BulkOperation.State.DONE, LeitstandNow()
-            operation.save()
-            audit_record(
-                actor=operation.actor,
-                action=f"bulk.{operation.action}.done",
-                target=f"bulk {operation.pk}: filter {operation.filter}",
-                reason=operation.reason,
-                result=f"{operation.changed} changed, {operation.skipped} skipped in {operation.batches} batches",
+            _operation_end(
+                operation,
+                BulkOperation.State.DONE,
+                f"{operation.changed} changed, {operation.skipped} skipped in {operation.batches} batches",
             )
             return 0
         done = leases.transition_many(
