@@ -170,3 +170,17 @@ def test_an_older_non_ascii_correlation_id_still_spawns_children(job_type_factor
     (child,) = Job.objects.filter(parent=job)
     assert Job.objects.get(pk=job.pk).state == State.RESULT_STORED
     assert child.correlation_id == "bestellung-m%C3%BCller-4711"
+
+
+def test_a_fan_out_whose_every_child_is_refused_still_ends_its_parent(job_type_factory, pool_runtime):
+    child_type = job_type_factory(lambda ctx: Stored())
+    answers = []
+
+    def parent(ctx):
+        answers.extend(ctx.spawn_many([Child(child_type.name, {"n": 1}, TOO_LONG_KEY)]))
+        return Stored()
+
+    job = submit(job_type_factory(parent))
+    pool_runtime().wake()
+    assert Job.objects.get(pk=job.pk).state == State.RESULT_STORED
+    assert [bool(a.refused) for a in answers] == [True] and not Job.objects.filter(parent=job).exists()

@@ -77,7 +77,8 @@ class SecondOpinion:
     agent: str
     is_gone: Callable[[FetchResult], bool]
     shows_the_copy: Callable[[FetchResult], bool]  # only such an answer replaces the crawler's
-    # The second request's own deadline: robots.txt, the fetch and this one fit the job's timeout.
+    # The second request's own deadline, shorter than a fetch's (the job's time is shared with the
+    # robots.txt fetch, the first fetch and the decodes; running out of it is a transient JobTimeout).
     total_seconds: float = 8.0
 
 

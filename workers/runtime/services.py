@@ -123,8 +123,12 @@ def jobs_spawn_many(
     prepared = _prepared([job for job, refused in zip(jobs, refusals) if not refused])
     with transaction.atomic():
         if leases.lease_lock_if_held(parent_id, parent_lease_version):
-            created = job_services.job_create_many(
-                prepared, actor=actor, correlation_id=correlation_id, parent_id=parent_id, conflicts="report"
+            created = (
+                job_services.job_create_many(
+                    prepared, actor=actor, correlation_id=correlation_id, parent_id=parent_id, conflicts="report"
+                )
+                if prepared
+                else []  # every child refused: nothing to insert, the parent goes on
             )
             _wake_after_commit(prepared, created)
         else:
