@@ -11,6 +11,7 @@ step above p99 × ``slow_factor`` of that step's recent runs, once ``min_samples
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -22,6 +23,8 @@ from django.db import connection, transaction
 from jobs.models import Attempt
 from jobs.pathspec import STEP_MARKS, Observed, PathSpec
 from jobs.sql import queries
+
+logger = logging.getLogger(__name__)
 
 # Attempt outcome → the exit of the pattern language; None: not judged (the attempt was interrupted).
 _EXITS = {
@@ -129,13 +132,23 @@ def attempts_check(specs: Mapping[str, PathSpec], *, limit: int = 1000) -> list[
                     "kind": "",
                 }
             else:
-                verdict = spec.judge(observed)
-                row = {
-                    "signature": observed.signature,
-                    "conforms": verdict.conforms,
-                    "divergence": verdict.divergence,
-                    "kind": verdict.kind,
-                }
+                try:
+                    verdict = spec.judge(observed)
+                except Exception as failed:  # one attempt that cannot be judged is recorded so; the rest are
+                    logger.exception("the path of job %s attempt %s could not be judged", job_id, version)
+                    row = {
+                        "signature": observed.signature,
+                        "conforms": None,
+                        "divergence": f"not judged: {type(failed).__name__}: {failed}",
+                        "kind": "",
+                    }
+                else:
+                    row = {
+                        "signature": observed.signature,
+                        "conforms": verdict.conforms,
+                        "divergence": verdict.divergence,
+                        "kind": verdict.kind,
+                    }
             duration = float(duration_ms) if duration_ms is not None else None
             rows.append(
                 {

@@ -15,10 +15,10 @@ resolution time, so Alertmanager resolves it at once.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta
 
-import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.urls import reverse
@@ -26,8 +26,9 @@ from django.utils import timezone
 
 from dashboard.models import Alert, ReceiptTest, Route
 from dashboard.operations.routes import confirm_link, destination_problem, public_url, receipt_token, route_named
-from jobs.errors import PermanentError
+from jobs.errors import JobError, PermanentError
 from jobs.models import database_now
+from workers.pipeline.http import notification_client
 from workers.runtime.context import Done, JobContext
 from workers.runtime.services import job_submit
 from workers.runtime.webhook import WebhookRefused, post_signed, url_redacted
@@ -341,13 +342,17 @@ def _alertmanager(context: JobContext, route: Route, alerts: list[dict]):
     now = timezone.now()  # Alertmanager's time is the wall clock (database time may differ)
     body = [alertmanager_alert(message, now) for message in alerts]
     with context.step("alertmanager", url=shown, alerts=len(body)) as info:
+        # Through the safe client, pinned to the address its guard checked (a DNS answer that changed
+        # since _destination_check cannot redirect the POST).
+        client = notification_client(settings.LEITSTAND_NOTIFY["http_timeout_seconds"])
         try:
-            response = httpx.post(url, json=body, timeout=settings.LEITSTAND_NOTIFY["http_timeout_seconds"])
-        except httpx.HTTPError as exc:
-            raise WebhookRefused(f"{type(exc).__name__} posting to {shown}") from None
-        info["status"] = response.status_code
-        if response.status_code == 400:  # its answer is not shown: the receiver's text is not ours to publish
+            status = client.post(url, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        except JobError as exc:  # refused (permanent) or no answer (transient): the client's classes
+            exc.args = (str(exc).replace(url, shown),)
+            raise
+        info["status"] = status
+        if status == 400:  # its answer is not shown: the receiver's text is not ours to publish
             raise PermanentError(f"{shown} refused the alerts as invalid (400)")
-        if not 200 <= response.status_code < 300:
-            raise WebhookRefused(f"{shown} answered {response.status_code}")
+        if not 200 <= status < 300:
+            raise WebhookRefused(f"{shown} answered {status}")
     return Done(reason=f"{len(body)} alerts posted to {shown}")
