@@ -274,6 +274,9 @@ LEITSTAND_POOL_STALL_SECONDS = env_float("LEITSTAND_POOL_STALL_SECONDS", 5, mini
 # A job whose attempts ended with their worker process dying this often is a suspected poison job
 # and goes to the dead-letter queue (after a first death it is due again at once, in its place in line).
 LEITSTAND_POISON_DEATHS = env_int("LEITSTAND_POISON_DEATHS", 3, minimum=2)
+# A job deferred (a busy host, an open breaker: no retry budget used) when it is older than this has
+# outlived its use: it ends dead with the reason instead of waiting on (workers/runtime/pool.py).
+LEITSTAND_DEFERRED_LIFE_HOURS = env_float("LEITSTAND_DEFERRED_LIFE_HOURS", 168, minimum=0.01)
 LEITSTAND_RUN_DIR = Path(env_str("LEITSTAND_RUN_DIR", str(BASE_DIR / "var" / "run")))
 
 LEITSTAND_POOLS = {

@@ -184,3 +184,25 @@ def test_a_fan_out_whose_every_child_is_refused_still_ends_its_parent(job_type_f
     pool_runtime().wake()
     assert Job.objects.get(pk=job.pk).state == State.RESULT_STORED
     assert [bool(a.refused) for a in answers] == [True] and not Job.objects.filter(parent=job).exists()
+
+
+def test_a_job_deferred_past_its_useful_life_ends_with_the_reason(job_type_factory, pool_runtime, settings):
+    """A deferral uses no retry budget: a job older than LEITSTAND_DEFERRED_LIFE_HOURS that is deferred
+    again ends dead with why, instead of waiting for good; a young one is deferred as before."""
+    from datetime import timedelta
+
+    from jobs.errors import Deferred
+
+    def handler(ctx):
+        raise Deferred("host h: a request to this host is in flight; turn booked in 30.0 s", retry_after=30)
+
+    job_type = job_type_factory(handler)
+    old, young = submit(job_type, {"n": 1}), submit(job_type, {"n": 2})
+    Job.objects.filter(pk=old.pk).update(created_at=old.created_at - timedelta(hours=169))
+    runtime = pool_runtime()
+    runtime.seconds_per_job = 0.001
+    runtime.wake()
+    old, young = Job.objects.get(pk=old.pk), Job.objects.get(pk=young.pk)
+    assert (old.state, old.error_class) == (State.DEAD, "DeferredPastUsefulLife")
+    assert old.error_message.startswith("deferred past its useful life (168 h, LEITSTAND_DEFERRED_LIFE_HOURS): host h")
+    assert (young.state, young.attempts) == (State.PLANNED, 0)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import psutil
 from django.conf import settings
@@ -32,7 +33,7 @@ from django_fsm import TransitionNotAllowed
 from jobs import leases
 from jobs.correlation import correlation
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
-from jobs.models import LeitstandNow
+from jobs.models import Job, LeitstandNow
 from workers.runtime import lifecycle
 from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.metrics import WORKER_JOBS, WORKER_WAKEUPS
@@ -92,6 +93,13 @@ def time_limit(seconds: float, *, within_outer: bool = False) -> Iterator[Limit]
         signal.signal(signal.SIGALRM, previous_handler)
         if outer_remaining and not (limit.clamped and limit.fired):
             signal.setitimer(signal.ITIMER_REAL, max(outer_remaining - (time.monotonic() - started), 0.001))
+
+
+def _past_useful_life(job_id) -> bool:
+    """Whether the job was created longer than ``LEITSTAND_DEFERRED_LIFE_HOURS`` ago (database time).
+    Asked only when a job is deferred: one indexed read, not on any job's normal path."""
+    life = timedelta(hours=settings.LEITSTAND_DEFERRED_LIFE_HOURS)
+    return Job.objects.filter(pk=job_id, created_at__lt=LeitstandNow() - life).exists()
 
 
 def _seconds(value) -> float | None:
@@ -292,6 +300,12 @@ class PoolRuntime:
         except Interrupted:
             return self._interrupted(job, context, report)
         except Deferred as deferred:
+            if _past_useful_life(job.id):
+                # A deferral uses no retry budget: without an end, a job could wait for good.
+                hours = settings.LEITSTAND_DEFERRED_LIFE_HOURS
+                reason = f"deferred past its useful life ({hours:g} h, LEITSTAND_DEFERRED_LIFE_HOURS): {deferred}"
+                self._fail(job, context, ErrorKind.PERMANENT, "DeferredPastUsefulLife", reason, 0, report)
+                return None
             self._flush_steps(job, context, report)
             self._release(job, f"deferred: {deferred}", report, delay=_seconds(deferred.retry_after) or 0.0)
             return None
