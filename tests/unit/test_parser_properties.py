@@ -3,6 +3,7 @@ result or raises one of Leitstand's own error classes — never an unclassified 
 tests/unit/test_robotstxt.py; the API: tests/test_api_schema.py's schemathesis run.)"""
 
 import io
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -18,7 +19,9 @@ from workers.pipeline.images import ImageRefused, decode, jpeg_scans
 
 pytestmark = pytest.mark.django_db  # the safe client reads its allow-list from the settings
 
-EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: the same examples in every run, so CI never meets a new one by chance (a failure here
+# is found and fixed in development, with more examples: HYPOTHESIS_PROFILE is not needed for that).
+EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 URL_PIECES = st.sampled_from(
     ["http://", "https://", "//", "ftp://", "a.example", "[::1]", "0x7f.1", ":80", ":99999", "/", "..", ".", "%2e",
      "%", "?", "#", "@", "\x00", "\x01", "\t", "\n", " ", "\ud800", "写", "\u202e", "\\", "javascript:"]
@@ -37,7 +40,8 @@ def test_a_url_is_judged_and_canonical_or_refused_never_a_crash(url):
             canonical = url_canonical(url)
         except ValueError:
             return  # urlsplit's own refusal of a malformed URL: extraction drops such a link
-        assert "/../" not in canonical.split("?")[0] and not canonical.split("?")[0].endswith("/..")
+        path = urlsplit(canonical).path  # the path only: "//.." is an authority, not dot segments
+        assert "/../" not in path and not path.endswith("/..") and path != ".."
         try:
             SafeClient(resolver=lambda host, port: ["203.0.113.9"]).check(url)
         except JobError:
