@@ -97,10 +97,10 @@ def test_a_decode_that_runs_past_its_own_budget_is_refused_but_the_jobs_own_limi
     from workers.runtime.pool import JobTimeout, time_limit
 
     buffer = _io.BytesIO()
-    _Image.effect_noise((4000, 4000), 64).save(buffer, "PNG")  # noise: a slow decode (~0.5 s)
+    _Image.effect_noise((5000, 4800), 64).save(buffer, "PNG")  # noise: inflating it takes ~0.1 s
     data = buffer.getvalue()
-    monkeypatch.setattr(images, "DECODE_SECONDS", 0.05)
-    with pytest.raises(images.DecodeTimedOut, match="took over 0.05 s"):
+    monkeypatch.setattr(images, "DECODE_SECONDS", 0.001)  # far below any decode of 24 megapixels
+    with pytest.raises(images.DecodeTimedOut, match="took over 0.001 s"):
         images.decode(data)
     monkeypatch.setattr(images, "DECODE_SECONDS", 30.0)
     with pytest.raises(JobTimeout), time_limit(0.05):
