@@ -89,9 +89,14 @@ def test_every_generated_request_gets_an_answer_within_the_schema(published, exi
         max_examples=40,
         deadline=None,
         database=None,
+        derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
     def run(case):
+        # Negative generation invents headers; a malformed Host is the transport's 400 (Django's
+        # ALLOWED_HOSTS check, before any view), not an answer of the operation the schema describes.
+        if case.headers:
+            case.headers = {name: value for name, value in case.headers.items() if name.lower() != "host"}
         case.call_and_validate(headers=authorization, checks=CHECKS)
 
     run()
