@@ -189,7 +189,7 @@ class Drill:
 
         interval = 1 / self.args.rate
         while not self.stop.is_set():
-            payload = {"duration_ms": self.random.randint(0, 400), "effect": True}
+            payload = {"pool": "crawl", "duration_ms": self.random.randint(0, 400), "effect": True}
             try:
                 job = job_submit(
                     job_type="synthetic",

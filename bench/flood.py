@@ -31,7 +31,7 @@ def submit_flood(jobs: int, duration_ms: int, tag: str) -> None:
         members = [
             {
                 "job_type": "synthetic",
-                "payload": {"duration_ms": duration_ms},
+                "payload": {"pool": "crawl", "duration_ms": duration_ms},
                 "idempotency_key": f"bulk-{tag}-{n}",
                 "priority": 9,
             }

@@ -34,7 +34,11 @@ def submit(jobs: int, gap: float, *, priority: int | None = None) -> list[str]:
     for n in range(jobs):
         with transaction.atomic():
             job = job_submit(
-                job_type="synthetic", payload={}, priority=priority, idempotency_key=f"latency-{tag}-{n}", actor="bench"
+                job_type="synthetic",
+                payload={"pool": "crawl"},
+                priority=priority,
+                idempotency_key=f"latency-{tag}-{n}",
+                actor="bench",
             )
         ids.append(str(job.job.pk))
         time.sleep(gap)

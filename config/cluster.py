@@ -526,7 +526,7 @@ def status_text(cluster: Cluster) -> str:
 
 # --- the drill -----------------------------------------------------------------------------------
 
-DRILL_JOB = {"duration_ms": 3000, "effect": True, "steps": ["fetch", "store"]}
+DRILL_JOB = {"pool": "crawl", "duration_ms": 3000, "effect": True, "steps": ["fetch", "store"]}
 TERMINAL = ("result_stored", "done", "dead", "cancelled")
 LEADER_FAULT = "partition the leader's host"
 

@@ -288,6 +288,9 @@ LEITSTAND_POOLS = {
     "recheck": {"workers": env_int("LEITSTAND_RECHECK_WORKERS", 2, minimum=1)},
     # Alert notifications (webhooks, e-mail): small, and never stuck behind a crawl.
     "notify": {"workers": env_int("LEITSTAND_NOTIFY_WORKERS", 1, minimum=1)},
+    # Synthetic jobs (canaries, API clients' test jobs): a client's load never takes a real pool's
+    # workers. Operators may send drills to the other pools (workers/runtime/synthetic.py).
+    "synthetic": {"workers": env_int("LEITSTAND_SYNTHETIC_WORKERS", 1, minimum=1)},
 }
 _RECYCLE_AFTER = env_int("LEITSTAND_WORKER_RECYCLE_AFTER", 500, minimum=1)
 _MAX_RSS_MB = env_int("LEITSTAND_WORKER_MAX_RSS_MB", 512, minimum=32)
@@ -505,6 +508,8 @@ LEITSTAND_ALERTS = {
     "route_unconfirmed": {**_ALERT_TIMING, "for_seconds": 0},
     # A dead-letter group left without a person's review (or reopened by new dead jobs) this long.
     "dlq_unreviewed": {**_ALERT_TIMING, "for_seconds": 0, "age_seconds": 7 * 86400},
+    # A rule that raised when evaluated: blind until mended, so it fires at once.
+    "alert_rule_failing": {**_ALERT_TIMING, "for_seconds": 0},
 }
 
 # Business rules across jobs (dashboard/operations/rules.py), evaluated by the control process.

@@ -148,7 +148,7 @@ def test_each_client_receives_its_own_events_signed_with_its_own_secret(client, 
         shop_secret = Client.objects.get(name="shop").webhook_secret
         mine = submit(client, shop).json()
         partners = submit(client, bearer("partner")).json()
-        pool_runtime("crawl").wake()
+        pool_runtime("synthetic").wake()
         for job_id in (mine["id"], partners["id"]):
             job_confirm(job_id=job_id, actor="test")
         # The partner has no webhook and nobody chose the global one for it: its event is dropped, never
@@ -197,15 +197,16 @@ def test_the_command_gives_a_client_several_tokens_and_rotates_them(capsys):
     assert ApiToken.objects.get(name="solo").client.name == "solo", "without --client: a client of its own"
     with pytest.raises(CommandError, match="client: must be 1-100 characters"):
         call_command("create_api_token", "--name", "x", "--client", "bad\nname", "--scopes", "jobs:read")
-    with pytest.raises(CommandError, match="webhook_url: must be an http"):
+    with pytest.raises(CommandError, match="webhook_url: webhooks may not go there: .*only http and https"):
         call_command("create_api_token", "--client", "php-core", "--client-webhook", "ftp://core.example/")
     assert not ApiToken.objects.filter(name="x").exists() and Client.objects.get(name="php-core").webhook_url == ""
 
 
 @pytest.mark.django_db
-def test_an_operator_manages_clients_on_the_console_and_each_change_is_audited(client, django_user_model):
+def test_an_operator_manages_clients_on_the_console_and_each_change_is_audited(client, django_user_model, settings):
     from dashboard.roles import roles_ensure
 
+    settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS = ["localhost:8443"]  # the PHP core's in-house receiver
     groups = roles_ensure()
     operator = django_user_model.objects.create_user("olga", password="x" * 12, is_staff=True)
     operator.groups.add(groups["operator"])
@@ -227,9 +228,18 @@ def test_an_operator_manages_clients_on_the_console_and_each_change_is_audited(c
     assert token_check(secret) is None and token_check(rotated.context["secret"]).name == "core-write"
     hook = client.post(
         f"/admin/jobs/client/{owner.pk}/act/",
-        {"action": "webhook_set", "webhook_url": "https://core.example/k/geheimpfad"},
+        {"action": "webhook_set", "webhook_url": "https://localhost:8443/k/geheimpfad"},
     )
     assert hook.context["secret"] == Client.objects.get(pk=owner.pk).webhook_secret
+    refused = client.post(
+        f"/admin/jobs/client/{owner.pk}/act/",
+        {"action": "webhook_set", "webhook_url": "http://169.254.169.254/latest/meta-data/", "reason": "x"},
+        follow=True,
+    )
+    assert (
+        "webhooks may not go there" in refused.content.decode() and "not a public address" in refused.content.decode()
+    )
+    assert Client.objects.get(pk=owner.pk).webhook_url == "https://localhost:8443/k/geheimpfad", "nothing changed"
     client.post(f"/admin/jobs/client/{owner.pk}/act/", {"action": "token_revoke", "token": "core-write"})
     assert token_check(rotated.context["secret"]) is None
     actions = list(AuditEntry.objects.order_by("id").values_list("action", "actor", "result"))
@@ -237,12 +247,14 @@ def test_an_operator_manages_clients_on_the_console_and_each_change_is_audited(c
         "api_token.create",
         "api_token.rotate",
         "api_client.webhook",
+        "api_client.webhook",
         "api_token.revoke",
     ]
+    assert actions[3][2].startswith("refused:")
     assert {actor for _, actor, _ in actions} == {"user:olga"}
     assert all(secret not in result and "geheimpfad" not in result for _, _, result in actions)
     listing = client.get("/admin/jobs/client/").content.decode()
-    assert "https://core.example/…" in listing and "/k/geheimpfad" not in listing
+    assert "https://localhost:8443/…" in listing and "/k/geheimpfad" not in listing
 
 
 @pytest.mark.django_db
@@ -306,14 +318,20 @@ def test_existing_tokens_become_clients_and_their_jobs_are_backfilled():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_clients_webhook_at_a_private_address_is_refused_at_delivery(client, settings, pool_runtime):
-    """Receivers people set in the console go through the crawler's address guard, the POST pinned to
-    the address it checked: a webhook at loopback (or a cloud's metadata address) is never posted to."""
+    """Receivers people set in the console go through the crawler's address guard when they are set
+    and again at each delivery, the POST pinned to the address it checked: a webhook at loopback (or
+    a cloud's metadata address) is never posted to."""
     receiver = Receiver(200)
     try:
         shop = bearer("shop")
-        call_command("create_api_token", "--client", "shop", "--client-webhook", receiver.url)
+        with pytest.raises(CommandError, match="webhooks may not go there: .*loopback"):
+            call_command("create_api_token", "--client", "shop", "--client-webhook", receiver.url)
+        # Set while allow-listed (or while its name still resolved elsewhere): each delivery judges again.
+        Client.objects.filter(name="shop").update(
+            webhook_url=receiver.url, webhook_secret="s", uses_global_webhook=False
+        )
         job = submit(client, shop).json()
-        pool_runtime("crawl").wake()
+        pool_runtime("synthetic").wake()
         job_confirm(job_id=job["id"], actor="test")
         assert webhook_sweep() == 1
         pool_runtime("notify").wake()

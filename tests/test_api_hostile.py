@@ -10,6 +10,7 @@ import pytest
 from api.tokens import token_create
 from jobs.models import Job
 from jobs.services import job_create
+from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db
 
@@ -88,6 +89,19 @@ def test_a_synthetic_job_cannot_starve_alerts_or_flood_step_rows(client, bearer,
     answer = submit(client, bearer(), payload=payload)
     assert refused_field(answer) == "payload" and field in answer.json()["detail"]
     assert not Job.objects.exists()
+
+
+def test_a_clients_synthetic_jobs_run_in_their_own_pool_and_cannot_choose_another(client, bearer):
+    for pool in ("crawl", "analysis", "recheck"):
+        answer = submit(client, bearer(), payload={"pool": pool, "duration_ms": 15000}, idempotency_key=pool)
+        assert refused_field(answer) == "payload.pool" and "synthetic pool" in answer.json()["detail"]
+    assert not Job.objects.exists()
+    assert submit(client, bearer(), payload={"pool": "synthetic"}, idempotency_key="named").status_code == 201
+    assert submit(client, bearer(), idempotency_key="default").status_code == 201
+    assert set(Job.objects.values_list("pool", flat=True)) == {"synthetic"}
+    # An operator's drill may still go through a real pool's workers.
+    drill = job_submit(job_type="synthetic", payload={"pool": "crawl"}, idempotency_key="drill", actor="user:op").job
+    assert drill.pool == "crawl"
 
 
 @pytest.mark.parametrize("job_type", ["api_webhook", "alert_notify", "shadow"])

@@ -39,7 +39,7 @@ def test_an_api_request_s_correlation_id_reaches_the_job_its_steps_and_the_log(c
     _, clear = token_create(name="php", scopes=["jobs:write", "jobs:synthetic"])
     response = client.post(
         "/api/v1/jobs",
-        json.dumps({"type": "synthetic", "payload": {"pool": "crawl", "steps": ["a", "b"]}, "idempotency_key": "k1"}),
+        json.dumps({"type": "synthetic", "payload": {"steps": ["a", "b"]}, "idempotency_key": "k1"}),
         content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {clear}",
         HTTP_X_CORRELATION_ID="php-request-9",
@@ -51,7 +51,7 @@ def test_an_api_request_s_correlation_id_reaches_the_job_its_steps_and_the_log(c
         "[php-request-9]" in line and f"job {job.pk} (synthetic) created by token php" in line for line in log_lines()
     )
 
-    pool_runtime("crawl").wake()
+    pool_runtime("synthetic").wake()
     assert list(StepEvent.objects.filter(job=job).values_list("step", "correlation_id")) == [
         ("a", "php-request-9"),
         ("b", "php-request-9"),

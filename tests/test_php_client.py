@@ -132,7 +132,7 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
     receiver_url, events = php_receiver
     settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": receiver_url, "secret": SECRET}
     client_webhook_set(client_id=job.client_id, url="", actor="test")  # the operator: the global webhook is its
-    pool_runtime("crawl").wake()
+    pool_runtime("synthetic").wake()
     job_confirm(job_id=job.pk, actor="php-test")
     assert webhook_sweep() == 1
     pool_runtime("notify").wake()

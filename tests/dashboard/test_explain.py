@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def submit(key, **fields):
-    return job_submit(job_type="synthetic", payload={}, idempotency_key=key, actor="t", **fields).job
+    return job_submit(job_type="synthetic", payload={"pool": "crawl"}, idempotency_key=key, actor="t", **fields).job
 
 
 def explain(job, db_clock):

@@ -34,7 +34,9 @@ def test_stopping_the_only_worker_fires_the_zero_consumer_alert(tmp_path, client
         assert pools.terminate("crawl") == 0
         with transaction.atomic():  # all three at once: the evaluator runs every 0.2 s and counts what it sees
             jobs = [
-                job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
+                job_submit(
+                    job_type="synthetic", payload={"pool": "crawl"}, idempotency_key=uuid.uuid4().hex, actor="t"
+                ).job
                 for _ in range(3)
             ]
         alert = wait_for(

@@ -68,7 +68,7 @@ def test_a_backup_restores_into_a_fresh_server_where_the_console_and_a_pool_work
     assert console.stdout.split()[-3:] == ["200", "200", "True"], console.stderr[-2000:]
 
     pool = subprocess.Popen(
-        [sys.executable, "manage.py", "runpool", "crawl"],
+        [sys.executable, "manage.py", "runpool", "synthetic"],  # the type's own pool
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

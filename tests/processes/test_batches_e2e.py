@@ -32,11 +32,11 @@ def recount(batch):
 def test_counters_stay_exact_under_concurrent_completions_and_the_batch_ends_once(tmp_path, settings):
     batch, _ = batch_create(key=f"e2e-{uuid.uuid4().hex[:6]}", name="e2e", created_by="test")
     for n in range(MEMBERS):
-        payload = {"settle": True, "duration_ms": 20, "steps": ["work"]}
+        payload = {"pool": "crawl", "settle": True, "duration_ms": 20, "steps": ["work"]}
         if n % 20 == 0:
-            payload = {"fail": "permanent"}
+            payload = {"pool": "crawl", "fail": "permanent"}
         elif n % 30 == 1:
-            payload = {"fail": "unclear"}
+            payload = {"pool": "crawl", "fail": "unclear"}
         job_submit(
             job_type="synthetic", payload=payload, idempotency_key=f"{batch.key}-{n}", actor="test", batch_id=batch.pk
         )

@@ -21,7 +21,7 @@ def test_pool_processes_counters_reach_metrics(tmp_path, client, settings, monke
         pools.start("control")
         pools.start("crawl")
         jobs = [
-            job_submit(job_type="synthetic", payload={}, idempotency_key=uuid.uuid4().hex, actor="t").job
+            job_submit(job_type="synthetic", payload={"pool": "crawl"}, idempotency_key=uuid.uuid4().hex, actor="t").job
             for _ in range(12)
         ]
         wait_for(

@@ -33,7 +33,7 @@ def enqueue(processes: PoolProcesses, tag: str) -> list[Job]:
     """Submitted by another process configured as the pools are (its wake-ups go to Redis)."""
     result = subprocess.run(
         [sys.executable, "manage.py", "enqueue", "synthetic", "--count", str(JOBS)]
-        + ["--payload", json.dumps({"steps": ["fetch"]}), "--correlation-id", tag],
+        + ["--payload", json.dumps({"pool": "crawl", "steps": ["fetch"]}), "--correlation-id", tag],
         cwd=PROJECT_ROOT,
         env=processes.env,
         capture_output=True,

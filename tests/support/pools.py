@@ -28,6 +28,7 @@ FAST_TIMING = {
     "LEITSTAND_PIPELINE_HEARTBEAT_SECONDS": "1",
     "LEITSTAND_FETCH_TOTAL_SECONDS": "4",
     "LEITSTAND_CRAWL_WORKERS": "2",
+    "LEITSTAND_SYNTHETIC_WORKERS": "2",
     "LEITSTAND_ANALYSIS_WORKERS": "1",
     "LEITSTAND_RECHECK_WORKERS": "1",
 }
@@ -107,12 +108,17 @@ class PoolProcesses:
             return f.read()
 
 
-def submit(payload=None, **fields):
-    """Submit a synthetic job (``payload`` as in workers/runtime/synthetic.py) the way the API would."""
+def submit(payload=None, *, pool: str = "crawl", **fields):
+    """Submit a synthetic job (``payload`` as in workers/runtime/synthetic.py) to ``pool``, as an
+    operator may (an API client's go to the synthetic pool): the pool tests run the crawl pool."""
     from workers.runtime.services import job_submit
 
     return job_submit(
-        job_type="synthetic", payload=payload or {}, idempotency_key=uuid.uuid4().hex, actor="test", **fields
+        job_type="synthetic",
+        payload={"pool": pool, **(payload or {})},
+        idempotency_key=uuid.uuid4().hex,
+        actor="test",
+        **fields,
     ).job
 
 

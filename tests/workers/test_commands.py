@@ -42,7 +42,7 @@ def test_enqueue_creates_jobs_idempotently_per_key():
     out, _ = run("enqueue", "synthetic", "--payload", '{"duration_ms": 1}', "--key", "drill", "--count", "3")
     assert "0 created, 3 already existed" in out
     assert sorted(Job.objects.values_list("idempotency_key", flat=True)) == ["drill-1", "drill-2", "drill-3"]
-    assert set(Job.objects.values_list("pool", flat=True)) == {"crawl"}
+    assert set(Job.objects.values_list("pool", flat=True)) == {"synthetic"}
 
 
 @pytest.mark.django_db

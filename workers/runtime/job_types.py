@@ -42,7 +42,7 @@ def job_types_register() -> None:
             parse_payload=synthetic.parse,
             description="Canaries, benchmarks and fault drills; payload {} is a no-op.",
             handler=synthetic.handle,
-            pool="crawl",
+            pool="synthetic",
             may_choose_pool=True,
             client_scope="jobs:synthetic",
             timeout_seconds=synthetic_settings["timeout_seconds"],

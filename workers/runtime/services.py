@@ -43,7 +43,7 @@ def job_submit(
     holds the parent's lease, locked for the insert: a stale attempt's spawn is refused
     (``leases.StaleAttempt``) and recorded, like its other writes.
     """
-    declared, pool = _declared(job_type, payload)
+    declared, pool = _declared(job_type, payload, client=client)
     with transaction.atomic():
         if parent_lease_version is not None and not leases.lease_lock_if_held(parent_id, parent_lease_version):
             submission = None
@@ -73,9 +73,10 @@ def job_submit(
     return submission
 
 
-def _declared(job_type: str, payload) -> tuple:
-    """The registered type and the pool a job of it goes to (a synthetic job may choose its pool);
-    its payload checked by the type's parser."""
+def _declared(job_type: str, payload, *, client: Client | None = None) -> tuple:
+    """The registered type and the pool a job of it goes to (an operator's synthetic job may choose
+    its pool, an API client's may not: its load stays in the type's own pool); its payload checked
+    by the type's parser."""
     try:
         declared = registry.get(job_type)
     except UnknownJobType as exc:
@@ -88,6 +89,11 @@ def _declared(job_type: str, payload) -> tuple:
     pool = declared.pool
     if declared.may_choose_pool and isinstance(payload, dict) and payload.get("pool"):
         pool = payload["pool"]
+        if client is not None and pool != declared.pool:
+            raise JobInputError(
+                "payload.pool",
+                f"an API client's {job_type} jobs run in the {declared.pool} pool; only operators choose",
+            )
         if not isinstance(pool, str) or pool not in settings.LEITSTAND_POOLS:
             raise JobInputError("payload.pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
     return declared, pool
@@ -98,7 +104,7 @@ def jobs_submit_many(
 ) -> list[job_services.BulkSubmission]:
     """``job_submit`` for many jobs of registered types in one statement (a batch's members); each
     pool that got new jobs is woken once when the transaction commits. Refusals name ``jobs[i].field``."""
-    prepared = _prepared(jobs)
+    prepared = _prepared(jobs, client=client)
     with transaction.atomic():
         submitted = job_services.job_create_many(
             prepared,
@@ -173,13 +179,13 @@ def _wake_after_commit(prepared: list[dict], submitted: list[job_services.BulkSu
         dispatch.wakeup_after_commit(pool)
 
 
-def _prepared(jobs: list[dict]) -> list[dict]:
+def _prepared(jobs: list[dict], *, client: Client | None = None) -> list[dict]:
     """Each job's registered type checked (its payload parsed) and its pool, priority, retry budget
     and schema version filled in from the declaration; a refusal names ``jobs[i].field``."""
     prepared = []
     for index, job in enumerate(jobs):
         try:
-            declared, pool = _declared(job["job_type"], job["payload"])
+            declared, pool = _declared(job["job_type"], job["payload"], client=client)
         except JobInputError as refused:
             raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
         prepared.append(

@@ -4,7 +4,7 @@ Every payload field has a default, so ``{}`` is a valid no-op job:
 
 | field | default | meaning |
 | --- | --- | --- |
-| ``pool`` | the type's pool (crawl) | which pool runs it (never ``notify``: alerts and webhooks) |
+| ``pool`` | ``synthetic`` | which pool runs it: an operator's drill may name another (never ``notify``: alerts and webhooks); an API client's job runs in ``synthetic`` |
 | ``duration_ms`` | 0 | total time spent in the steps (sleeps in slices, honouring ``should_stop``) |
 | ``steps`` | ``["work"]`` | at most 50 step names, recorded as step events, time split evenly |
 | ``fail`` | ``"none"`` | ``transient``, ``permanent``, ``unclear``, ``crash`` (``os._exit`` mid-job), ``crash_after_effect`` (dies after its effect was recorded, before reporting), ``hang`` (ignores stop requests until its timeout) |
