@@ -12,11 +12,11 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from api.clients import client_webhook_set
 from api.models import ApiToken
 from api.tokens import SCOPES, token_create, token_revoke, token_rotate
 from dashboard.admin.base import ReadOnlyAdmin
 from dashboard.audit import audited
-from jobs.clients import client_webhook_set
 from jobs.models import MANAGE_CLIENTS_PERMISSION, Client
 from jobs.services import JobInputError
 from workers.runtime.webhook import url_redacted

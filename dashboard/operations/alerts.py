@@ -427,6 +427,15 @@ def _archive_failing(now: datetime, memory: dict) -> list[Firing]:
     ]
 
 
+def _rules_failing(now: datetime, memory: dict) -> list[Firing]:
+    """Rules that raised when they were last evaluated (``alerts_evaluate`` records them, evaluating
+    this rule last): each is blind until mended, so people hear of it like of what it watches."""
+    return [
+        Firing(f"alert_rule:{name}", 1, 0, f"alert rule {name} could not be evaluated: {reason}")
+        for name, reason in sorted(memory.get("rules_failing", {}).items())
+    ]
+
+
 def _route_unconfirmed(now: datetime, memory: dict) -> list[Firing]:
     """Routes whose latest test notification was not confirmed by its deadline (to the fallback route)."""
     firings = []
@@ -508,6 +517,8 @@ RULES = {
         ),
         Rule("route_unconfirmed", "An alert route's test notification was not confirmed", _route_unconfirmed),
         Rule("dlq_unreviewed", "Dead-letter groups wait for a person's review", _dlq_unreviewed),
+        # Last: it reports the rules above that could not be evaluated in this round.
+        Rule("alert_rule_failing", "An alert rule cannot be evaluated", _rules_failing),
     )
 }
 
@@ -520,15 +531,20 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
     routes_ensure(routes_needed())
     report = {"fired": 0, "resolved": 0, "open": 0, "escalated": 0, "renotified": 0, "failed_rules": []}
     silenced = ActiveSilences(now)
+    failing = _memory.setdefault("rules_failing", {})
     for rule in RULES.values():
         try:
             with transaction.atomic():
                 _rule_reconcile(rule, now, silenced, report)
-        except Exception:
-            # One rule that cannot be evaluated (a bad row, a scope the table refuses) is logged
-            # and counted; every other rule is still evaluated and its alerts still reach people.
+        except Exception as failed:
+            # One rule that cannot be evaluated (a bad row, a scope the table refuses) is logged,
+            # counted and fires alert_rule_failing; every other rule is still evaluated and its
+            # alerts still reach people.
             logger.exception("alert rule %s could not be evaluated this round", rule.name)
             report["failed_rules"].append(rule.name)
+            failing[rule.name] = f"{type(failed).__name__}: {failed}"[:500]
+        else:
+            failing.pop(rule.name, None)
     for kind in _escalate(now, silenced):
         report[kind] += 1
     report["open"] = Alert.objects.filter(state__in=(Alert.State.FIRING, Alert.State.ACKNOWLEDGED)).count()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import logging
 import os
 import uuid
 from datetime import date, datetime, time, timedelta
@@ -29,6 +30,8 @@ from dashboard.models import ArchivedJob, ArchiveFile
 from dashboard.operations.export import export_json, jobs_export
 from jobs.leadership import fenced
 from jobs.models import database_now
+
+logger = logging.getLogger(__name__)
 
 AUDIT = "audit"  # ArchiveFile.job_type of the audit log's files
 
@@ -58,11 +61,10 @@ def file_write(file: ArchiveFile) -> bool:
     verify it and mark it written; False, with the reason on the file, when that failed."""
     ids = list(file.members.order_by("line").values_list("job_id", flat=True))
     target = _absolute(file.path)
+    note = ""
     try:
         documents = jobs_export(ids)
-        missing = [str(pk) for pk in ids if pk not in documents]
-        if missing:
-            raise ArchiveUnreadable(f"jobs {', '.join(missing[:3])} are no longer in the database")
+        ids, note = _members_gone_forget(file, ids, documents)
         target.parent.mkdir(parents=True, exist_ok=True)
         _write_lines(target, [export_json(documents[pk], indent=None).encode() for pk in ids])
         digest, size = file_verify(file.path, ids)
@@ -73,10 +75,31 @@ def file_write(file: ArchiveFile) -> bool:
         file.error = str(failed)
         return False
     ArchiveFile.objects.filter(pk=file.pk).update(
-        state=ArchiveFile.State.WRITTEN, sha256=digest, bytes=size, error="", written_at=database_now()
+        state=ArchiveFile.State.WRITTEN, jobs=len(ids), sha256=digest, bytes=size, error=note, written_at=database_now()
     )
     manifest_write(file.day)
     return True
+
+
+def _members_gone_forget(file: ArchiveFile, ids: list, documents: dict) -> tuple[list, str]:
+    """The members still in the database, renumbered, and a note naming those that are not: a job
+    deleted by other means after it was chosen for the file has nothing left to archive, and must
+    not stop the archive (and with it every purge) round after round."""
+    gone = [pk for pk in ids if pk not in documents]
+    if not gone:
+        return ids, ""
+    kept = [pk for pk in ids if pk in documents]
+    ArchivedJob.objects.filter(file=file, job_id__in=gone).delete()
+    entries = {entry.job_id: entry for entry in ArchivedJob.objects.filter(file=file)}
+    for line, pk in enumerate(kept):
+        entries[pk].line = line
+    ArchivedJob.objects.bulk_update(entries.values(), ["line"], batch_size=1000)
+    note = (
+        f"{len(gone)} job{'s' if len(gone) != 1 else ''} left the database before this file was written "
+        f"(not archived): {', '.join(str(pk) for pk in gone[:3])}{' …' if len(gone) > 3 else ''}"
+    )
+    logger.warning("archive file %s: %s", file.path, note)
+    return kept, note
 
 
 def _write_lines(target: Path, lines: list[bytes]) -> None:

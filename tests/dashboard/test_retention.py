@@ -20,6 +20,7 @@ from dashboard.operations.archive import file_verify, file_write
 from dashboard.operations.export import jobs_export
 from jobs.models import TERMINAL_STATES, Batch, Job, State, database_now
 from jobs.services import job_create
+from tests.support.db import OWNER
 from tests.support.db import test_database_url as database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -344,3 +345,27 @@ def test_a_job_that_came_back_and_ended_again_before_its_purge_is_not_purged_wit
     assert purged == 0 and remaining(job) == {job.pk}
     assert retention._purge_written() == 0
     assert not ArchivedJob.objects.filter(job_id=job.pk).exists(), "it will be archived again"
+
+
+def test_a_job_deleted_before_its_file_is_written_does_not_stop_the_archive(policy):
+    """The retention sweep's poisoned item (issue 35): a member that left the database by other means
+    between being chosen for a file and the file's write (a crash in between, then a delete by hand).
+    It is named on its file; the file's other jobs, and every later round, are archived and purged."""
+    chosen = [ended(State.DONE, 20) for _ in range(3)]
+    (file,) = retention._files_create(retention.trees_leaving(database_now(), limit=10)[0])  # then a crash
+    with psycopg.connect(database_url(user=OWNER), autocommit=True) as owner:  # by hand: the engine never does
+        with owner.transaction():
+            owner.execute("SET LOCAL leitstand.allow_purge = 'on'")
+            owner.execute("DELETE FROM jobs_transition WHERE job_id = %s", [chosen[1].pk])
+            owner.execute("DELETE FROM jobs_job WHERE id = %s", [chosen[1].pk])
+    later = [ended(State.DONE, 20) for _ in range(2)]
+
+    report = retention.retention_sweep()
+    assert not report.stopped and report.purged == 4 and remaining(*chosen, *later) == set()
+    file.refresh_from_db()
+    assert file.state == ArchiveFile.State.PURGED and file.jobs == 2
+    assert str(chosen[1].pk) in file.error and "left the database before this file was written" in file.error
+    ids = list(file.members.order_by("line").values_list("job_id", flat=True))
+    assert ids == [chosen[0].pk, chosen[2].pk] and file_verify(file.path, ids) == (file.sha256, file.bytes)
+    assert not ArchivedJob.objects.filter(job_id=chosen[1].pk).exists()
+    assert alerts._archive_failing(database_now(), {}) == []

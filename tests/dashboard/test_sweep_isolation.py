@@ -45,6 +45,13 @@ def test_an_alert_rule_that_fails_does_not_silence_the_others(settings, make_job
     report = alerts.alerts_evaluate(now=db_clock.now())
     assert report["failed_rules"] == ["broken_rule"]
     assert Alert.objects.filter(rule="pool_no_consumers", state="firing").exists(), "the rules after it still fire"
+    # The broken rule is recorded as an alert of its own, with the reason, and resolves once mended.
+    failing = Alert.objects.get(rule="alert_rule_failing", state="firing")
+    assert failing.scope == "alert_rule:broken_rule" and "ValueError: a scope the table refuses" in failing.diagnosis
+    alerts.RULES["broken_rule"] = dataclasses.replace(bad, evaluate=lambda now, memory: [])
+    db_clock.advance(1)
+    assert alerts.alerts_evaluate(now=db_clock.now())["failed_rules"] == []
+    assert Alert.objects.get(pk=failing.pk).state == "resolved"
 
 
 def test_a_business_rule_that_fails_does_not_stop_the_others(settings, restore_rules):

@@ -6,8 +6,9 @@ webhook and prints its signing secret once."""
 
 from django.core.management.base import BaseCommand, CommandError
 
+from api.clients import client_webhook_set
 from api.tokens import SCOPES, token_create, token_revoke, token_rotate
-from jobs.clients import client_ensure, client_webhook_set
+from jobs.clients import client_ensure
 from jobs.services import JobInputError
 
 ACTOR = "command:create_api_token"
