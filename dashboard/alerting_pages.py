@@ -13,13 +13,11 @@ from django.urls import reverse
 
 from dashboard.display import as_id, as_number
 from dashboard.models import Alert, Route
-from dashboard.operations.alerts import RULES, ActiveSilences, route_of, routes_needed, silence_create, silence_lift
-from dashboard.operations.routes import (
-    receipt_confirm,
-    receipt_test_now,
-    route_summaries,
-    routes_ensure,
-)
+from dashboard.operations.alert_rules import RULES, route_of
+from dashboard.operations.alerts import routes_needed
+from dashboard.operations.receipts import receipt_confirm, receipt_test_now
+from dashboard.operations.routes import route_summaries, routes_ensure
+from dashboard.operations.silences import ActiveSilences, silence_create, silence_lift
 from jobs.models import database_now
 from jobs.services import JobInputError
 

@@ -262,7 +262,7 @@ WEEK_MINUTES, MONTH_HOURS, YEAR_HOURS = 7 * 24 * 60, 31 * 24, 366 * 24
 
 class Route(models.Model):
     """Where an alert goes: its channels, its owner, when an unacknowledged alert escalates and is
-    notified again, and how often the route's receipt is tested (``dashboard/operations/routes.py``).
+    notified again, and how often the route's receipt is tested (``dashboard/operations/routes.py``, ``receipts.py``).
     Seeded from ``LEITSTAND_ALERT_ROUTES``; operators edit routes in the console (audited)."""
 
     name = models.SlugField(max_length=64, unique=True)

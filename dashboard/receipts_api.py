@@ -11,7 +11,7 @@ from ninja.errors import HttpError
 
 from api.auth import require
 from api.fields import Text
-from dashboard.operations.routes import ReceiptAlreadyConfirmed, receipt_confirm
+from dashboard.operations.receipts import ReceiptAlreadyConfirmed, receipt_confirm
 from jobs.services import JobInputError
 
 router = Router(tags=["alerts"])

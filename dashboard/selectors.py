@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from dashboard.display import ago, as_id
 from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, Silence
-from dashboard.operations.alerts import ActiveSilences
+from dashboard.operations.silences import ActiveSilences
 from dashboard.operations.stuck import stuck_jobs
 from dashboard.operations.trends import RANGES as TREND_RANGES
 from jobs.batches import batches_progress

@@ -21,7 +21,7 @@ from dashboard.audit import audited
 from dashboard.diagram import declared_edges, state_diagram
 from dashboard.display import ago, as_id, data_uri
 from dashboard.models import Alert, DeadLetterReview, RuleViolation
-from dashboard.operations import alerts, bulk
+from dashboard.operations import alert_rules, bulk
 from dashboard.operations.deadletters import (
     WINDOWS,
     dead_letter_groups,
@@ -189,7 +189,7 @@ class ConsoleSite(admin.AdminSite):
 
     def runbook(self, request, rule):
         try:
-            text = alerts.runbook(rule)
+            text = alert_rules.runbook(rule)
         except (KeyError, FileNotFoundError):
             raise Http404(f"no runbook for {rule}") from None
         return TemplateResponse(
@@ -197,7 +197,7 @@ class ConsoleSite(admin.AdminSite):
             "admin/console/runbook.html",
             {
                 **self.each_context(request),
-                "title": f"Runbook: {alerts.RULES[rule].title}",
+                "title": f"Runbook: {alert_rules.RULES[rule].title}",
                 "rule": rule,
                 "text": text,
                 "open_alerts": Alert.objects.filter(rule=rule)

@@ -13,7 +13,7 @@ class WorkersConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from workers.pipeline import job_types as pipeline_types
-        from workers.pipeline import schedules
+        from workers.pipeline import schedule_sweep
         from workers.runtime import control
         from workers.runtime import job_types as runtime_types
 
@@ -21,7 +21,7 @@ class WorkersConfig(AppConfig):
         runtime_types.job_types_register()
         pipeline_types.job_types_register()
         control.sweeps_register()
-        schedules.sweeps_register()
+        schedule_sweep.sweeps_register()
 
         # Webhooks to receivers people set go through the safe client (the runtime cannot import it).
         from workers.pipeline.http import notification_client

@@ -12,8 +12,9 @@ from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.alerting_pages import SILENCE_CHOICES
 from dashboard.display import ago, as_id, clock
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
-from dashboard.operations.alerts import ActiveSilences, alert_acknowledge, alert_resolve
+from dashboard.operations.alerts import alert_acknowledge, alert_resolve
 from dashboard.operations.routes import route_named
+from dashboard.operations.silences import ActiveSilences
 from jobs.models import database_now
 from jobs.services import JobInputError
 

@@ -25,7 +25,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.models import Alert, ReceiptTest, Route
-from dashboard.operations.routes import confirm_link, destination_problem, public_url, receipt_token, route_named
+from dashboard.operations.alert_rules import rule_title
+from dashboard.operations.receipts import confirm_link, receipt_token
+from dashboard.operations.routes import destination_problem, public_url, route_named
+from dashboard.operations.silences import ActiveSilences
 from jobs.errors import JobError, PermanentError
 from jobs.models import database_now
 from workers.pipeline.http import notification_client
@@ -127,19 +130,6 @@ def deliver(message: dict, *, to: str, key: str, correlation_id: str) -> int:
     return len(channels)
 
 
-def test_notify(route: Route, test: ReceiptTest) -> None:
-    """Queue the test notification of ``route``, one delivery per channel. The payload names the
-    test only: the handler signs the token as it sends (``test_message``)."""
-    for channel in route.channels:
-        job_submit(
-            job_type="alert_notify",
-            payload={"channel": channel, "route": route.name, "test_id": test.pk},
-            idempotency_key=f"receipt-test-{test.pk}-{channel}",
-            actor=test.sent_by,
-            correlation_id=f"route-{route.name}",
-        )
-
-
 def test_message(test: ReceiptTest) -> dict:
     """What a route's test says, with the way to confirm it: the console link and the API call."""
     token = receipt_token(test)
@@ -183,8 +173,6 @@ def _test_as_alert(message: dict) -> dict:
 def alertmanager_repost() -> int:
     """Post every firing or acknowledged, not silenced alert again to its route's Alertmanager, before
     the ``endsAt`` of the last post; one job per route and interval. How many routes."""
-    from dashboard.operations.alerts import ActiveSilences, rule_title  # alerts imports this module
-
     every = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
     slot = int(database_now().timestamp() // every)
     routes = {r.name: r for r in Route.objects.exclude(alertmanager_url="")}

@@ -7,8 +7,8 @@ from dashboard.operations import notify
 from dashboard.operations.alerts import alerts_evaluate
 from dashboard.operations.bulk import bulk_step
 from dashboard.operations.deadletters import dead_letters_refresh
+from dashboard.operations.receipts import receipt_tests_send
 from dashboard.operations.retention import retention_sweep
-from dashboard.operations.routes import receipt_tests_send
 from dashboard.operations.rules import rules_evaluate
 from dashboard.operations.snapshot import snapshot_refresh
 from dashboard.operations.trends import rollups_record

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from api.tokens import token_create
 from dashboard.models import Alert, AlertEvent, AuditEntry, DeadLetterReview, ReceiptTest, Route, Silence
-from dashboard.operations import alerts, notify
+from dashboard.operations import alert_rules, alerts, notify, silences
 from dashboard.operations.deadletters import dead_letter_review, dead_letters_refresh, groups_to_review
-from dashboard.operations.routes import receipt_tests_send, routes_ensure
+from dashboard.operations.receipts import receipt_tests_send
+from dashboard.operations.routes import routes_ensure
 from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
 from jobs.models import Job, State
 from jobs.services import JobInputError
@@ -47,7 +48,7 @@ def routing(settings):
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alerts._memory.clear()
+    alert_rules._memory.clear()
 
 
 def deliveries(**filters):
@@ -97,7 +98,7 @@ def test_routes_are_seeded_once_and_every_notification_names_who_and_where(make_
     assert "1 jobs due" in message["diagnosis"]
 
 
-@pytest.mark.parametrize("rule", sorted(alerts.RULES))
+@pytest.mark.parametrize("rule", sorted(alert_rules.RULES))
 def test_each_rule_text_names_component_scope_diagnosis_route_owner_and_runbook(rule, db):
     routes_ensure({"operations"})
     alert = Alert.objects.create(
@@ -110,12 +111,12 @@ def test_each_rule_text_names_component_scope_diagnosis_route_owner_and_runbook(
         threshold=1,
         diagnosis="crawl: 3 of 40 jobs affected",
         route="operations",
-        severity=alerts.RULES[rule].severity,
+        severity=alert_rules.RULES[rule].severity,
     )
-    message = notify.message_for(alert, "fired", title=alerts.RULES[rule].title)
+    message = notify.message_for(alert, "fired", title=alert_rules.RULES[rule].title)
     text = message["text"]
     for part in (
-        alerts.RULES[rule].title,
+        alert_rules.RULES[rule].title,
         "pool crawl",
         "3 of 40 jobs affected",
         "Route operations",
@@ -195,9 +196,9 @@ def test_a_silence_mutes_notifications_shows_and_expires(make_job, db_clock, cli
     assert "escalated" in events, "the silence ended by itself: the unacknowledged page escalates"
     assert deliveries(), "and someone is notified"
     with pytest.raises(JobInputError, match="has ended already"):
-        alerts.silence_lift(silence_id=silence.pk, actor="user:op", user=None)
+        silences.silence_lift(silence_id=silence.pk, actor="user:op", user=None)
     with pytest.raises(JobInputError, match="a silence always ends"):
-        alerts.silence_create(rule="pool_no_consumers", scope="", minutes=10**6, reason="x", actor="op", user=None)
+        silences.silence_create(rule="pool_no_consumers", scope="", minutes=10**6, reason="x", actor="op", user=None)
     viewer = person(django_user_model, VIEWERS)
     client.force_login(viewer)
     client.post(routes, {"action": "silence", "rule": "dlq_growth", "minutes": "60", "reason": "sneaky"})

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from dashboard.models import Alert
-from dashboard.operations import alerts, notify
+from dashboard.operations import alert_rules, alerts, notify
 from jobs.models import Job, State
 from tests.conftest import job_in_state
 from tests.support.servers import free_port, wait_until_answers
@@ -71,7 +71,7 @@ def test_an_alert_fires_is_reposted_and_resolves_in_a_real_alertmanager(
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alerts._memory.clear()
+    alert_rules._memory.clear()
     job = make_job("crawl", pool="crawl")
     alerts.alerts_evaluate(now=db_clock.now())
     alert = Alert.objects.get(rule="pool_no_consumers")
@@ -119,6 +119,6 @@ def test_the_prometheus_rules_use_the_same_alert_names_severities_and_routes():
     document = yaml.safe_load((PROJECT_ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
     for rule in document["groups"][0]["rules"]:
         labels = rule["labels"]
-        ours = alerts.RULES[labels["rule"]]
+        ours = alert_rules.RULES[labels["rule"]]
         assert rule["alert"] == notify.alertname(ours.name), rule["alert"]
         assert (labels["severity"], labels["route"]) == (ours.severity, ours.route), rule["alert"]

@@ -7,14 +7,14 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import Alert, AlertEvent, AuditEntry
-from dashboard.operations import alerts
+from dashboard.operations import alert_rules, alerts
 from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
 from jobs.models import Job, StaleWrite, State
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from tests.conftest import job_in_state
 from workers.pipeline.models import Candidate, Source
-from workers.pipeline.schedules import schedules_sweep
+from workers.pipeline.schedule_sweep import schedules_sweep
 from workers.pipeline.services import source_upsert
 from workers.runtime.models import WorkerProcess
 
@@ -27,7 +27,7 @@ def immediate(settings):
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alerts._memory.clear()
+    alert_rules._memory.clear()
 
 
 def open_alerts(rule):
@@ -214,8 +214,8 @@ def test_markdown_is_rendered_with_html_escaped_and_no_script_links():
 def test_every_rule_has_a_runbook_and_settings():
     from django.conf import settings
 
-    for rule in alerts.RULES:
-        assert alerts.runbook(rule).startswith(f"# {rule} — ")
+    for rule in alert_rules.RULES:
+        assert alert_rules.runbook(rule).startswith(f"# {rule} — ")
         assert {"for_seconds", "clear_seconds"} <= set(settings.LEITSTAND_ALERTS[rule])
 
 

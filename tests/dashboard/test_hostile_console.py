@@ -78,7 +78,7 @@ def test_skipping_a_case_someone_else_holds_is_refused_not_reported_done(client,
 
 def test_a_receipt_token_expires_with_its_test(db_clock):
     from dashboard.models import Route
-    from dashboard.operations.routes import receipt_confirm, receipt_test_send, receipt_token
+    from dashboard.operations.receipts import receipt_confirm, receipt_test_send, receipt_token
 
     route = Route.objects.create(name="ops", emails=["ops@example.org"], confirm_within_hours=1)
     test = receipt_test_send(route=route, actor="test")

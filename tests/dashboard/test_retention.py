@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from django.core.management import call_command
 
 from dashboard.models import ArchivedJob, ArchiveFile
-from dashboard.operations import alerts, retention
+from dashboard.operations import alert_rules, retention
 from dashboard.operations.archive import file_verify, file_write
 from dashboard.operations.export import jobs_export
 from jobs.models import TERMINAL_STATES, Batch, Job, State, database_now
@@ -149,12 +149,12 @@ def test_a_failing_archive_stops_purging_and_fires_an_alert(policy, settings, tm
     report = retention.retention_sweep()
     assert report.stopped and report.purged == 0 and remaining(*jobs) == {j.pk for j in jobs}
     assert ArchiveFile.objects.filter(state=ArchiveFile.State.FAILED).exists()
-    (firing,) = alerts._archive_failing(database_now(), {})
+    (firing,) = alert_rules._archive_failing(database_now(), {})
     assert "purging stopped" in firing.diagnosis and "not-a-folder" in firing.diagnosis
 
     settings.LEITSTAND_ARCHIVE_DIR = tmp_path / "archive"  # the storage is back: the sweep resumes
     assert retention.retention_sweep().purged == 4 and remaining(*jobs) == set()
-    assert alerts._archive_failing(database_now(), {}) == []
+    assert alert_rules._archive_failing(database_now(), {}) == []
     assert ArchivedJob.objects.count() == 4
 
 
@@ -368,4 +368,4 @@ def test_a_job_deleted_before_its_file_is_written_does_not_stop_the_archive(poli
     ids = list(file.members.order_by("line").values_list("job_id", flat=True))
     assert ids == [chosen[0].pk, chosen[2].pk] and file_verify(file.path, ids) == (file.sha256, file.bytes)
     assert not ArchivedJob.objects.filter(job_id=chosen[1].pk).exists()
-    assert alerts._archive_failing(database_now(), {}) == []
+    assert alert_rules._archive_failing(database_now(), {}) == []

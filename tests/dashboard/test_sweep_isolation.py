@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from dashboard.models import Alert, AuditEntry, BulkOperation, ReceiptTest, Route
-from dashboard.operations import alerts, bulk, routes, rules
+from dashboard.operations import alert_rules, alerts, bulk, receipts, rules
 from jobs.models import Job, State
 from workers.runtime.models import WorkerProcess
 
@@ -15,10 +15,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def restore_rules():
-    saved_alerts, saved_rules = dict(alerts.RULES), dict(rules.RULES)
+    saved_alerts, saved_rules = dict(alert_rules.RULES), dict(rules.RULES)
     yield
-    alerts.RULES.clear()
-    alerts.RULES.update(saved_alerts)
+    alert_rules.RULES.clear()
+    alert_rules.RULES.update(saved_alerts)
     rules.RULES.clear()
     rules.RULES.update(saved_rules)
 
@@ -27,15 +27,15 @@ def test_an_alert_rule_that_fails_does_not_silence_the_others(settings, make_job
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alerts._memory.clear()
+    alert_rules._memory.clear()
 
     def explode(now, memory):
         raise ValueError("a scope the table refuses")
 
-    bad = dataclasses.replace(alerts.RULES["pool_no_consumers"], name="broken_rule", evaluate=explode)
-    everything = dict(alerts.RULES)
-    alerts.RULES.clear()
-    alerts.RULES.update({"broken_rule": bad, **everything})
+    bad = dataclasses.replace(alert_rules.RULES["pool_no_consumers"], name="broken_rule", evaluate=explode)
+    everything = dict(alert_rules.RULES)
+    alert_rules.RULES.clear()
+    alert_rules.RULES.update({"broken_rule": bad, **everything})
     settings.LEITSTAND_ALERTS = {
         **settings.LEITSTAND_ALERTS,
         "broken_rule": settings.LEITSTAND_ALERTS["pool_no_consumers"],
@@ -48,7 +48,7 @@ def test_an_alert_rule_that_fails_does_not_silence_the_others(settings, make_job
     # The broken rule is recorded as an alert of its own, with the reason, and resolves once mended.
     failing = Alert.objects.get(rule="alert_rule_failing", state="firing")
     assert failing.scope == "alert_rule:broken_rule" and "ValueError: a scope the table refuses" in failing.diagnosis
-    alerts.RULES["broken_rule"] = dataclasses.replace(bad, evaluate=lambda now, memory: [])
+    alert_rules.RULES["broken_rule"] = dataclasses.replace(bad, evaluate=lambda now, memory: [])
     db_clock.advance(1)
     assert alerts.alerts_evaluate(now=db_clock.now())["failed_rules"] == []
     assert Alert.objects.get(pk=failing.pk).state == "resolved"
@@ -87,13 +87,13 @@ def test_a_bulk_operation_that_cannot_run_fails_alone(make_job, db_clock):
 def test_a_route_whose_test_cannot_be_sent_does_not_stop_the_others(monkeypatch):
     for name in ("first", "second", "third"):
         Route.objects.create(name=name, emails=[f"{name}@example.org"], test_every_hours=1)
-    real = routes.receipt_test_send
+    real = receipts.receipt_test_send
 
     def send(*, route, actor, now=None):
         if route.name == "second":
             raise ValueError("cannot queue")
         return real(route=route, actor=actor, now=now)
 
-    monkeypatch.setattr(routes, "receipt_test_send", send)
-    assert routes.receipt_tests_send() == 2
+    monkeypatch.setattr(receipts, "receipt_test_send", send)
+    assert receipts.receipt_tests_send() == 2
     assert set(ReceiptTest.objects.values_list("route__name", flat=True)) == {"first", "third"}

@@ -208,7 +208,7 @@ def test_a_jpeg_scan_bomb_is_refused_before_decoding_and_the_other_images_are_an
 
 
 def test_a_source_stored_with_a_bad_name_or_base_url_is_recorded_and_the_others_start(site):
-    from workers.pipeline.schedules import schedules_sweep
+    from workers.pipeline.schedule_sweep import schedules_sweep
 
     good = Source.objects.create(name="Good", base_url=site.url("/good"), crawl_every_minutes=1)
     tab = Source.objects.create(name="Tab\there", base_url=site.url("/tab"), crawl_every_minutes=1)

@@ -8,7 +8,8 @@ import pytest
 from jobs.models import Batch, Job, LeitstandNow
 from jobs.services import JobInputError
 from workers.pipeline.models import Source
-from workers.pipeline.schedules import run_name, schedule_of, schedules_sweep, sources_overdue
+from workers.pipeline.schedule_sweep import schedules_sweep
+from workers.pipeline.schedules import run_name, schedule_of, sources_overdue
 from workers.pipeline.services import crawl_start, source_schedule_set, source_upsert
 from workers.runtime.models import Pool
 

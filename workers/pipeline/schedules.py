@@ -12,7 +12,7 @@ Monday. The current slot is due when
 - the source's previous run (its batch) has finished;
 - the source is active and the crawl pool is not paused.
 
-``schedules_sweep`` (the control process, every ``SWEEP_SECONDS``) starts the due runs, most urgent
+``schedule_sweep`` (the control process, every ``SWEEP_SECONDS``) starts the due runs, most urgent
 source first, through ``crawl_start`` with the run named after the source and slot: the batch and
 its first job are idempotent per name, so two control processes, a restart or a failover never start
 a slot twice. ``schedule_of`` answers the same question for the console and the API, with the next
@@ -27,14 +27,12 @@ from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.db.models import Exists, F, QuerySet
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Exists, QuerySet
 
 from jobs.models import LeitstandNow, database_now
 from jobs.services import JobInputError
 from workers.pipeline.models import Source
 from workers.runtime.models import Pool
-from workers.runtime.sweeps import Stage, register_sweep
 
 logger = logging.getLogger(__name__)
 
@@ -139,40 +137,6 @@ def schedule_state(source: Source) -> ScheduleState:
     return schedule_of(source, now=source.db_now, run_open=run_open, pool_paused=source.crawl_paused)
 
 
-def schedules_due() -> list[tuple[Source, ScheduleState]]:
-    """Every active source with its schedule's state, most urgent first (priority, then oldest run)."""
-    sources = with_schedule(Source.objects.filter(is_active=True)).order_by(
-        "priority", F("last_slot_at").asc(nulls_first=True), "id"
-    )
-    return [(source, schedule_state(source)) for source in sources]
-
-
-def schedules_sweep(*, limit: int = 100) -> int:
-    """Start the due runs (at most ``limit`` a round, most urgent source first); the number started."""
-    from workers.pipeline.services import crawl_start
-
-    started = 0
-    for source, state in schedules_due():
-        if started >= limit:
-            break
-        if not state.due:
-            continue
-        run = run_name(source, state.slot_at)
-        try:
-            # A source crawl_start refuses is recorded on it there; anything else it raises is recorded
-            # here. Either way the sources after it in this round still start.
-            if crawl_start(actor="schedule", sources=[source], run=run, slot_at=state.slot_at):
-                started += 1
-        except Exception as failed:
-            logger.exception("crawl schedule: source %s could not start run %s", source.pk, run)
-            Source.objects.filter(pk=source.pk).update(
-                start_error=f"run {run}: {type(failed).__name__}: {failed}"[:500],
-                # The slot is spent: the source is tried again at its next slot, not every round.
-                last_slot_at=Greatest(Coalesce("last_slot_at", state.slot_at), state.slot_at),
-            )
-    return started
-
-
 def schedule_validate(
     *, crawl_every_minutes: int | None, window_start: time | None, window_end: time | None, time_zone: str
 ) -> None:
@@ -206,7 +170,3 @@ def sources_overdue(*, now: datetime | None = None) -> list[tuple[Source, float]
         if (now - since) > timedelta(minutes=2 * every_minutes(source)):
             overdue.append((source, (now - since).total_seconds() / 3600))
     return overdue
-
-
-def sweeps_register() -> None:
-    register_sweep("crawl-schedules", schedules_sweep, stage=Stage.PLAN, every_seconds=SWEEP_SECONDS)
