@@ -1,6 +1,9 @@
 """The engine's SQL, read once from ``jobs/queries.sql``: one complete, named, documented statement
 per operation, with its guard in its name (``job_fail_if_lease_held``). Use them as
-``queries.job_fail_if_lease_held``; ``queries.doc(name)`` is a statement's documentation."""
+``queries.job_fail_if_lease_held``; ``queries.doc(name)`` is a statement's documentation.
+
+The same format holds the current text of every database function and trigger (``functions.sql`` of
+the app that owns them; ``Queries.read(path)``)."""
 
 from __future__ import annotations
 
@@ -12,28 +15,33 @@ _NAME = re.compile(r"^-- name: ([a-z][a-z0-9_]*)$", re.M)
 
 
 class Queries:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, source: str = SOURCE.name) -> None:
         self._sql: dict[str, str] = {}
         self._doc: dict[str, str] = {}
         starts = list(_NAME.finditer(text))
         if len(starts) != text.count("\n-- name:"):
-            raise ValueError(f"{SOURCE.name}: a '-- name:' line does not name a statement as [a-z][a-z0-9_]*")
+            raise ValueError(f"{source}: a '-- name:' line does not name a statement as [a-z][a-z0-9_]*")
         for match, following in zip(starts, [*starts[1:], None]):
             name = match.group(1)
             if name in self._sql:
-                raise ValueError(f"{SOURCE.name}: statement {name!r} is defined twice")
+                raise ValueError(f"{source}: statement {name!r} is defined twice")
             lines = text[match.end() : following.start() if following else len(text)].strip("\n").split("\n")
             doc = []
             while lines and lines[0].startswith("--"):
                 doc.append(lines.pop(0).removeprefix("--").strip())
             self._sql[name] = "\n".join(lines).strip()
             self._doc[name] = " ".join(doc)
+        self.source = source
+
+    @classmethod
+    def read(cls, path: Path) -> Queries:
+        return cls(path.read_text(), source=str(path))
 
     def __getattr__(self, name: str) -> str:
         try:
             return self._sql[name]
         except KeyError:
-            raise AttributeError(f"{SOURCE.name} has no statement {name!r}") from None
+            raise AttributeError(f"{self.source} has no statement {name!r}") from None
 
     def names(self) -> list[str]:
         return list(self._sql)
