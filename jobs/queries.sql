@@ -9,8 +9,29 @@
 -- Lease and schedule arithmetic uses ``leitstand_now()`` (database time).
 --
 -- The file is read once by jobs/sql.py: a statement begins at ``-- name: <name>``, the comment
--- lines after it are its documentation, and it ends before the next name. Parameters are psycopg's
--- ``%(name)s``.
+-- lines after it are its documentation, and it ends before the next name. A part several statements
+-- share is a ``-- fragment: <name>``, put where a statement has the line ``-- include: <name>``.
+-- Parameters are psycopg's ``%(name)s``.
+
+
+-- fragment: refusal_recorded
+-- The refusal of a fenced write, the same in every statement that makes one: each write of
+-- ``input`` (id, lease_version) that ``changed`` does not hold was refused; it is recorded as a
+-- stale write, with the job's current lease version and state, and counted on the writer's attempt.
+-- Needs the CTEs ``clock``, ``input`` and ``changed`` before it; ends the WITH list.
+refused AS (
+    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
+    SELECT j.id, i.lease_version, %(operation)s, clock.now, j.lease_version, j.state
+    FROM input AS i JOIN jobs_job AS j ON j.id = i.id CROSS JOIN clock
+    WHERE NOT EXISTS (SELECT 1 FROM changed WHERE changed.id = i.id)
+    RETURNING job_id, lease_version, current_lease_version, current_state
+),
+refused_attempt AS (
+    UPDATE jobs_attempt AS a
+    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
+    FROM refused, clock
+    WHERE a.job_id = refused.job_id AND a.lease_version = refused.lease_version
+)
 
 
 -- name: job_insert_unless_key_exists
@@ -157,19 +178,8 @@ logged AS (
     SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
     FROM changed, clock
 ),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
-    FROM jobs_job AS j, clock
-    WHERE j.id = %(job_id)s AND NOT EXISTS (SELECT 1 FROM changed)
-    RETURNING current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM clock
-    WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s AND NOT EXISTS (SELECT 1 FROM changed)
-)
+input AS (SELECT %(job_id)s::uuid AS id, %(lease_version)s::bigint AS lease_version),
+-- include: refusal_recorded
 SELECT EXISTS (SELECT 1 FROM changed),
        (SELECT from_state FROM changed), (SELECT to_state FROM changed), (SELECT lease_expires_at FROM changed),
        (SELECT current_lease_version FROM refused), (SELECT current_state FROM refused)
@@ -200,19 +210,8 @@ attempt AS (
     FROM changed, clock
     WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
 ),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
-    FROM jobs_job AS j, clock
-    WHERE j.id = %(job_id)s AND NOT EXISTS (SELECT 1 FROM changed)
-    RETURNING current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM clock
-    WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s AND NOT EXISTS (SELECT 1 FROM changed)
-)
+input AS (SELECT %(job_id)s::uuid AS id, %(lease_version)s::bigint AS lease_version),
+-- include: refusal_recorded
 SELECT EXISTS (SELECT 1 FROM changed),
        (SELECT from_state FROM changed), (SELECT to_state FROM changed), (SELECT lease_expires_at FROM changed),
        (SELECT current_lease_version FROM refused), (SELECT current_state FROM refused)
@@ -245,19 +244,8 @@ logged AS (
     SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
     FROM changed, clock
 ),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
-    FROM jobs_job AS j, clock
-    WHERE j.id = %(job_id)s AND NOT EXISTS (SELECT 1 FROM changed)
-    RETURNING current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM clock
-    WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s AND NOT EXISTS (SELECT 1 FROM changed)
-)
+input AS (SELECT %(job_id)s::uuid AS id, %(lease_version)s::bigint AS lease_version),
+-- include: refusal_recorded
 SELECT EXISTS (SELECT 1 FROM changed),
        (SELECT from_state FROM changed), (SELECT to_state FROM changed), (SELECT lease_expires_at FROM changed),
        (SELECT current_lease_version FROM refused), (SELECT current_state FROM refused)
@@ -323,19 +311,7 @@ logged AS (
           FROM changed WHERE changed.settled IS NOT NULL
           ORDER BY id, n) AS t, clock
 ),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, i.lease_version, %(operation)s, clock.now, j.lease_version, j.state
-    FROM input AS i JOIN jobs_job AS j ON j.id = i.id CROSS JOIN clock
-    WHERE NOT EXISTS (SELECT 1 FROM changed WHERE changed.id = i.id)
-    RETURNING job_id, lease_version, current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM refused, clock
-    WHERE a.job_id = refused.job_id AND a.lease_version = refused.lease_version
-)
+-- include: refusal_recorded
 SELECT TRUE, id, from_state, to_state, lease_version, NULL::bigint, NULL::text FROM changed
 UNION ALL
 SELECT FALSE, job_id, NULL, NULL, lease_version, current_lease_version, current_state FROM refused
@@ -390,19 +366,8 @@ logged AS (
     SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
     FROM changed, clock
 ),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
-    FROM jobs_job AS j, clock
-    WHERE j.id = %(job_id)s AND NOT EXISTS (SELECT 1 FROM changed)
-    RETURNING current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM clock
-    WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s AND NOT EXISTS (SELECT 1 FROM changed)
-)
+input AS (SELECT %(job_id)s::uuid AS id, %(lease_version)s::bigint AS lease_version),
+-- include: refusal_recorded
 SELECT EXISTS (SELECT 1 FROM changed),
        (SELECT from_state FROM changed), (SELECT to_state FROM changed), (SELECT lease_expires_at FROM changed),
        (SELECT current_lease_version FROM refused), (SELECT current_state FROM refused)
@@ -437,19 +402,8 @@ logged AS (
     SELECT changed.id, changed.from_state, changed.to_state, clock.now, changed.lease_version, %(cause)s, %(actor)s
     FROM changed, clock
 ),
-refused AS (
-    INSERT INTO jobs_stalewrite (job_id, lease_version, operation, at, current_lease_version, current_state)
-    SELECT j.id, %(lease_version)s, %(operation)s, clock.now, j.lease_version, j.state
-    FROM jobs_job AS j, clock
-    WHERE j.id = %(job_id)s AND NOT EXISTS (SELECT 1 FROM changed)
-    RETURNING current_lease_version, current_state
-),
-refused_attempt AS (
-    UPDATE jobs_attempt AS a
-    SET refused_writes = a.refused_writes + 1, last_refused_at = clock.now, last_refused_op = %(operation)s
-    FROM clock
-    WHERE a.job_id = %(job_id)s AND a.lease_version = %(lease_version)s AND NOT EXISTS (SELECT 1 FROM changed)
-)
+input AS (SELECT %(job_id)s::uuid AS id, %(lease_version)s::bigint AS lease_version),
+-- include: refusal_recorded
 SELECT EXISTS (SELECT 1 FROM changed),
        (SELECT from_state FROM changed), (SELECT to_state FROM changed), (SELECT lease_expires_at FROM changed),
        (SELECT current_lease_version FROM refused), (SELECT current_state FROM refused)

@@ -11,27 +11,42 @@ import re
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("queries.sql")
-_NAME = re.compile(r"^-- name: ([a-z][a-z0-9_]*)$", re.M)
+_NAME = re.compile(r"^-- (name|fragment): ([a-z][a-z0-9_]*)$", re.M)
+_INCLUDE = re.compile(r"^[ \t]*-- include: ([a-z][a-z0-9_]*)$", re.M)
 
 
 class Queries:
+    """Statements (``-- name: <name>``) and the fragments they share (``-- fragment: <name>``, put in
+    place of a line ``-- include: <name>``: a part several statements need, written once)."""
+
     def __init__(self, text: str, *, source: str = SOURCE.name) -> None:
+        self.source = source
         self._sql: dict[str, str] = {}
         self._doc: dict[str, str] = {}
+        fragments: dict[str, str] = {}
         starts = list(_NAME.finditer(text))
-        if len(starts) != text.count("\n-- name:"):
+        if len(starts) != len(re.findall(r"^-- (?:name|fragment):", text, re.M)):
             raise ValueError(f"{source}: a '-- name:' line does not name a statement as [a-z][a-z0-9_]*")
         for match, following in zip(starts, [*starts[1:], None]):
-            name = match.group(1)
-            if name in self._sql:
+            kind, name = match.groups()
+            if name in self._sql or name in fragments:
                 raise ValueError(f"{source}: statement {name!r} is defined twice")
             lines = text[match.end() : following.start() if following else len(text)].strip("\n").split("\n")
             doc = []
             while lines and lines[0].startswith("--"):
                 doc.append(lines.pop(0).removeprefix("--").strip())
-            self._sql[name] = "\n".join(lines).strip()
-            self._doc[name] = " ".join(doc)
-        self.source = source
+            body = "\n".join(lines).strip()
+            if kind == "fragment":
+                fragments[name] = body
+            else:
+                self._sql[name], self._doc[name] = body, " ".join(doc)
+
+        def included(use: re.Match) -> str:
+            if use.group(1) not in fragments:
+                raise ValueError(f"{source}: no fragment {use.group(1)!r} to include")
+            return fragments[use.group(1)]
+
+        self._sql = {name: _INCLUDE.sub(included, sql) for name, sql in self._sql.items()}
 
     @classmethod
     def read(cls, path: Path) -> Queries:

@@ -2,6 +2,8 @@
 undeclared (from, to) pair is refused, through every write path — the model methods and the lease
 module's guarded SQL."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -195,6 +197,46 @@ def test_bulk_transitions_take_exactly_the_declared_sources(make_job, state, nam
     assert {r.to_state for r in done} == expected
     job.refresh_from_db()
     assert job.state == (expected.pop() if expected else state)
+
+
+# What a human transition writes besides the state; the bulk form must write the same (the retry
+# budget above all: "retry now" from the dead-letter queue gives a fresh one).
+WRITTEN = (
+    "state",
+    "attempts",
+    "next_attempt_at",
+    "finished_at",
+    "completion_reason",
+    "lease_owner",
+    "lease_expires_at",
+)
+
+
+@pytest.mark.parametrize(
+    "name,state",
+    [
+        ("retry_now", State.DEAD),
+        ("retry_now", State.FAILED),
+        ("cancel", State.RUNNING),
+        ("confirm", State.RESULT_STORED),
+    ],
+)
+def test_a_bulk_transition_leaves_a_job_as_the_model_method_does(make_job, db_clock, name, state):
+    one, many = (job_in_state(make_job(), state, attempts=5) for _ in range(2))
+    Job.objects.filter(pk__in=[one.pk, many.pk]).update(
+        next_attempt_at=db_clock.now(), finished_at=db_clock.now(), completion_reason="before", lease_owner="w:1"
+    )
+    leases.transition_apply(one.id, name, actor="t", cause="t", reason="same")
+    leases.transition_many(name, [many.id], actor="t", cause="t", reason="same")
+    by_method, by_bulk = (Job.objects.values(*WRITTEN, "due_at").get(pk=pk) for pk in (one.pk, many.pk))
+    for field in WRITTEN:
+        written = by_method[field]
+        if field == "finished_at" and written is not None:  # both "now", a few statements apart
+            assert by_bulk[field] is not None and abs(by_bulk[field] - written).total_seconds() < 60, field
+        else:
+            assert by_bulk[field] == written, f"{name} from {state}: {field} is {by_bulk[field]!r}, not {written!r}"
+    if name == "retry_now":
+        assert by_bulk["attempts"] == 0 and by_bulk["due_at"] <= db_clock.now() + timedelta(seconds=60)
 
 
 def test_the_write_paths_together_perform_exactly_the_declared_pairs(make_job, worker, db_clock):

@@ -42,3 +42,17 @@ def test_the_file_is_read_whole_and_a_duplicate_name_is_refused():
         assert "defined twice" in str(refused)
     else:
         raise AssertionError("a duplicate statement name was accepted")
+
+
+def test_a_shared_part_is_written_once_and_put_in_place():
+    text = SOURCE.read_text()
+    assert text.count("INSERT INTO jobs_stalewrite") == 2, "the fenced statements' refusal, and stale_write_record"
+    including = [name for name in queries.names() if "INSERT INTO jobs_stalewrite" in getattr(queries, name)]
+    assert len(including) == 7 and "stale_write_record" in including
+    assert not any("-- include:" in getattr(queries, name) for name in queries.names())
+    try:
+        Queries("-- name: x_if_lease_held\n-- doc\nWITH a AS (SELECT 1),\n-- include: nowhere\nSELECT 1\n")
+    except ValueError as refused:
+        assert "no fragment 'nowhere'" in str(refused)
+    else:
+        raise AssertionError("an include of a fragment that does not exist was accepted")
