@@ -160,8 +160,12 @@ def database_roles(app_configs=None, databases=None, **kwargs):
         return []
     from django.db import connection
 
+    from jobs.models import Job
+
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_user, tableowner = current_user FROM pg_tables WHERE tablename = 'jobs_job'")
+        cursor.execute(
+            "SELECT current_user, tableowner = current_user FROM pg_tables WHERE tablename = %s", [Job._meta.db_table]
+        )
         row = cursor.fetchone()
     owner_url = settings.LEITSTAND_DATABASE_OWNER_URL
     if row is None or not row[1] or (owner_url and dj_database_url.parse(owner_url)["USER"] == row[0]):

@@ -22,8 +22,6 @@ from contextlib import contextmanager
 
 OWNER, APPLICATION, MAINTENANCE = "leitstand_owner", "leitstand_app", "leitstand_maintenance"
 
-# Tables whose rows are never changed or deleted by the application (triggers refuse it as well).
-APPEND_ONLY = ("jobs_transition", "dashboard_auditentry")
 # Functions only the maintenance role may run (owned by the owner, SECURITY DEFINER).
 MAINTENANCE_FUNCTIONS = (
     "leitstand_log_purge(regclass, timestamptz)",
@@ -31,14 +29,18 @@ MAINTENANCE_FUNCTIONS = (
     "leitstand_partitions_ensure(integer)",
     "leitstand_partitions_drop(date)",
 )
-# Partitioned tables: the application reaches their rows through the parent only.
-PARTITIONED = ("jobs_transition", "jobs_stepevent")
 
 
 def grants_sql(
     application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS, *, idle_in_transaction_ms: int = 60_000
 ) -> list[str]:
-    append_only = ", ".join(APPEND_ONLY)
+    from dashboard.models import AuditEntry
+    from jobs.models import Job, StepEvent, Transition
+
+    # Tables whose rows are never changed or deleted by the application (triggers refuse it as well).
+    append_only = ", ".join(model._meta.db_table for model in (Transition, AuditEntry))
+    # Partitioned tables: the application reaches their rows through the parent only.
+    partitioned = [model._meta.db_table for model in (Transition, StepEvent)]
     statements = [
         # The database's own default, so it holds for connections that cannot pass it at startup
         # (PgBouncer refuses the ``options`` startup parameter); only the database's owner may set it.
@@ -55,11 +57,11 @@ def grants_sql(
         f"REVOKE UPDATE, DELETE, TRUNCATE ON {append_only} FROM {application}",
         f"REVOKE INSERT, UPDATE, DELETE ON django_migrations FROM {application}",  # what the owner runs next
         # A job leaves only through the maintenance role's purge, which takes archived jobs only.
-        f"REVOKE DELETE, TRUNCATE ON jobs_job FROM {application}",
+        f"REVOKE DELETE, TRUNCATE ON {Job._meta.db_table} FROM {application}",
         # Its partitions are the owner's alone (a partition's own privileges would bypass the parent's).
         f"""DO $$ DECLARE part regclass; BEGIN
             FOR part IN SELECT inhrelid::regclass FROM pg_inherits
-                WHERE inhparent = ANY (ARRAY[{", ".join(f"to_regclass('public.{t}')" for t in PARTITIONED)}])
+                WHERE inhparent = ANY (ARRAY[{", ".join(f"to_regclass('public.{t}')" for t in partitioned)}])
             LOOP EXECUTE format('REVOKE ALL ON %s FROM {application}', part); END LOOP; END $$""",
     ]
     for function in functions:  # the maintenance role reads nothing itself: it runs these
@@ -77,6 +79,8 @@ def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bo
     from django.conf import settings
     from django.db import connections, transaction
 
+    from jobs.models import Job
+
     if not force and not kwargs.get("plan"):
         return False
     roles = settings.LEITSTAND_DB_ROLES
@@ -86,7 +90,7 @@ def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bo
             [roles["application"], roles["maintenance"]],
         )
         roles_exist = cursor.fetchone()[0]
-        cursor.execute("SELECT tableowner = current_user FROM pg_tables WHERE tablename = 'jobs_job'")
+        cursor.execute("SELECT tableowner = current_user FROM pg_tables WHERE tablename = %s", [Job._meta.db_table])
         owned = cursor.fetchone()
         if not roles_exist or not owned or not owned[0]:
             return False

@@ -8,28 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from django.db import connection
-
+from jobs import reads
 from workers.runtime.models import ShadowRun
 from workers.runtime.registry import JobType
 
 WINDOW = 5_000
 # The drop-off per step reads the step events of the newest attempts only (one index probe each).
 FUNNEL_WINDOW = 2_000
-
-_WINDOW_CTE = """
-WITH recent AS MATERIALIZED (
-    SELECT id, job_id, lease_version, path_signature, path_conforms, path_divergence, path_divergence_kind,
-           duration_ms, slow, slow_reason, finished_at, outcome
-    FROM jobs_attempt WHERE path_checked AND job_type = %(type)s ORDER BY id DESC LIMIT %(window)s
-)
-"""
-
-
-def _query(sql: str, params: dict) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(_WINDOW_CTE + sql, params)
-        return cursor.fetchall()
 
 
 def step_order(job_type: JobType) -> list[str]:
@@ -55,21 +40,9 @@ def _ending(signature: str) -> str:
 def type_paths(job_type: JobType) -> dict:
     """Three reads of the window: its paths grouped, its divergent and slow attempts, and the step
     events of its newest attempts."""
-    params = {"type": job_type.name, "window": WINDOW, "funnel": FUNNEL_WINDOW}
-    groups = _query(
-        """
-        SELECT path_signature, path_conforms, path_divergence_kind, count(*), max(path_divergence),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms)
-        FROM recent GROUP BY 1, 2, 3 ORDER BY 4 DESC""",
-        params,
-    )
-    flagged = _query(
-        """
-        SELECT id, job_id, lease_version, path_signature, path_conforms, path_divergence, path_divergence_kind,
-               duration_ms, slow, slow_reason, finished_at
-        FROM recent WHERE path_conforms = false OR slow ORDER BY id DESC LIMIT 100""",
-        params,
-    )
+    params = {"type": job_type.name, "window": WINDOW}
+    groups = reads.rows("path_groups", **params)
+    flagged = reads.rows("path_flagged", **params)
     total = sum(row[3] for row in groups)
     endings: Counter = Counter()
     kinds: Counter = Counter()
@@ -77,21 +50,7 @@ def type_paths(job_type: JobType) -> dict:
         endings[_ending(signature)] += count
         if conforms is False:
             kinds[kind] += count
-    funnel_rows = _query(
-        """
-        SELECT s.step, count(*),
-               count(*) FILTER (WHERE s.outcome = 'ok'), count(*) FILTER (WHERE s.outcome = 'skipped'),
-               count(*) FILTER (WHERE s.outcome = 'failed'), count(*) FILTER (WHERE s.outcome = 'deferred'),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY s.duration_ms),
-               percentile_cont(0.99) WITHIN GROUP (ORDER BY s.duration_ms)
-        FROM (SELECT job_id, lease_version FROM recent ORDER BY id DESC LIMIT %(funnel)s) r
-        -- LATERAL … OFFSET 0: one probe of stepevent_job_idx per attempt (without the fence the
-        -- planner prefers a hash join that reads every step event).
-        CROSS JOIN LATERAL (SELECT step, outcome, duration_ms FROM jobs_stepevent
-                            WHERE job_id = r.job_id AND lease_version = r.lease_version OFFSET 0) s
-        GROUP BY s.step""",
-        params,
-    )
+    funnel_rows = reads.rows("path_funnel", type=job_type.name, funnel=FUNNEL_WINDOW)
     order = step_order(job_type)
     funnel_rows.sort(key=lambda row: (order.index(row[0]) if row[0] in order else len(order), row[0]))
     started = max((row[1] for row in funnel_rows), default=0)

@@ -13,13 +13,16 @@ from pathlib import Path
 SOURCE = Path(__file__).with_name("queries.sql")
 _NAME = re.compile(r"^-- (name|fragment): ([a-z][a-z0-9_]*)$", re.M)
 _INCLUDE = re.compile(r"^[ \t]*-- include: ([a-z][a-z0-9_]*)$", re.M)
+_CONSTANT = re.compile(r"\{([a-z_]+\.[A-Z_]+)\}")
 
 
 class Queries:
     """Statements (``-- name: <name>``) and the fragments they share (``-- fragment: <name>``, put in
     place of a line ``-- include: <name>``: a part several statements need, written once)."""
 
-    def __init__(self, text: str, *, source: str = SOURCE.name) -> None:
+    def __init__(self, text: str, *, source: str = SOURCE.name, constants: dict[str, str] | None = None) -> None:
+        """``constants``: SQL literals put in place of ``{group.NAME}`` (states from the declaration,
+        say); an unknown one is refused."""
         self.source = source
         self._sql: dict[str, str] = {}
         self._doc: dict[str, str] = {}
@@ -46,11 +49,17 @@ class Queries:
                 raise ValueError(f"{source}: no fragment {use.group(1)!r} to include")
             return fragments[use.group(1)]
 
-        self._sql = {name: _INCLUDE.sub(included, sql) for name, sql in self._sql.items()}
+        def constant(use: re.Match) -> str:
+            if use.group(1) not in (constants or {}):
+                raise ValueError(f"{source}: no constant {use.group(1)!r}")
+            return constants[use.group(1)]
+
+        self._raw = {name: _INCLUDE.sub(included, sql) for name, sql in self._sql.items()}
+        self._sql = {name: _CONSTANT.sub(constant, sql) for name, sql in self._raw.items()}
 
     @classmethod
-    def read(cls, path: Path) -> Queries:
-        return cls(path.read_text(), source=str(path))
+    def read(cls, path: Path, *, constants: dict[str, str] | None = None) -> Queries:
+        return cls(path.read_text(), source=path.name, constants=constants)
 
     def __getattr__(self, name: str) -> str:
         try:
@@ -63,6 +72,10 @@ class Queries:
 
     def doc(self, name: str) -> str:
         return self._doc[name]
+
+    def written(self, name: str) -> str:
+        """A statement as the file writes it (its constants not rendered)."""
+        return self._raw[name]
 
 
 queries = Queries(SOURCE.read_text())

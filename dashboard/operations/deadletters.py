@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.core.exceptions import PermissionDenied
-from django.db import connection
 from django.db.models import OuterRef, Subquery
 from django.db.models.lookups import Regex
 
 from dashboard.audit import audit_record
 from dashboard.models import ConsoleSnapshot, DeadLetterReview
-from jobs.models import OPERATE_PERMISSION, Attempt, Job, LeitstandNow, State, database_now
+from jobs import reads
+from jobs.models import OPERATE_PERMISSION, Attempt, Job, LeitstandNow, database_now
 from jobs.services import JobInputError
 from workers.runtime.registry import registry
 
@@ -40,27 +40,7 @@ WINDOWS = (
     ("24 h", timedelta(hours=24)),
     ("3 d", timedelta(days=3)),
     ("7 d", timedelta(days=7)),
-)
-
-_GROUPS_SQL = """
--- The final attempt's signature is read by one index probe per dead job (a subplan: a join would
--- hash the whole attempts table), and the groups are hashed, not sorted: the newest job of a group
--- is the maximum of a sortable text (UTC time, then the job's ID).
-SELECT type, error_class, step, processing_version, {windows},
-       count(*), min(finished_at), max(finished_at),
-       split_part(max(coalesce(to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), '')
-                      || '|' || id), '|', 2)
-FROM (
-    SELECT j.id, j.type, j.error_class, j.processing_version, j.finished_at,
-           coalesce(substring((SELECT a.path_signature FROM jobs_attempt AS a
-                               WHERE a.job_id = j.id AND a.lease_version = j.lease_version)
-                              from '([a-z][a-z0-9_]*)[!~]? -> '), '') AS step
-    FROM jobs_job AS j
-    WHERE j.state = '{dead}' {scope}
-) AS dead
-GROUP BY 1, 2, 3, 4
-"""
-
+)  # five: the statement dead_letter_groups (jobs/reads.sql) counts these windows
 
 STEP = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -138,14 +118,8 @@ class Group:
 def dead_letter_groups(*, batch_id: int | None = None, now: datetime | None = None) -> list[Group]:
     """The dead jobs' groups, the most recent trouble first (dead within 1 h, then 24 h, then all)."""
     now = now or database_now()
-    windows = ", ".join(f"count(*) FILTER (WHERE finished_at > %(since_{n})s)" for n in range(len(WINDOWS)))
-    params = {f"since_{n}": now - span for n, (_, span) in enumerate(WINDOWS)}
-    scope = ""
-    if batch_id is not None:
-        scope, params["batch"] = "AND j.batch_id = %(batch)s", batch_id
-    with connection.cursor() as cursor:
-        cursor.execute(_GROUPS_SQL.format(windows=windows, scope=scope, dead=State.DEAD), params)
-        rows = cursor.fetchall()
+    since = {f"since_{n}": now - span for n, (_, span) in enumerate(WINDOWS)}
+    rows = reads.rows("dead_letter_groups", batch=batch_id, **since)
     groups: dict[tuple[str, str, str], Group] = {}
     type_versions: dict[str, set[str]] = {}
     for job_type, error_class, step, version, *rest in rows:

@@ -27,8 +27,9 @@ import workers.runtime.metrics  # noqa: E402,F401  (the worker counters, registe
 from api.client_ip import client_ip
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.snapshot import oldest_due, open_counts
+from jobs import reads
 from jobs.leadership import CONTROL
-from jobs.models import DeposedWrite, LeaderLease, State, database_now
+from jobs.models import DeposedWrite, LeaderLease, database_now
 from workers.runtime.selectors import pool_consumers
 
 DOCUMENTED = {
@@ -92,21 +93,13 @@ class PipelineCollector:
             yield oldest
 
             stuck = GaugeMetricFamily("leitstand_stuck_leases", DOCUMENTED["leitstand_stuck_leases"], labels=["pool"])
-            cursor.execute(
-                f"SELECT pool, count(*) FROM jobs_job WHERE state IN ('{State.RESERVED}', '{State.RUNNING}') AND "
-                "lease_expires_at < %(now)s - %(grace)s * interval '1 second' GROUP BY pool",
-                {"now": now, "grace": settings.LEITSTAND_LEASE_GRACE_SECONDS},
-            )
-            for pool, count in cursor.fetchall():
+            for pool, count in reads.rows(
+                "stuck_leases_per_pool", now=now, grace=settings.LEITSTAND_LEASE_GRACE_SECONDS
+            ):
                 stuck.add_metric([pool], count)
             yield stuck
 
-            cursor.execute(
-                "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
-                f"WHERE state = '{State.READY_FOR_REVIEW}'",
-                {"now": now},
-            )
-            backlog, oldest_case = cursor.fetchone()
+            backlog, oldest_case = reads.row("review_backlog", now=now)
             yield GaugeMetricFamily("leitstand_review_backlog", DOCUMENTED["leitstand_review_backlog"], value=backlog)
             yield GaugeMetricFamily(
                 "leitstand_review_oldest_age_seconds",

@@ -36,41 +36,17 @@ from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef
 
 from dashboard.models import Alert, ArchivedJob, ArchiveFile, AuditEntry, RuleViolation
 from dashboard.operations import archive
+from jobs import reads
 from jobs.leadership import fenced
 from jobs.models import TERMINAL_STATES, Batch, BatchCounter, Job, database_now
 
 logger = logging.getLogger("leitstand.retention")
 
-# Every member of the chosen trees with what its rules need (one statement per round).
-_TREES = """
-WITH RECURSIVE roots AS (
-    SELECT j.id, j.finished_at FROM jobs_job AS j
-    WHERE j.parent_id IS NULL AND j.finished_at < %(horizon)s AND (j.finished_at, j.id) > (%(after_at)s, %(after_id)s)
-      AND NOT EXISTS (SELECT 1 FROM dashboard_archivedjob AS a WHERE a.job_id = j.id)
-    ORDER BY j.finished_at, j.id
-    LIMIT %(limit)s
-),
-tree AS (
-    SELECT id AS root, id FROM roots
-    UNION ALL
-    SELECT tree.root, child.id FROM jobs_job AS child JOIN tree ON child.parent_id = tree.id
-)
-SELECT tree.root, j.id, j.type, j.state, j.finished_at, j.correlation_id,
-       j.batch_id IS NOT NULL AND b.finished_at IS NULL AS batch_open,
-       p.id IS NOT NULL AS has_plan, p.ended_at AS plan_ended_at,
-       EXISTS (SELECT 1 FROM workers_finding AS f WHERE f.job_id = j.id) AS has_finding,
-       roots.finished_at AS root_finished_at
-FROM tree
-JOIN jobs_job AS j ON j.id = tree.id
-JOIN roots ON roots.id = tree.root
-LEFT JOIN jobs_batch AS b ON b.id = j.batch_id
-LEFT JOIN rechecks_recheckplan AS p ON p.job_id = j.id
-"""
 _EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
 
 
@@ -138,17 +114,17 @@ def _shortest_retention() -> float:
 def trees_leaving(now: datetime, *, limit: int) -> tuple[list[list[Member]], int]:
     """The next ``limit`` trees after the cursor whose every member may leave, and how many trees were
     looked at; the cursor moves on (and starts again at the oldest once it reached the end)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _TREES,
-            {
-                "horizon": now - timedelta(days=_shortest_retention()),
-                "after_at": _Cursor.after[0],
-                "after_id": _Cursor.after[1],
-                "limit": limit,
-            },
+    # Every member of the chosen trees with what its rules need (one statement per round).
+    members = [
+        Member(*row)
+        for row in reads.rows(
+            "retention_trees",
+            horizon=now - timedelta(days=_shortest_retention()),
+            after_at=_Cursor.after[0],
+            after_id=_Cursor.after[1],
+            limit=limit,
         )
-        members = [Member(*row) for row in cursor.fetchall()]
+    ]
     trees = defaultdict(list)
     for member in members:
         trees[member.root].append(member)

@@ -19,7 +19,8 @@ from django.db import connection
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.storage import storage_figures
 from dashboard.operations.stuck import stuck_count
-from jobs.models import TERMINAL_STATES, Attempt, LeitstandNow, State, database_now
+from jobs import reads
+from jobs.models import LeitstandNow, database_now
 from workers.pipeline.schedules import sources_overdue
 from workers.runtime.registry import registry
 
@@ -27,8 +28,6 @@ BUCKET_SECONDS = 300  # the sparklines: done per 5 minutes over the last 2 hours
 BUCKETS = 24
 RUNTIME_SAMPLE = 5000  # the latest finished attempts, for run-time percentiles
 SMALL_TABLE_ROWS = 100_000
-# The terminal states as an SQL list, written out so the planner matches the partial index over the open set.
-TERMINAL_SQL = "(" + ", ".join(f"'{state}'" for state in TERMINAL_STATES) + ")"
 TERMINAL_COUNT_SECONDS = 300  # full counts of finished jobs (a scan of millions of rows) at most this often
 STORAGE_SECONDS = 60  # database and table sizes (the home's Storage, /metrics)
 
@@ -43,23 +42,17 @@ def _rows(sql: str, now, params=None) -> list[tuple]:
 
 def open_counts(now) -> list[tuple[str, str, int]]:
     """(type, state, count) of open jobs, exact, through the partial index over the open set."""
-    return _rows(
-        f"SELECT type, state, count(*) FROM jobs_job WHERE NOT (state IN {TERMINAL_SQL}) GROUP BY type, state",
-        now,
-    )
+    return reads.rows("open_counts")
 
 
 def oldest_due(now, types: list[str]) -> list[tuple[str, float]]:
     """(type, seconds) the oldest due planned job waits: one index descent per type (a GROUP BY would
     read every planned entry); types without a due job are left out."""
-    rows = _rows(
-        "SELECT t.type, extract(epoch FROM %(now)s - (SELECT min(j.due_at) FROM jobs_job AS j "
-        f"    WHERE j.type = t.type AND j.state = '{State.PLANNED}' AND j.due_at <= %(now)s)) "
-        "FROM unnest(%(types)s::text[]) AS t(type)",
-        now,
-        {"types": types},
-    )
-    return [(job_type, float(age)) for job_type, age in rows if age is not None]
+    return [
+        (job_type, float(age))
+        for job_type, age in reads.rows("oldest_due_per_type", now=now, types=types)
+        if age is not None
+    ]
 
 
 def pipeline_figures(now, previous: dict | None = None) -> dict:
@@ -86,12 +79,8 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
     planned_types = [name for name, figures in types.items() if figures["states"].get("planned")]
     for job_type, age in oldest_due(now, planned_types):
         types[job_type]["oldest_due_seconds"] = float(age)
-    for job_type, state, bucket, count in _rows(
-        "SELECT type, state, floor(extract(epoch FROM %(now)s - finished_at) / %(size)s)::int, count(*) "
-        "FROM jobs_job WHERE finished_at > %(now)s - %(span)s * interval '1 second' "
-        "GROUP BY 1, 2, 3",
-        now,
-        {"size": BUCKET_SECONDS, "span": BUCKET_SECONDS * BUCKETS},
+    for job_type, state, bucket, count in reads.rows(
+        "ended_per_bucket", now=now, size=BUCKET_SECONDS, span=BUCKET_SECONDS * BUCKETS
     ):
         figures = types[job_type]
         if state == "done" and 0 <= bucket < BUCKETS:
@@ -101,23 +90,12 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
                 figures["done_1h"] += count
             elif state == "dead":
                 figures["dead_1h"] += count
-    for job_type, p50, p95, sampled, retried in _rows(
-        "SELECT j.type, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.ms), "
-        "percentile_cont(0.95) WITHIN GROUP (ORDER BY a.ms), count(*), "
-        f"count(*) FILTER (WHERE a.outcome IN ('{Attempt.Outcome.FAILED}', '{Attempt.Outcome.LEASE_EXPIRED}', "
-        f"'{Attempt.Outcome.WORKER_DIED}')) "
-        "FROM (SELECT job_id, outcome, extract(epoch FROM finished_at - started_at) * 1000 AS ms "
-        "      FROM jobs_attempt WHERE finished_at IS NOT NULL AND started_at IS NOT NULL "
-        "      ORDER BY id DESC LIMIT %(sample)s) AS a "
-        "JOIN jobs_job AS j ON j.id = a.job_id GROUP BY j.type",
-        now,
-        {"sample": RUNTIME_SAMPLE},
-    ):
+    for job_type, p50, p95, sampled, retried in reads.rows("run_times_per_type", sample=RUNTIME_SAMPLE):
         types[job_type].update(p50_ms=float(p50), p95_ms=float(p95), sampled=sampled, retried=retried)
     for declared in registry.all():
         if declared.name in types:
             types[declared.name]["pool"] = declared.pool
-    (stale_1h,) = _rows("SELECT count(*) FROM jobs_stalewrite WHERE at > %(now)s - interval '1 hour'", now)[0]
+    (stale_1h,) = reads.row("stale_writes_last_hour", now=now)
     return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h, "terminal": terminal}
 
 
@@ -127,10 +105,7 @@ def terminal_counts(now, previous: dict | None) -> dict:
     if last and time.time() - last["counted_at"] < TERMINAL_COUNT_SECONDS and not _small_table(now):
         return last
     counts: dict[str, dict] = defaultdict(dict)
-    for job_type, state, count in _rows(
-        f"SELECT type, state, count(*) FROM jobs_job WHERE state IN {TERMINAL_SQL} GROUP BY type, state",
-        now,
-    ):
+    for job_type, state, count in reads.rows("terminal_counts"):
         counts[job_type][state] = count
     return {"counts": dict(counts), "counted_at": time.time()}
 
@@ -173,11 +148,7 @@ def business_figures(now) -> dict:
         now,
     ):
         by_id[source_id]["findings_24h"][verdict] = count
-    backlog, oldest = _rows(
-        "SELECT count(*), extract(epoch FROM %(now)s - min(state_changed_at)) FROM jobs_job "
-        f"WHERE state = '{State.READY_FOR_REVIEW}'",
-        now,
-    )[0]
+    backlog, oldest = reads.row("review_backlog", now=now)
     active, due_now, due_24h, overdue = _rows(
         "SELECT count(*), count(*) FILTER (WHERE next_check_at <= %(now)s), "
         "count(*) FILTER (WHERE next_check_at <= %(now)s + interval '24 hours'), "
@@ -195,7 +166,7 @@ def business_figures(now) -> dict:
 
 def _small_table(now) -> bool:
     """Below this size a full count costs less than a few milliseconds: count finished jobs every time."""
-    (estimate,) = _rows("SELECT reltuples FROM pg_class WHERE oid = 'jobs_job'::regclass", now)[0]
+    (estimate,) = reads.row("jobs_row_estimate")
     return estimate < SMALL_TABLE_ROWS
 
 

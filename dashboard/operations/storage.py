@@ -10,6 +10,7 @@ from django.db import connection
 from django.db.models import Count, Max, Q, Sum
 
 from dashboard.models import ArchiveFile
+from jobs import reads
 
 LARGEST = 8
 
@@ -34,11 +35,7 @@ def storage_figures(now: datetime) -> dict:
             {"name": n, "total_bytes": t, "table_bytes": r, "index_bytes": i, "rows": rows, "dead_rows": dead}
             for n, t, r, i, rows, dead in cursor.fetchall()
         ]
-        # Both follow an index from its low end (job_created_idx, job_finished_idx): one row read each.
-        cursor.execute("SELECT created_at FROM jobs_job ORDER BY created_at LIMIT 1")
-        oldest_job = cursor.fetchone()
-        cursor.execute("SELECT finished_at FROM jobs_job WHERE finished_at IS NOT NULL ORDER BY finished_at LIMIT 1")
-        oldest_ended = cursor.fetchone()
+        oldest_job, oldest_ended = reads.row("oldest_job_times")
     archive = ArchiveFile.objects.aggregate(
         last_written=Max("written_at"),
         last_purged=Max("purged_at"),
@@ -49,9 +46,9 @@ def storage_figures(now: datetime) -> dict:
     return {
         "database_bytes": database_bytes,
         "tables": tables,
-        "oldest_job_at": oldest_job[0].isoformat() if oldest_job else None,
-        "oldest_job_age_seconds": (now - oldest_job[0]).total_seconds() if oldest_job else None,
-        "oldest_ended_at": oldest_ended[0].isoformat() if oldest_ended else None,
+        "oldest_job_at": oldest_job.isoformat() if oldest_job else None,
+        "oldest_job_age_seconds": (now - oldest_job).total_seconds() if oldest_job else None,
+        "oldest_ended_at": oldest_ended.isoformat() if oldest_ended else None,
         "archive": {
             "last_written_at": archive["last_written"].isoformat() if archive["last_written"] else None,
             "last_purged_at": archive["last_purged"].isoformat() if archive["last_purged"] else None,

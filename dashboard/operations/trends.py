@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 
 from dashboard.models import ConsoleSnapshot, Rollup
+from jobs import reads
 from jobs.models import State, database_now
 
 # Chart ranges: (span, bucket). Buckets keep a chart at a few hundred points.
@@ -38,14 +39,8 @@ def rollups_record() -> int:
     data = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}
     types = data.get("pipeline", {}).get("types", {})
     ended: dict[tuple[str, str], int] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT type, state, count(*) FROM jobs_job WHERE finished_at >= %s AND finished_at < %s "
-            "AND state IN (%s, %s) GROUP BY 1, 2",
-            [minute, minute + timedelta(minutes=1), State.DONE, State.DEAD],
-        )
-        for job_type, state, count in cursor.fetchall():
-            ended[(job_type, state)] = count
+    for job_type, state, count in reads.rows("ended_in_minute", start=minute, end=minute + timedelta(minutes=1)):
+        ended[(job_type, state)] = count
     rows = []
     for job_type in sorted(set(types) | {job_type for job_type, _ in ended}):
         figures = types.get(job_type, {})

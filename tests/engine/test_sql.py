@@ -56,3 +56,43 @@ def test_a_shared_part_is_written_once_and_put_in_place():
         assert "no fragment 'nowhere'" in str(refused)
     else:
         raise AssertionError("an include of a fragment that does not exist was accepted")
+
+
+# The development tools that drive a cluster and count its jobs directly (issue 36 moves them into
+# a devtools package of their own).
+DEVELOPMENT_TOOLS = ("config/cluster.py",)
+
+
+def test_nothing_outside_the_engine_names_an_engine_table():
+    """Every statement on the engine's tables is in jobs/ (queries.sql, reads.sql, functions.sql):
+    a change to a table means reading one package. Migrations, tests and benchmarks are outside."""
+    from django.apps import apps
+
+    root = ENGINE.parent
+    tables = sorted({model._meta.db_table for model in apps.get_app_config("jobs").get_models()}, key=len)
+    named = re.compile(r"\b(" + "|".join(tables[::-1]) + r")(?:_p\d{8}|_default|_legacy)?\b")
+    offenders = []
+    for path in sorted(root.glob("*/**/*.py")):
+        relative = path.relative_to(root).as_posix()
+        if relative.split("/")[0] in ("jobs", "tests", "bench", ".venv", "var") or "/migrations/" in relative:
+            continue
+        if relative in DEVELOPMENT_TOOLS:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if named.search(line):
+                offenders.append(f"{relative}:{number}: {line.strip()[:100]}")
+    assert not offenders, "engine tables named outside jobs/:\n" + "\n".join(offenders)
+
+
+def test_reads_name_no_state_by_hand_and_render_the_declared_ones():
+    from jobs.reads import reads
+
+    forbidden = set(State.values) | set(Attempt.Outcome.values)
+    for name in reads.names():
+        assert reads.doc(name), f"{name} has no documentation"
+        written = set(re.findall(r"'([a-z_]+)'", reads.written(name))) & forbidden
+        assert not written, f"reads.sql {name} writes {sorted(written)} by hand: use {{state.NAME}}"
+    assert "NOT (state IN ('done', 'dead', 'cancelled'))" in reads.open_counts, "as job_open_idx was built"
+    code = "\n".join(path.read_text() for path in ENGINE.parent.glob("*/**/*.py") if ".venv" not in path.parts)
+    for name in reads.names():
+        assert f'"{name}"' in code, f"reads.sql {name} is used nowhere"

@@ -18,7 +18,7 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
-from jobs.models import State
+from jobs import reads
 from workers.runtime.models import Pool
 
 logger = logging.getLogger("leitstand.dispatch")
@@ -87,13 +87,7 @@ def outstanding_wakeups() -> dict[str, int]:
 
 def due_jobs(pool: str, *, cap: int) -> int:
     """Due planned jobs of a pool, counted up to ``cap`` (an exact count is never needed here)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = '{State.PLANNED}' AND pool = %s "
-            "AND due_at <= leitstand_now() LIMIT %s) AS due",
-            [pool, cap],
-        )
-        return cursor.fetchone()[0]
+    return reads.row("due_count_capped", pool=pool, cap=cap)[0]
 
 
 def dispatch_sweep() -> dict[str, int]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
 
+from jobs import reads
 from jobs.models import Attempt, database_now
 from jobs.paths import RAN_TO_AN_END
 from jobs.services import JobInputError
@@ -87,17 +87,16 @@ def batch_size_recommendations(*, pools: list[str], target_minutes: float, windo
         raise JobInputError("window_minutes", "must be from 1 to 1440")
     consumers = pool_consumers()
     since = database_now() - timedelta(minutes=window_minutes)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT pool, count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
-            FROM jobs_attempt
-            WHERE id > (SELECT coalesce(max(id), 0) FROM jobs_attempt) - %s AND pool = ANY(%s) AND finished_at > %s
-              AND started_at IS NOT NULL AND outcome = ANY(%s)
-            GROUP BY pool""",
-            [RECENT_ATTEMPTS, pools, since, [*RAN_TO_AN_END, Attempt.Outcome.FAILED, Attempt.Outcome.DEAD]],
+    ended = {
+        pool: (attempts, float(seconds))
+        for pool, attempts, seconds in reads.rows(
+            "pool_busy_time",
+            recent=RECENT_ATTEMPTS,
+            pools=pools,
+            since=since,
+            outcomes=[*RAN_TO_AN_END, Attempt.Outcome.FAILED, Attempt.Outcome.DEAD],
         )
-        ended = {pool: (attempts, float(seconds)) for pool, attempts, seconds in cursor.fetchall()}
+    }
     sizings = []
     for pool in pools:
         workers = consumers.get(pool, 0)

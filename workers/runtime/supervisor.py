@@ -66,8 +66,8 @@ from django_q.pusher import pusher
 from django_q.status import Stat
 from django_q.worker import worker
 
-from jobs import leases
-from jobs.models import LEASED_STATES, LeitstandNow, State
+from jobs import leases, reads
+from jobs.models import LeitstandNow
 from jobs.retry import FALLBACK_POLICY
 from workers.runtime import dispatch, lifecycle
 from workers.runtime.models import Pool, WorkerProcess
@@ -497,14 +497,8 @@ class PoolSentinel(Sentinel):
         so it is never taken for gone. Otherwise only the reaper would find them, after lease + grace."""
         silent = 2 * max((t.heartbeat_seconds for t in registry.for_pool(self.pool_name)), default=10.0)
         try:
-            with _bounded(), connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT DISTINCT lease_owner FROM jobs_job WHERE state = ANY(%(leased)s) "
-                    "AND starts_with(lease_owner, %(host)s) "
-                    "AND heartbeat_at < leitstand_now() - %(silent)s * interval '1 second'",
-                    {"leased": list(LEASED_STATES), "host": f"{self.host}:", "silent": silent},
-                )
-                owners = [row[0] for row in cursor.fetchall()]
+            with _bounded():
+                owners = [owner for (owner,) in reads.rows("lease_owners_silent", host=f"{self.host}:", silent=silent)]
         except DatabaseError:
             db.connections.close_all()
             return
@@ -533,14 +527,8 @@ class PoolSentinel(Sentinel):
     def _watch_progress(self) -> None:
         idle = [w for w in self.workers if w.is_available]
         try:
-            with _bounded(), connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = '{State.PLANNED}' AND pool = %(pool)s "
-                    "               AND due_at <= leitstand_now()), "
-                    "       EXISTS (SELECT 1 FROM workers_pool WHERE name = %(pool)s AND is_paused)",
-                    {"pool": self.pool_name},
-                )
-                has_due, is_paused = cursor.fetchone()
+            with _bounded():
+                has_due, is_paused = reads.row("pool_has_due_work", pool=self.pool_name)
         except DatabaseError:
             db.connections.close_all()  # a database outage is not a stall of this pool
             return

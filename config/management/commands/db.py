@@ -91,9 +91,10 @@ class Command(BaseCommand):
         from django.db import connection
 
         from config.db_roles import as_owner_connection
+        from jobs.models import Job
 
         with as_owner_connection(), connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass('public.jobs_job') IS NOT NULL")
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [f"public.{Job._meta.db_table}"])
             if cursor.fetchone()[0]:
                 raise CommandError("the database is not empty: restore into a fresh one (a new server or database)")
         self._run(
