@@ -371,6 +371,10 @@ LEITSTAND_FETCH = {
 LEITSTAND_IMAGE_MAX_PIXELS = env_int("LEITSTAND_IMAGE_MAX_PIXELS", 25_000_000, minimum=10_000)
 # A source's crawl schedule when it sets none (workers/pipeline/schedules.py; docs/crawler.md).
 LEITSTAND_CRAWL_EVERY_MINUTES = env_int("LEITSTAND_CRAWL_EVERY_MINUTES", 1440, minimum=1)
+# The crawl-schedules sweep (workers/pipeline/schedule_sweep.py): how often it looks, and how many
+# runs it starts at most in one round (the most urgent sources first).
+LEITSTAND_CRAWL_SCHEDULE_SECONDS = env_float("LEITSTAND_CRAWL_SCHEDULE_SECONDS", 15, minimum=1)
+LEITSTAND_CRAWL_SCHEDULE_STARTS = env_int("LEITSTAND_CRAWL_SCHEDULE_STARTS", 100, minimum=1)
 # Per-host politeness shared by every worker: spacing between requests, Retry-After cap, breaker.
 LEITSTAND_POLITENESS = {
     "min_delay_seconds": env_float("LEITSTAND_HOST_MIN_DELAY_SECONDS", 1.0, minimum=0.0),
@@ -402,6 +406,8 @@ LEITSTAND_PIPELINE = {
     "max_attempts": env_int("LEITSTAND_PIPELINE_MAX_ATTEMPTS", 5, minimum=1),
 }
 
+# The recheck planner (rechecks/planner_sweep.py): plans each of its parts takes at most per round.
+LEITSTAND_RECHECK_PLANS_PER_ROUND = env_int("LEITSTAND_RECHECK_PLANS_PER_ROUND", 200, minimum=1)
 # Recheck plans (see docs/rechecks.md): copied into each plan when it is made.
 LEITSTAND_RECHECK = {
     "target": env_str("LEITSTAND_RECHECK_TARGET", "gone_or_changed"),

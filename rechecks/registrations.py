@@ -1,11 +1,10 @@
 """What the rechecks app adds to the runtime: the ``recheck`` job type, the planner sweep, and the
 follow-up of every match the analysis reports."""
 
-from rechecks import handler
-from rechecks.services import plan_request, planner_sweep
+from rechecks import handler, planner_sweep
+from rechecks.services import plan_request
 from workers.runtime.job_types import pipeline_timing
 from workers.runtime.registry import JobType, register
-from workers.runtime.sweeps import Stage, register_sweep
 
 
 def match_followup(*, job, finding, content_hash: str, **signal) -> str:
@@ -28,4 +27,4 @@ def runtime_register() -> None:
             **pipeline_timing(),
         )
     )
-    register_sweep("recheck-planner", lambda: planner_sweep().__dict__, stage=Stage.PLAN)
+    planner_sweep.register()

@@ -2,9 +2,8 @@
 
 - ``plan_request``: the analysis handler asks for a plan when it reports a match (in the same
   transaction as the finding);
-- ``planner_sweep``: the control process creates recheck jobs for due plans (idempotent per plan
-  and check number), retries checks whose job ended without observing, ends plans whose case ended
-  elsewhere, and makes each ended plan's original job follow (the *case*);
+- ``case_settle``: an ended plan's original job follows it (the *case*; the planner sweep,
+  ``rechecks/planner_sweep.py``, calls it and creates the recheck jobs of due plans);
 - ``observation_record``: the recheck handler stores what it saw; the policy decides what follows;
 - ``plan_decide`` / ``plan_abort``: a person ends a plan, with a reason (audited on the plan and in
   the original job's transition log).
@@ -20,7 +19,6 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 from django_fsm import TransitionNotAllowed
 
 from jobs import leases
@@ -31,7 +29,6 @@ from rechecks import policy
 from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import EndReason, Progress, RecheckPolicy, Target
 from workers.pipeline.analysis import running_version, version_spec
-from workers.runtime.services import job_submit
 
 PLANNER = "recheck-planner"
 logger = logging.getLogger("leitstand.rechecks")
@@ -78,115 +75,6 @@ def plan_request(*, job: Job, finding, content_hash: str) -> RecheckPlan:
 # --- the planner (control process) -----------------------------------------------------------------
 
 
-@dataclass
-class PlannerReport:
-    dispatched: int = 0
-    retried: int = 0
-    ended_elsewhere: int = 0
-    cases_settled: int = 0
-
-
-def planner_sweep(*, limit: int = 200) -> PlannerReport:
-    report = PlannerReport()
-    report.dispatched = _dispatch_due(limit)
-    report.retried = _retry_lost_checks(limit)
-    report.ended_elsewhere = _end_where_the_case_ended(limit)
-    report.cases_settled = _settle_cases(limit)
-    return report
-
-
-def _dispatch_due(limit: int) -> int:
-    with transaction.atomic():
-        due = list(
-            RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("job")
-            .filter(state=RecheckPlan.State.ACTIVE, next_check_at__lte=LeitstandNow())
-            .order_by("next_check_at")[:limit]
-        )
-        dispatched = 0
-        for plan in due:
-            try:
-                with transaction.atomic():  # one plan that cannot start its check does not stop the others
-                    _check_start(plan)
-                dispatched += 1
-            except Exception as failed:
-                logger.exception("recheck plan %s could not start its next check; trying again later", plan.pk)
-                plan.refresh_from_db()
-                plan.next_check_at = database_now() + timedelta(seconds=plan.early_seconds)
-                plan.next_check_reason = f"could not start check {plan.sequence + 1}: {failed}"[:500]
-                plan.save(update_fields=["next_check_at", "next_check_reason"])
-    return dispatched
-
-
-def _check_start(plan: RecheckPlan) -> None:
-    sequence = plan.sequence + 1
-    submission = job_submit(
-        job_type="recheck",
-        payload={"plan_id": plan.id, "sequence": sequence},
-        idempotency_key=f"plan-{plan.id}:{sequence}",
-        actor=PLANNER,
-        correlation_id=plan.correlation_id,
-        parent_id=plan.job_id,
-        source=plan.job.source,
-    )
-    plan.sequence, plan.current_job, plan.next_check_at = sequence, submission.job, None
-    plan.save(update_fields=["sequence", "current_job", "next_check_at"])
-
-
-def _retry_lost_checks(limit: int) -> int:
-    """A check whose recheck job ended (dead, cancelled) without an observation is planned again."""
-    observed = Observation.objects.filter(plan=OuterRef("pk"), sequence=OuterRef("sequence"))
-    with transaction.atomic():
-        lost = list(
-            RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("current_job")
-            .filter(state=RecheckPlan.State.ACTIVE, next_check_at__isnull=True, current_job__state__in=TERMINAL_STATES)
-            .exclude(Exists(observed))[:limit]
-        )
-        now = database_now()
-        for plan in lost:
-            job = plan.current_job
-            next_at = min(now + timedelta(seconds=plan.early_seconds), plan.deadline_at)
-            plan.next_check_at = next_at
-            plan.next_check_reason = (
-                f"check {plan.sequence} ended {job.state} without an observation "
-                f"({job.error_class or job.completion_reason or 'no reason'}); "
-                f"trying again in {policy.duration(plan.early_seconds)}"
-            )[:500]
-            plan.current_job = None
-            plan.save(update_fields=["next_check_at", "next_check_reason", "current_job"])
-    return len(lost)
-
-
-def _end_where_the_case_ended(limit: int) -> int:
-    """The original job ended elsewhere (cancelled, decided): the plan has nothing left to follow."""
-    with transaction.atomic():
-        orphans = list(
-            RecheckPlan.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("job")
-            .filter(state=RecheckPlan.State.ACTIVE, job__state__in=TERMINAL_STATES)[:limit]
-        )
-        for plan in orphans:
-            _end(
-                plan,
-                EndReason.ABORTED,
-                by=PLANNER,
-                note=f"the case ended elsewhere: job {plan.job.state} ({plan.job.completion_reason or 'no reason'})",
-            )
-            plan.case_settled = True
-            plan.save(update_fields=["case_settled"])
-    return len(orphans)
-
-
-def _settle_cases(limit: int) -> int:
-    pending = list(
-        RecheckPlan.objects.filter(state=RecheckPlan.State.ENDED, case_settled=False).values_list("pk", flat=True)[
-            :limit
-        ]
-    )
-    return sum(case_settle(plan_id) for plan_id in pending)
-
-
 def case_settle(plan_id: int) -> bool:
     """Make the original job follow its ended plan; idempotent. False while the job cannot follow yet
     (e.g. the analysis job is still finishing: the next sweep tries again)."""
@@ -216,7 +104,7 @@ def case_settle(plan_id: int) -> bool:
         return True
 
 
-def _end(plan: RecheckPlan, reason: EndReason, *, by: str, note: str) -> None:
+def plan_end(plan: RecheckPlan, reason: EndReason, *, by: str, note: str) -> None:
     plan.state, plan.end_reason, plan.ended_by = RecheckPlan.State.ENDED, reason, by[:255]
     plan.end_note, plan.ended_at, plan.next_check_at, plan.next_check_reason = note[:500], LeitstandNow(), None, ""
     plan.save(
@@ -300,7 +188,7 @@ def observation_record(*, plan_id: int, sequence: int, job_id, observed: Observe
             plan.save()
         else:
             plan.save()
-            _end(plan, decision.end, by=PLANNER, note=decision.reason)
+            plan_end(plan, decision.end, by=PLANNER, note=decision.reason)
     if decision.end is not None:
         case_settle(plan.pk)
     return observation
@@ -336,7 +224,7 @@ def _end_by_person(plan_id, actor: str, reason: str, user, permission: str, end:
                 "plan", f"recheck plan {plan.pk} has already ended ({plan.end_reason}: {plan.end_note})"
             )
         verb = "manual decision" if end == EndReason.MANUAL_DECISION else "aborted"
-        _end(plan, end, by=actor, note=f"{verb} by {actor}: {reason.strip()}")
+        plan_end(plan, end, by=actor, note=f"{verb} by {actor}: {reason.strip()}")
     case_settle(plan.pk)
     plan.refresh_from_db()
     return plan

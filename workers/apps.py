@@ -21,7 +21,7 @@ class WorkersConfig(AppConfig):
         runtime_types.job_types_register()
         pipeline_types.job_types_register()
         control.sweeps_register()
-        schedule_sweep.sweeps_register()
+        schedule_sweep.register()
 
         # Webhooks to receivers people set go through the safe client (the runtime cannot import it).
         from workers.pipeline.http import notification_client

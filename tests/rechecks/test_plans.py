@@ -10,7 +10,8 @@ from PIL import ImageOps
 from jobs.models import Job, State, StepEvent, Transition, WebhookEvent
 from jobs.services import JobInputError, job_cancel
 from rechecks.models import Observation, RecheckPlan
-from rechecks.services import plan_abort, plan_decide, planner_sweep
+from rechecks.planner_sweep import PlannerConfig, run_once
+from rechecks.services import plan_abort, plan_decide
 from tests.support.scripted_server import ScriptedServer
 from workers.pipeline import demoweb
 from workers.pipeline.models import Candidate, Source
@@ -70,7 +71,7 @@ def case(settings, pool_runtime):
 def check(pool_runtime, db_clock, seconds):
     """Move database time on, let the planner create due checks and the recheck pool run them."""
     db_clock.advance(seconds)
-    report = planner_sweep()
+    report = run_once(PlannerConfig())
     pool_runtime("recheck").wake()
     return report
 
@@ -245,16 +246,16 @@ def test_a_check_whose_job_died_is_planned_again_and_a_case_ended_elsewhere_ends
     job = case([(200, IMAGE)])
     plan = RecheckPlan.objects.get(job=job)
     db_clock.advance(61)
-    planner_sweep()
+    run_once(PlannerConfig())
     plan.refresh_from_db()
     lost = plan.current_job
     job_cancel(job_id=lost.id, actor="test", reason="drill")
-    report = planner_sweep()
+    report = run_once(PlannerConfig())
     plan.refresh_from_db()
     assert report.retried == 1 and plan.current_job is None
     assert plan.next_check_reason == "check 1 ended cancelled without an observation (drill); trying again in 2 min"
     job_cancel(job_id=job.id, actor="user:op", reason="duplicate case")
-    assert planner_sweep().ended_elsewhere == 1
+    assert run_once(PlannerConfig()).ended_elsewhere == 1
     plan.refresh_from_db()
     assert (plan.end_reason, plan.end_note) == ("aborted", "the case ended elsewhere: job cancelled (duplicate case)")
 

@@ -208,17 +208,17 @@ def test_a_jpeg_scan_bomb_is_refused_before_decoding_and_the_other_images_are_an
 
 
 def test_a_source_stored_with_a_bad_name_or_base_url_is_recorded_and_the_others_start(site):
-    from workers.pipeline.schedule_sweep import schedules_sweep
+    from workers.pipeline.schedule_sweep import ScheduleSweepConfig, run_once
 
     good = Source.objects.create(name="Good", base_url=site.url("/good"), crawl_every_minutes=1)
     tab = Source.objects.create(name="Tab\there", base_url=site.url("/tab"), crawl_every_minutes=1)
     long_base = Source.objects.create(name="Long", base_url=site.url("/" + "x" * 300), crawl_every_minutes=1)
     Source.objects.filter(pk=site.source.pk).update(is_active=False)
-    assert schedules_sweep() == 2  # Good and Long (a long base URL is fine now: keys are digests)
+    assert run_once(ScheduleSweepConfig()) == 2  # Good and Long (a long base URL is fine now: keys are digests)
     tab.refresh_from_db()
     assert tab.start_error.startswith("run schedule-") and "name: must contain printable characters" in tab.start_error
     assert Job.objects.filter(type="crawl", payload__source_id=good.pk).exists()
     assert Job.objects.filter(type="crawl", payload__source_id=long_base.pk).exists()
     assert not Job.objects.filter(type="crawl", payload__source_id=tab.pk).exists()
-    assert schedules_sweep() == 0, "the refused source's slot is spent: tried again at its next slot"
+    assert run_once(ScheduleSweepConfig()) == 0, "the refused source's slot is spent: tried again at its next slot"
     assert not Batch.objects.filter(key__startswith=f"crawl-run:schedule-{tab.pk}-").exists()

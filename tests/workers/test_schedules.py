@@ -1,17 +1,15 @@
 """Crawl schedules: slots in local time, windows, missed slots collapsing into one run, a previous run
-that has not finished, pauses; the control process's sweep starting each slot's run once."""
+that has not finished, pauses (the sweep that starts the runs: test_schedule_sweep.py)."""
 
 from datetime import UTC, datetime, time
 
 import pytest
 
-from jobs.models import Batch, Job, LeitstandNow
+from jobs.models import LeitstandNow
 from jobs.services import JobInputError
 from workers.pipeline.models import Source
-from workers.pipeline.schedule_sweep import schedules_sweep
-from workers.pipeline.schedules import run_name, schedule_of, sources_overdue
-from workers.pipeline.services import crawl_start, source_schedule_set, source_upsert
-from workers.runtime.models import Pool
+from workers.pipeline.schedules import schedule_of, sources_overdue
+from workers.pipeline.services import source_schedule_set, source_upsert
 
 BERLIN = "Europe/Berlin"
 
@@ -109,44 +107,6 @@ def test_a_bad_schedule_is_refused_with_its_field_and_changes_nothing(db, fields
     assert Source.objects.get(pk=source.pk).crawl_every_minutes == 30
 
 
-def test_the_sweep_starts_each_slot_once_most_urgent_first(db, db_clock):
-    low = source_upsert(name="low", base_url="http://127.0.0.1:9/low", priority=7, crawl_every_minutes=60)
-    high = source_upsert(name="high", base_url="http://127.0.0.1:9/high", priority=1, crawl_every_minutes=60)
-    assert schedules_sweep(limit=1) == 1
-    assert Job.objects.get().source == "high", "the more urgent source is planned first"
-    assert schedules_sweep() == 1 and schedules_sweep() == 0
-    low.refresh_from_db()
-    high.refresh_from_db()
-    assert low.last_run.key == f"crawl-run:{run_name(low, low.last_slot_at)}"
-    assert Job.objects.filter(type="crawl").count() == 2 and Batch.objects.count() == 2
-
-    # The next slot: the previous runs have not finished, so nothing starts until they have.
-    db_clock.advance(3600)
-    assert schedules_sweep() == 0
-    Batch.objects.update(finished_at=at("2026-12-01T00:00"))
-    assert schedules_sweep() == 2
-    assert Batch.objects.count() == 4
-
-
-def test_a_slot_started_twice_makes_one_run(db):
-    """Two control processes (or one restarted before it recorded the slot) start the same slot."""
-    source = source_upsert(name="s", base_url="http://127.0.0.1:9/", crawl_every_minutes=60)
-    assert schedules_sweep() == 1
-    Source.objects.filter(pk=source.pk).update(last_slot_at=None, last_run=None)  # as if never recorded
-    assert schedules_sweep() == 1
-    assert Batch.objects.count() == 1 and Job.objects.count() == 1
-
-
-def test_pausing_the_source_or_the_pool_pauses_the_schedule(db):
-    source = source_upsert(name="s", base_url="http://127.0.0.1:9/", crawl_every_minutes=60, is_active=False)
-    assert schedules_sweep() == 0
-    Source.objects.filter(pk=source.pk).update(is_active=True)
-    Pool.objects.filter(name="crawl").update(is_paused=True)
-    assert schedules_sweep() == 0
-    Pool.objects.filter(name="crawl").update(is_paused=False)
-    assert schedules_sweep() == 1
-
-
 def test_a_source_not_crawled_for_twice_its_interval_is_overdue(db, db_clock):
     source = source_upsert(name="s", base_url="http://127.0.0.1:9/", crawl_every_minutes=60)
     assert sources_overdue() == []
@@ -155,12 +115,3 @@ def test_a_source_not_crawled_for_twice_its_interval_is_overdue(db, db_clock):
     assert overdue == source and hours > 2
     Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
     assert sources_overdue() == []
-
-
-def test_a_run_by_hand_takes_the_current_slot(db, db_clock):
-    source = source_upsert(name="s", base_url="http://127.0.0.1:9/", crawl_every_minutes=60)
-    crawl_start(actor="operator", sources=[source], run="by-hand")
-    Batch.objects.update(finished_at=LeitstandNow())
-    assert schedules_sweep() == 0, "the slot's run was started by hand"
-    db_clock.advance(3600)
-    assert schedules_sweep() == 1

@@ -1,17 +1,22 @@
-"""The ``crawl-schedules`` sweep: the control process starts each source's due run (see
-``schedules`` for when a slot is due), through ``services.crawl_start``."""
+"""The ``crawl-schedules`` sweep: every ``LEITSTAND_CRAWL_SCHEDULE_SECONDS`` the control process starts
+each source's due run (``schedules`` says when a slot is due), at most
+``LEITSTAND_CRAWL_SCHEDULE_STARTS`` a round, most urgent source first, through
+``services.crawl_start``. A source that cannot start is recorded on it and spends its slot; the
+sources after it still start."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Coalesce, Greatest
 
 from workers.pipeline.models import Source
-from workers.pipeline.schedules import SWEEP_SECONDS, ScheduleState, run_name, schedule_state, with_schedule
+from workers.pipeline.schedules import ScheduleState, run_name, schedule_state, with_schedule
 from workers.pipeline.services import crawl_start
-from workers.runtime.sweeps import Stage, register_sweep
+from workers.runtime.sweeps import Stage, register_unit, require
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +29,36 @@ def schedules_due() -> list[tuple[Source, ScheduleState]]:
     return [(source, schedule_state(source)) for source in sources]
 
 
-def schedules_sweep(*, limit: int = 100) -> int:
-    """Start the due runs (at most ``limit`` a round, most urgent source first); the number started."""
+@dataclass(frozen=True)
+class ScheduleSweepConfig:
+    every_seconds: float = 15.0
+    starts_per_round: int = 100
+
+    def __post_init__(self) -> None:
+        require(
+            self.every_seconds >= 1,
+            "LEITSTAND_CRAWL_SCHEDULE_SECONDS",
+            f"must be at least 1, not {self.every_seconds!r}",
+        )
+        require(
+            isinstance(self.starts_per_round, int) and self.starts_per_round >= 1,
+            "LEITSTAND_CRAWL_SCHEDULE_STARTS",
+            f"must be a whole number of at least 1, not {self.starts_per_round!r}",
+        )
+
+    @classmethod
+    def from_settings(cls) -> ScheduleSweepConfig:
+        return cls(
+            every_seconds=settings.LEITSTAND_CRAWL_SCHEDULE_SECONDS,
+            starts_per_round=settings.LEITSTAND_CRAWL_SCHEDULE_STARTS,
+        )
+
+
+def run_once(config: ScheduleSweepConfig) -> int:
+    """Start the due runs, most urgent source first; the number started."""
     started = 0
     for source, state in schedules_due():
-        if started >= limit:
+        if started >= config.starts_per_round:
             break
         if not state.due:
             continue
@@ -48,5 +78,5 @@ def schedules_sweep(*, limit: int = 100) -> int:
     return started
 
 
-def sweeps_register() -> None:
-    register_sweep("crawl-schedules", schedules_sweep, stage=Stage.PLAN, every_seconds=SWEEP_SECONDS)
+def register() -> None:
+    register_unit("crawl-schedules", run_once, ScheduleSweepConfig.from_settings(), stage=Stage.PLAN)

@@ -12,7 +12,7 @@ Monday. The current slot is due when
 - the source's previous run (its batch) has finished;
 - the source is active and the crawl pool is not paused.
 
-``schedule_sweep`` (the control process, every ``SWEEP_SECONDS``) starts the due runs, most urgent
+``schedule_sweep`` (the control process, every ``LEITSTAND_CRAWL_SCHEDULE_SECONDS``) starts the due runs, most urgent
 source first, through ``crawl_start`` with the run named after the source and slot: the batch and
 its first job are idempotent per name, so two control processes, a restart or a failover never start
 a slot twice. ``schedule_of`` answers the same question for the console and the API, with the next
@@ -36,7 +36,6 @@ from workers.runtime.models import Pool
 
 logger = logging.getLogger(__name__)
 
-SWEEP_SECONDS = 15.0
 # Slots are counted from here (local wall-clock time): a Monday at midnight.
 _EPOCH = datetime(2000, 1, 3)
 MAX_EVERY_MINUTES = 31 * 24 * 60

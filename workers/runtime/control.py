@@ -21,7 +21,7 @@ from jobs.batches import batches_finalize
 from jobs.paths import attempts_check
 from jobs.retry import FALLBACK_POLICY
 from jobs.webhooks import webhook_sweep
-from workers.runtime import dispatch
+from workers.runtime import dispatch_sweep
 from workers.runtime.registry import registry
 from workers.runtime.replay import shadow_sample
 from workers.runtime.sweeps import Stage, register_sweep, sweeps
@@ -47,7 +47,7 @@ def sweeps_register() -> None:
     register_sweep("review-queue", lambda: len(leases.unclear_queue_for_review()), stage=Stage.ENGINE)
     register_sweep("batches", batches_finalize, stage=Stage.PLAN)  # its events reach the outbox this round
     register_sweep("webhooks", webhook_sweep, stage=Stage.PLAN)
-    register_sweep("dispatcher", dispatch.dispatch_sweep, stage=Stage.DISPATCH)
+    dispatch_sweep.register()
     register_sweep("path-checks", path_checks, stage=Stage.OBSERVE)
 
 

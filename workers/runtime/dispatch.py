@@ -2,8 +2,8 @@
 
 A wake-up is a django-q2 task ``workers.tasks.wake(pool)`` on the pool's cluster. Receiving one
 twice is harmless (the claim finds nothing or other work); losing one is harmless (the control
-process's dispatch sweep sends wake-ups for due work whose wake-up went missing). Wake-ups per pool
-are bounded, so a flood of jobs costs a handful of queue rows, not one per job.
+process's dispatcher, ``dispatch_sweep``, sends wake-ups for due work whose wake-up went missing).
+Wake-ups per pool are bounded, so a flood of jobs costs a handful of queue rows, not one per job.
 
 The broker is django-q2's ORM broker on PostgreSQL, or Redis (``LEITSTAND_WAKEUP_REDIS_URL``). A
 broker that cannot be reached loses wake-ups, never work: sending one then only logs, and the pools
@@ -19,7 +19,6 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from jobs import reads
-from workers.runtime.models import Pool
 
 logger = logging.getLogger("leitstand.dispatch")
 
@@ -59,11 +58,12 @@ def wakeup_send(pool: str, *, count: int = 1, throttle: bool = False) -> int:
             async_task("workers.tasks.wake", pool, cluster=pool, ack_failure=True)
             sent += 1
     except broker_errors() as unreachable:
-        _broker_reachable(False, unreachable)
+        broker_reachable(False, unreachable)
     return sent
 
 
-def _broker_reachable(reachable: bool, error: Exception | None = None) -> None:
+def broker_reachable(reachable: bool, error: Exception | None = None) -> None:
+    """Report a broker that cannot be reached once per outage, and when it is back."""
     global _broker_away
     if not reachable and not _broker_away:
         logger.warning("the wake-up broker cannot be reached (%s); the pools wake themselves", error)
@@ -88,24 +88,3 @@ def outstanding_wakeups() -> dict[str, int]:
 def due_jobs(pool: str, *, cap: int) -> int:
     """Due planned jobs of a pool, counted up to ``cap`` (an exact count is never needed here)."""
     return reads.row("due_count_capped", pool=pool, cap=cap)[0]
-
-
-def dispatch_sweep() -> dict[str, int]:
-    """Send wake-ups to every unpaused pool with due work, up to its bound of outstanding wake-ups."""
-    paused = set(Pool.objects.filter(is_paused=True).values_list("name", flat=True))
-    try:
-        waiting = outstanding_wakeups()
-    except broker_errors() as unreachable:
-        _broker_reachable(False, unreachable)
-        return {}
-    _broker_reachable(True)
-    sent = {}
-    for pool, config in settings.LEITSTAND_POOLS.items():
-        if pool in paused:
-            continue
-        # One wake-up per worker keeps every worker busy; more would only queue up.
-        bound = config["workers"]
-        missing = min(bound, due_jobs(pool, cap=bound)) - waiting.get(pool, 0)
-        if missing > 0:
-            sent[pool] = wakeup_send(pool, count=missing)
-    return sent

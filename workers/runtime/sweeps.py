@@ -11,6 +11,12 @@ in the same round:
 | ``PLAN`` | sweeps that create jobs: the recheck planner, bulk operations, the webhook outbox |
 | ``DISPATCH`` | waking the pools that have due work |
 | ``OBSERVE`` | sweeps that read what happened: batches, path checks, snapshots, rules, alerts |
+
+**A sweep as a unit** (``register_unit``): a module of its own with a frozen config (its settings
+read once, at registration, with defaults, and checked there: ``require`` names the setting to mend),
+a ``run_once(config)`` that returns what it did, and a test file named after it. The dispatcher
+(``dispatch_sweep``), the crawl schedules (``workers/pipeline/schedule_sweep.py``) and the recheck
+planner (``rechecks/planner_sweep.py``) are units; the others are functions still.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
+from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -84,3 +92,22 @@ class Sweeps:
 
 sweeps = Sweeps()
 register_sweep = sweeps.register
+
+
+def require(condition: bool, setting: str, message: str) -> None:
+    """A sweep config's check, at registration: a refusal names the setting to mend."""
+    if not condition:
+        raise ImproperlyConfigured(f"{setting} {message}")
+
+
+class SweepConfig(Protocol):
+    every_seconds: float  # 0: every round
+
+
+def register_unit(
+    name: str, run_once: Callable[[SweepConfig], object], config: SweepConfig, *, stage: Stage, fenced: bool = True
+) -> Sweep:
+    """Register a sweep unit: ``run_once`` with its config, read and checked by the caller once."""
+    return register_sweep(
+        name, partial(run_once, config), stage=stage, every_seconds=config.every_seconds, fenced=fenced
+    )
