@@ -124,7 +124,7 @@ def test_what_follows_from_a_job_belongs_to_its_client(client):
     assert record["findings"] and record["recheck_plan"]["id"] == plan.pk
     assert client.get(f"/api/v1/rechecks/{plan.pk}", **shop).status_code == 200
 
-    from rechecks.services import _check_start
+    from rechecks.planner_sweep import _check_start
 
     _check_start(plan)
     plan.refresh_from_db()
