@@ -10,7 +10,7 @@ import dj_database_url
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
-from jobs.webhooks import EVENT_KINDS
+from jobs.options import EngineOptions, OptionError
 from rechecks.policy import RecheckPolicy, Target
 from workers.pipeline import analysis
 from workers.runtime.registry import registry
@@ -94,20 +94,10 @@ def timing_invariants(app_configs=None, **kwargs):
         RecheckPolicy(**recheck)
     except ValueError as exc:
         error(8, str(exc), "see the LEITSTAND_RECHECK_* settings in docs/operations.md")
-    hook = settings.LEITSTAND_WEBHOOK
-    if hook["url"] and not hook["secret"]:
-        error(
-            9,
-            "LEITSTAND_WEBHOOK_URL is set but LEITSTAND_WEBHOOK_SECRET is empty",
-            "every webhook is signed; set a long random secret and give it to the receiver",
-        )
-    unknown = sorted(set(hook["events"]) - set(EVENT_KINDS))
-    if unknown:
-        error(
-            9,
-            f"LEITSTAND_WEBHOOK_EVENTS names unknown events: {', '.join(unknown)}",
-            f"known events: {', '.join(EVENT_KINDS)}",
-        )
+    try:
+        EngineOptions.from_settings(settings)
+    except OptionError as refused:
+        error(9, str(refused), "the engine's settings are declared in jobs/options.py")
     for type_name, sample in settings.LEITSTAND_SHADOW_SAMPLES.items():
         declared = {t.name: t for t in registry.all()}.get(type_name)
         if declared is None or not isinstance(sample, dict) or sample.get("version") not in declared.shadow_versions:

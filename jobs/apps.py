@@ -4,3 +4,22 @@ from django.apps import AppConfig
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = "Jobs"
+
+    def ready(self):
+        # The one place the engine reads Django's settings (jobs/options.py); a test that overrides
+        # one of them gets the engine's options read again.
+        from django.conf import settings
+        from django.core.signals import setting_changed
+
+        from jobs import options
+
+        def configure(**kwargs):
+            if kwargs.get("setting", options.SETTINGS[0]) not in options.SETTINGS:
+                return
+            try:
+                options.configure(options.EngineOptions.from_settings(settings))
+            except options.OptionError:
+                pass  # reported by the system checks (config/checks.py, leitstand.E009), naming the setting
+
+        configure()
+        setting_changed.connect(configure, weak=False, dispatch_uid="jobs.options")

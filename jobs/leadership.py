@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
+from jobs import options
 from jobs.models import DeposedWrite
 
 logger = logging.getLogger("leitstand.leadership")
@@ -91,9 +92,7 @@ _leading: ContextVar[Term | None] = ContextVar("leitstand_leading_term", default
 def holder_name() -> str:
     """This process's name as a holder: host, process and a random part (a restarted process with the
     same PID on the same host is a new holder)."""
-    from django.conf import settings
-
-    return f"{settings.LEITSTAND_HOST_NAME}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{options.current().host_name}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def leader_claim(name: str, holder: str, lease_seconds: float, *, lock_timeout_ms: int = 2000) -> Term | None:

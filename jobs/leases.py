@@ -32,13 +32,13 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django_fsm import TransitionNotAllowed, can_proceed, has_transition_perm
 from psycopg.types.json import Jsonb
 from psycopg.types.string import StrDumper
 
+from jobs import options
 from jobs.errors import ErrorKind
 from jobs.models import LEASED_STATES, Attempt, Job, LeitstandNow, State
 from jobs.models import Transition as TransitionRecord
@@ -82,7 +82,7 @@ class WorkerIdentity:
 
     @classmethod
     def of_this_process(cls, pool: str = "") -> WorkerIdentity:
-        return cls(host=settings.LEITSTAND_HOST_NAME, pid=os.getpid(), pool=pool)
+        return cls(host=options.current().host_name, pid=os.getpid(), pool=pool)
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def _prepare() -> bool | None:
     """Prepared once per connection: these statements run thousands of times, and planning a CTE of
     this size costs more than executing it for a small batch. Not through PgBouncer in transaction
     mode, where the next transaction may run on a server connection that never saw the statement."""
-    return None if settings.LEITSTAND_PGBOUNCER else True
+    return None if options.current().pgbouncer else True
 
 
 def _fetch_one(sql: str, params: dict[str, Any]) -> tuple:

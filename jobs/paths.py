@@ -17,9 +17,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connection, transaction
 
+from jobs import options
 from jobs.models import Attempt
 from jobs.pathspec import STEP_MARKS, Observed, PathSpec
 from jobs.sql import queries
@@ -74,7 +74,8 @@ class TimingBaseline:
 
     def slow(self, job_type: str, duration_ms: float | None, steps: list[tuple[str, str, float]]) -> str:
         """Why this run was far slower than usual, or ''."""
-        factor, minimum = settings.LEITSTAND_PATHS["slow_factor"], settings.LEITSTAND_PATHS["min_samples"]
+        engine = options.current()
+        factor, minimum = engine.path_slow_factor, engine.path_min_samples
         usual = self.types.get(job_type)
         if duration_ms is not None and usual and usual.samples >= minimum and duration_ms > usual.p99_ms * factor:
             return (

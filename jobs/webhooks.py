@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import connection, transaction
 
+from jobs import options
 from jobs.models import Batch, Client, Job, State, Transition, WebhookEvent
+from jobs.options import WebhookOptions
 from jobs.services import job_create
 from jobs.sql import queries
 
@@ -51,8 +52,8 @@ def webhook_sweep(*, limit: int = 1000) -> int:
     is not subscribed, or nobody receives them); returns the number of deliveries. Without any webhook
     (no global URL, no client's own) every event written so far is dropped in one statement, so the
     outbox never grows however fast jobs end."""
-    hook = settings.LEITSTAND_WEBHOOK
-    if not hook["url"] and not Client.objects.exclude(webhook_url="").exists():
+    hook = options.current().webhook
+    if not hook.url and not Client.objects.exclude(webhook_url="").exists():
         with connection.cursor() as cursor:
             cursor.execute(queries.webhook_events_drop_all)
         return 0
@@ -90,12 +91,12 @@ def webhook_sweep(*, limit: int = 1000) -> int:
 
 
 def _delivery_create(
-    hook: dict, receivers: dict, event: WebhookEvent, job: Job | None, owners: dict, causes: dict
+    hook: WebhookOptions, receivers: dict, event: WebhookEvent, job: Job | None, owners: dict, causes: dict
 ) -> int:
     """The delivery job of one event (1), or nothing when it is not subscribed or nobody receives it (0).
     ``receivers``: the owners' clients (id → Client); ``owners``: batch → client id."""
     if event.batch_id is not None:  # a batch's event: no job to filter by
-        if event.kind not in hook["events"]:
+        if event.kind not in hook.events:
             return 0
         message = batch_message(event)
         correlation_id = event.data.get("batch", {}).get("correlation_id", "")
@@ -111,7 +112,7 @@ def _delivery_create(
     payload = {"event": message}
     if client is not None and client.webhook_url:
         payload["client"] = client.name  # its own webhook, signed with its own secret
-    elif not hook["url"] or (client is not None and not client.uses_global_webhook):
+    elif not hook.url or (client is not None and not client.uses_global_webhook):
         return 0  # nobody chose a receiver for this client's events
     job_create(
         type=DELIVERY_TYPE,
@@ -125,10 +126,10 @@ def _delivery_create(
     return 1
 
 
-def _subscribed(hook: dict, kind: str, job_type: str) -> bool:
-    if job_type in SILENT_TYPES or kind not in hook["events"]:
+def _subscribed(hook: WebhookOptions, kind: str, job_type: str) -> bool:
+    if job_type in SILENT_TYPES or kind not in hook.events:
         return False
-    return not hook["job_types"] or job_type in hook["job_types"]
+    return not hook.job_types or job_type in hook.job_types
 
 
 def batch_message(event: WebhookEvent) -> dict:

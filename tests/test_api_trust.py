@@ -102,6 +102,7 @@ def test_one_bad_outbox_event_is_recorded_and_the_rest_are_delivered_once(settin
     settings.LEITSTAND_WEBHOOK = {
         **settings.LEITSTAND_WEBHOOK,
         "url": "http://127.0.0.1:9/hook",
+        "secret": "s",
         "events": ["job.dead"],
     }
     jobs = [make_job() for _ in range(3)]

@@ -66,7 +66,7 @@ from django_q.pusher import pusher
 from django_q.status import Stat
 from django_q.worker import worker
 
-from jobs import leases, reads
+from jobs import leases, options, reads
 from jobs.models import LeitstandNow
 from jobs.retry import FALLBACK_POLICY
 from workers.runtime import dispatch, lifecycle
@@ -196,7 +196,7 @@ class _Progress:
 class PoolSentinel(Sentinel):
     def __init__(self, stop_event, start_event, cluster_id, broker=None, timeout=None):
         self.pool_name = os.environ["Q_CLUSTER_NAME"]
-        self.host = settings.LEITSTAND_HOST_NAME
+        self.host = options.current().host_name
         self.workers: list[_Worker] = []
         self.pending: collections.deque = collections.deque()  # wake-ups read from the pusher, not yet handed
         self.progress = _Progress()

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from jobs import options
 from jobs.correlation import header_safe
 from jobs.errors import JobError, PermanentError, TransientError
 from jobs.models import Client
@@ -135,7 +136,7 @@ def _receiver(client_name) -> tuple[str, str]:
         if client is None or not client.webhook_url or not client.webhook_secret:
             raise PermanentError(f"client {client_name!r} no longer has a webhook of its own")
         return client.webhook_url, client.webhook_secret
-    hook = settings.LEITSTAND_WEBHOOK
-    if not hook["url"] or not hook["secret"]:
+    hook = options.current().webhook
+    if not hook.url or not hook.secret:
         raise PermanentError("LEITSTAND_WEBHOOK_URL and LEITSTAND_WEBHOOK_SECRET are no longer both set")
-    return hook["url"], hook["secret"]
+    return hook.url, hook.secret

@@ -1,0 +1,97 @@
+"""The engine's settings, declared once, typed and checked where they are used: Django's settings are
+read at start-up (``jobs/apps.py``, again when a test overrides one) into ``EngineOptions`` and
+handed to the engine through ``current()``; nothing else in jobs/ reads ``django.conf`` (an
+import-linter contract keeps it so).
+
+| setting | option |
+| --- | --- |
+| ``LEITSTAND_HOST_NAME`` | ``host_name``: names this host in lease owners and leader terms |
+| ``LEITSTAND_PGBOUNCER`` | ``pgbouncer``: ``transaction`` behind PgBouncer's transaction pooling |
+| ``LEITSTAND_PATHS["slow_factor"]``, ``["min_samples"]`` | ``path_slow_factor``, ``path_min_samples`` |
+| ``LEITSTAND_WEBHOOK`` | ``webhook``: the global webhook (``url``, ``secret``, ``events``, ``job_types``) |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SETTINGS = ("LEITSTAND_HOST_NAME", "LEITSTAND_PGBOUNCER", "LEITSTAND_PATHS", "LEITSTAND_WEBHOOK")
+
+
+class OptionError(ValueError):
+    """A setting the engine cannot run with; the message names the setting."""
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise OptionError(message)
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    url: str = ""
+    secret: str = ""
+    events: tuple[str, ...] = ()
+    job_types: tuple[str, ...] = ()  # empty: every job type
+
+    def __post_init__(self) -> None:
+        from jobs.webhooks import EVENT_KINDS  # which imports this module
+
+        _require(
+            not self.url or bool(self.secret),
+            "LEITSTAND_WEBHOOK_URL is set but LEITSTAND_WEBHOOK_SECRET is empty: every webhook is signed; "
+            "set a long random secret and give it to the receiver",
+        )
+        unknown = sorted(set(self.events) - set(EVENT_KINDS))
+        _require(
+            not unknown,
+            f"LEITSTAND_WEBHOOK_EVENTS names unknown events: {', '.join(unknown)} (known: {', '.join(EVENT_KINDS)})",
+        )
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    host_name: str
+    pgbouncer: bool = False
+    path_slow_factor: float = 3.0
+    path_min_samples: int = 100
+    webhook: WebhookOptions = field(default_factory=WebhookOptions)
+
+    def __post_init__(self) -> None:
+        # LEITSTAND_HOST_NAME is checked where it is read from the environment (config/settings.py).
+        _require(self.path_slow_factor >= 1, "LEITSTAND_PATHS_SLOW_FACTOR must be at least 1")
+        _require(
+            isinstance(self.path_min_samples, int) and self.path_min_samples >= 1,
+            "LEITSTAND_PATHS_MIN_SAMPLES must be a whole number of at least 1",
+        )
+
+    @classmethod
+    def from_settings(cls, settings) -> EngineOptions:
+        """From Django's settings object (the caller's: jobs/ does not import django.conf)."""
+        hook = settings.LEITSTAND_WEBHOOK
+        return cls(
+            host_name=settings.LEITSTAND_HOST_NAME,
+            pgbouncer=settings.LEITSTAND_PGBOUNCER == "transaction",
+            path_slow_factor=settings.LEITSTAND_PATHS["slow_factor"],
+            path_min_samples=settings.LEITSTAND_PATHS["min_samples"],
+            webhook=WebhookOptions(
+                url=hook["url"],
+                secret=hook["secret"],
+                events=tuple(hook["events"]),
+                job_types=tuple(hook.get("job_types", ())),
+            ),
+        )
+
+
+_current: EngineOptions | None = None
+
+
+def configure(options: EngineOptions) -> None:
+    global _current
+    _current = options
+
+
+def current() -> EngineOptions:
+    if _current is None:
+        raise RuntimeError("the engine's options are not configured yet (jobs.apps.JobsConfig.ready does it)")
+    return _current
