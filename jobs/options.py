@@ -15,6 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jobs.models import State
+
+# A job's entry into one of these states is an event (``job.<state>``), written to the outbox by the
+# trigger of jobs/functions.sql (jobs_transition_webhook_outbox); a test compares the two lists.
+REPORTED_STATES = (State.DONE, State.DEAD, State.READY_FOR_REVIEW)
+# Every event a webhook may subscribe to (jobs/webhooks.py records them).
+EVENT_KINDS = (*(f"job.{state}" for state in REPORTED_STATES), "recheck_plan.ended", "batch.finished")
 SETTINGS = ("LEITSTAND_HOST_NAME", "LEITSTAND_PGBOUNCER", "LEITSTAND_PATHS", "LEITSTAND_WEBHOOK")
 
 
@@ -35,8 +42,6 @@ class WebhookOptions:
     job_types: tuple[str, ...] = ()  # empty: every job type
 
     def __post_init__(self) -> None:
-        from jobs.webhooks import EVENT_KINDS  # which imports this module
-
         _require(
             not self.url or bool(self.secret),
             "LEITSTAND_WEBHOOK_URL is set but LEITSTAND_WEBHOOK_SECRET is empty: every webhook is signed; "

@@ -23,15 +23,11 @@ import logging
 from django.db import connection, transaction
 
 from jobs import options
-from jobs.models import Batch, Client, Job, State, Transition, WebhookEvent
-from jobs.options import WebhookOptions
+from jobs.models import Batch, Client, Job, Transition, WebhookEvent
+from jobs.options import EVENT_KINDS, WebhookOptions
 from jobs.services import job_create
 from jobs.sql import queries
 
-# A job's entry into one of these states is an event (``job.<state>``), written to the outbox by the
-# trigger of migration 0009; a test compares its state list with this one.
-REPORTED_STATES = (State.DONE, State.DEAD, State.READY_FOR_REVIEW)
-EVENT_KINDS = (*(f"job.{state}" for state in REPORTED_STATES), "recheck_plan.ended", "batch.finished")
 DELIVERY_TYPE = "api_webhook"
 # The system's own deliveries never cause webhooks: a delivered webhook would announce itself.
 SILENT_TYPES = frozenset({DELIVERY_TYPE, "alert_notify", "shadow"})

@@ -8,7 +8,7 @@ from django.db import connection
 
 from jobs.batches import COUNTED_STATES
 from jobs.models import State
-from jobs.webhooks import EVENT_KINDS, REPORTED_STATES
+from jobs.options import EVENT_KINDS, REPORTED_STATES
 
 pytestmark = pytest.mark.django_db
 
