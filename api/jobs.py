@@ -9,7 +9,6 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Any
 
-from django.db.models import Q
 from django.http import Http404
 from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
@@ -20,7 +19,7 @@ from api.auth import jobs_budget_spend, owned, request_fingerprint, require, sub
 from api.fields import HeaderText, Text, due_at_check, utc
 from api.rechecks import RecheckPlanOut, plan_out
 from jobs.models import Job, State
-from jobs.selectors import subject_prefix
+from jobs.selectors import jobs_page
 from jobs.services import job_cancel
 from rechecks.models import RecheckPlan
 from workers.runtime.registry import registry
@@ -219,26 +218,18 @@ def jobs_list(
     first), keyset-paginated: a page never skips or repeats a job while others change. ``subject``
     is a prefix of what the jobs are about (a URL: ``https://shop.example/`` finds every job of it)."""
     require(request, "jobs:read")
-    jobs = _visible(request)
-    if correlation_id:
-        jobs = jobs.filter(correlation_id=correlation_id)
-    if type:
-        jobs = jobs.filter(type=type)
-    if subject:
-        jobs = jobs.filter(subject_prefix(subject))
-    if state:
-        if state not in State.values:
-            raise HttpError(422, f"state must be one of {', '.join(State.values)}")
-        jobs = jobs.filter(state=state)
-    if updated_after:
-        jobs = jobs.filter(state_changed_at__gt=utc(updated_after, "updated_after"))
-    if cursor:
-        moment, last_id = _cursor_decode(cursor)
-        # (state_changed_at, id) > (moment, last_id), with the range on its own so the index serves it.
-        jobs = jobs.filter(Q(state_changed_at__gt=moment) | Q(id__gt=last_id), state_changed_at__gte=moment)
-    page = list(jobs.order_by("state_changed_at", "id")[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
+    if state and state not in State.values:
+        raise HttpError(422, f"state must be one of {', '.join(State.values)}")
+    page, more = jobs_page(
+        _visible(request),
+        correlation_id=correlation_id,
+        job_type=type,
+        subject=subject,
+        state=state,
+        updated_after=utc(updated_after, "updated_after") if updated_after else None,
+        after=_cursor_decode(cursor) if cursor else None,
+        limit=limit,
+    )
     next_cursor = None
     if more:
         last = page[-1]

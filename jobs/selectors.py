@@ -44,3 +44,35 @@ def subject_prefix(prefix: str) -> Q:
     """Jobs whose subject starts with ``prefix``, in the form the partial subject index serves: the
     planner uses a partial index only when the query repeats its condition (``subject <> ''``)."""
     return Q(subject__startswith=prefix) & ~Q(subject="")
+
+
+def jobs_page(
+    jobs: QuerySet[Job],
+    *,
+    correlation_id: str | None = None,
+    job_type: str | None = None,
+    subject: str | None = None,
+    state: str | None = None,
+    updated_after=None,
+    after: tuple | None = None,
+    limit: int = 50,
+) -> tuple[list[Job], bool]:
+    """A page of ``jobs`` (the caller's visible set) in the order of their last state change, oldest
+    first, keyset-paginated after ``after`` = (state_changed_at, id) of the previous page's last job:
+    a page never skips or repeats a job while others change. Returns the page and whether more follow."""
+    if correlation_id:
+        jobs = jobs.filter(correlation_id=correlation_id)
+    if job_type:
+        jobs = jobs.filter(type=job_type)
+    if subject:
+        jobs = jobs.filter(subject_prefix(subject))
+    if state:
+        jobs = jobs.filter(state=state)
+    if updated_after:
+        jobs = jobs.filter(state_changed_at__gt=updated_after)
+    if after:
+        moment, last_id = after
+        # (state_changed_at, id) > (moment, last_id), with the range on its own so job_changed_idx serves it.
+        jobs = jobs.filter(Q(state_changed_at__gt=moment) | Q(id__gt=last_id), state_changed_at__gte=moment)
+    page = list(jobs.order_by("state_changed_at", "id")[: limit + 1])
+    return page[:limit], len(page) > limit
