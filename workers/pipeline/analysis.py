@@ -131,61 +131,97 @@ def _compare_dhash(decoded: images.DecodedImage) -> matching.Comparison | None:
 
 
 def handle(context: JobContext, *, version: str | None = None, shadow: bool = False):
-    """``version``: one of ``VERSIONS`` (default: the running one); ``shadow``: a shadow run of it."""
+    """``version``: one of ``VERSIONS`` (default: the running one); ``shadow``: a shadow run of it.
+    The steps: the candidate, its image fetched (conditionally when this version has a finding of it),
+    content it has seen ends as it was; else decoded, compared, the finding recorded, the outcome."""
     version = version or running_version()
     method, bands = version_spec(version)
+    candidate = _candidate(context.payload)
     # A version's own run (not a shadow's) asks whether the image changed since the finding it
     # already has from this version, and skips content this version has analysed.
-    current = not shadow
-    candidate_id = parse(context.payload)
-    candidate = Candidate.objects.filter(pk=candidate_id).first()
-    if candidate is None:
-        raise PermanentError(f"candidate {candidate_id} does not exist")
-    earlier = (
-        Finding.objects.filter(candidate=candidate, analysis_version=version).order_by("-id").first()
-        if current
-        else None
-    )
+    earlier = None if shadow else _finding_of(candidate, version)
     validators = Validators(candidate.etag, candidate.last_modified) if earlier is not None else None
     fetched = fetch_politely(context, candidate.image_url, accept=IMAGE_TYPES, validators=validators)
     if fetched.result is None:
         return Skipped(fetched.robots.reason)
     if fetched.unchanged:
-        return Done(
-            reason=f"unchanged since its last analysis (304): finding {earlier.pk} ({earlier.verdict}) stands",
-            result_ref=f"finding:{earlier.pk}",
-            result_checksum=candidate.content_hash,
-        )
+        return _stands(earlier, "304", candidate.content_hash)
     body = fetched.result.body
     content_hash = hashlib.sha256(body).hexdigest()
     # The same bytes as this candidate's finding of this version (a site that ignores conditional
     # requests, or changed its ETag only): not analysed again. Another URL's copy is a copy of its own,
     # with its own finding and recheck plan.
     if earlier is not None and earlier.content_hash == content_hash:
-        with context.step("known") as info:
-            dhash = earlier.evidence.get("candidate_dhash", "")
-            context.effect(
-                f"known:{context.job_id}",
-                lambda: _candidate_update(candidate, content_hash, dhash, fetched),
-                kind="known",
-            )
-            info.update(finding_id=earlier.pk, verdict=earlier.verdict)
-        return Done(
-            reason=f"unchanged since its last analysis (same content): finding {earlier.pk} ({earlier.verdict}) stands",
-            result_ref=f"finding:{earlier.pk}",
-            result_checksum=content_hash,
+        _known(context, candidate, earlier, content_hash, fetched)
+        return _stands(earlier, "same content", content_hash)
+    decoded = _decode(context, body)
+    comparison = _compare(context, decoded, bands, method)
+    if comparison is None:
+        return Skipped("no protected assets are registered to compare with")
+    # A shadow run (isolated, rolled back) writes over the running version's finding of the job, so
+    # the comparison of the two runs compares the same finding's outcome.
+    recorded = _record(
+        context, running_version() if shadow else version, candidate, comparison, decoded, bands, content_hash, fetched
+    )
+    return _outcome(comparison, recorded, bands, content_hash)
+
+
+def _candidate(payload: dict) -> Candidate:
+    candidate_id = parse(payload)
+    candidate = Candidate.objects.filter(pk=candidate_id).first()
+    if candidate is None:
+        raise PermanentError(f"candidate {candidate_id} does not exist")
+    return candidate
+
+
+def _finding_of(candidate: Candidate, version: str) -> Finding | None:
+    """This version's latest finding of the candidate, if any."""
+    return Finding.objects.filter(candidate=candidate, analysis_version=version).order_by("-id").first()
+
+
+def _stands(earlier: Finding, why: str, content_hash: str) -> Done:
+    return Done(
+        reason=f"unchanged since its last analysis ({why}): finding {earlier.pk} ({earlier.verdict}) stands",
+        result_ref=f"finding:{earlier.pk}",
+        result_checksum=content_hash,
+    )
+
+
+def _known(context: JobContext, candidate: Candidate, earlier: Finding, content_hash: str, fetched: Fetched) -> None:
+    """Content this version analysed: only the candidate's validators and hashes are brought up to date."""
+    with context.step("known") as info:
+        dhash = earlier.evidence.get("candidate_dhash", "")
+        context.effect(
+            f"known:{context.job_id}",
+            lambda: _candidate_update(candidate, content_hash, dhash, fetched),
+            kind="known",
         )
+        info.update(finding_id=earlier.pk, verdict=earlier.verdict)
+
+
+def _decode(context: JobContext, body: bytes):
     with context.step("decode") as info:
         decoded = images.decode(body)
         info.update(format=decoded.format, width=decoded.width, height=decoded.height, dhash=f"{decoded.dhash:016x}")
+    return decoded
+
+
+def _compare(context: JobContext, decoded, bands, method):
+    """The closest original and its score, or None when there are no originals to compare with."""
     with context.step("compare") as info:
         comparison = compare(decoded, bands, method=method)
         if comparison is None:
             info["skipped"] = True
-            return Skipped("no protected assets are registered to compare with")
+            return None
         verdict = verdict_for(comparison.score, bands)
-        asset_id, asset_name, score = comparison.asset_id, comparison.asset_name, comparison.score
-        info.update(asset_id=asset_id, score=round(score, 4), verdict=verdict, stage=comparison.stage)
+        info.update(
+            asset_id=comparison.asset_id, score=round(comparison.score, 4), verdict=verdict, stage=comparison.stage
+        )
+    return comparison
+
+
+def _record(context: JobContext, version: str, candidate, comparison, decoded, bands, content_hash, fetched) -> dict:
+    """The finding, once per job (an effect), with the evidence a person reviews."""
     evidence = {
         **comparison.evidence,
         "candidate_dhash": f"{decoded.dhash:016x}",
@@ -199,15 +235,13 @@ def handle(context: JobContext, *, version: str | None = None, shadow: bool = Fa
         recorded = context.effect(
             f"finding:{context.job_id}",
             kind="finding",
-            # A shadow run (isolated, rolled back) writes over the running version's finding of the
-            # job, so the comparison of the two runs compares the same finding's outcome.
             apply=lambda: _finding_record(
                 context,
-                running_version() if shadow else version,
+                version,
                 candidate,
-                asset_id,
-                score,
-                verdict,
+                comparison.asset_id,
+                comparison.score,
+                verdict_for(comparison.score, bands),
                 evidence,
                 content_hash,
                 f"{decoded.dhash:016x}",
@@ -216,8 +250,14 @@ def handle(context: JobContext, *, version: str | None = None, shadow: bool = Fa
             ),
         )
         info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"])
+    return recorded
+
+
+def _outcome(comparison, recorded: dict, bands, content_hash: str):
+    """A match is stored for its recheck; no match is done; between the bands a person decides."""
     finding_ref = f"finding:{recorded['finding_id']}"
     score, verdict = recorded["score"], recorded["verdict"]
+    asset_id, asset_name = comparison.asset_id, comparison.asset_name
     if verdict == Finding.Verdict.MATCH:
         return Stored(result_ref=finding_ref, result_checksum=content_hash, recheck=True)
     if verdict == Finding.Verdict.NO_MATCH:
