@@ -13,13 +13,15 @@ class JobsConfig(AppConfig):
 
         from jobs import options
 
-        def configure(**kwargs):
-            if kwargs.get("setting", options.SETTINGS[0]) not in options.SETTINGS:
-                return
+        def configure():
             try:
                 options.configure(options.EngineOptions.from_settings(settings))
             except options.OptionError:
                 pass  # reported by the system checks (config/checks.py, leitstand.E009), naming the setting
 
+        def reconfigure(*, setting, **kwargs):
+            if setting in options.SETTINGS:
+                configure()
+
         configure()
-        setting_changed.connect(configure, weak=False, dispatch_uid="jobs.options")
+        setting_changed.connect(reconfigure, weak=False, dispatch_uid="jobs.options")

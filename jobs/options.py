@@ -1,7 +1,7 @@
 """The engine's settings, declared once, typed and checked where they are used: Django's settings are
 read at start-up (``jobs/apps.py``, again when a test overrides one) into ``EngineOptions`` and
-handed to the engine through ``current()``; nothing else in jobs/ reads ``django.conf`` (an
-import-linter contract keeps it so).
+handed to the engine through ``current()``; nothing else in jobs/ reads ``django.conf``
+(tests/engine/test_options.py keeps it so).
 
 | setting | option |
 | --- | --- |
