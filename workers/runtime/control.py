@@ -19,20 +19,13 @@ from django.db import DatabaseError, close_old_connections
 from jobs import leadership, leases
 from jobs.batches import batches_finalize
 from jobs.paths import attempts_check
-from jobs.retry import FALLBACK_POLICY
 from jobs.webhooks import webhook_sweep
-from workers.runtime import dispatch_sweep
+from workers.runtime import dispatch_sweep, reaper_sweep
 from workers.runtime.registry import registry
 from workers.runtime.replay import shadow_sample
 from workers.runtime.sweeps import Stage, register_sweep, sweeps
 
 logger = logging.getLogger("leitstand.control")
-
-
-def reap() -> int:
-    grace = settings.LEITSTAND_LEASE_GRACE_SECONDS
-    reaped = sum(len(leases.reap_expired(grace_seconds=grace, policy=t.retry, job_type=t.name)) for t in registry.all())
-    return reaped + len(leases.reap_expired(grace_seconds=grace, policy=FALLBACK_POLICY))
 
 
 def path_checks() -> dict:
@@ -42,7 +35,7 @@ def path_checks() -> dict:
 
 def sweeps_register() -> None:
     """The runtime's and the engine's own sweeps (``WorkersConfig.ready``); other apps add theirs."""
-    register_sweep("reaper", reap, stage=Stage.ENGINE)
+    reaper_sweep.register()
     register_sweep("retries", lambda: len(leases.retries_promote_due()), stage=Stage.ENGINE)
     register_sweep("review-queue", lambda: len(leases.unclear_queue_for_review()), stage=Stage.ENGINE)
     register_sweep("batches", batches_finalize, stage=Stage.PLAN)  # its events reach the outbox this round

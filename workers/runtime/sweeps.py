@@ -14,9 +14,10 @@ in the same round:
 
 **A sweep as a unit** (``register_unit``): a module of its own with a frozen config (its settings
 read once, at registration, with defaults, and checked there: ``require`` names the setting to mend),
-a ``run_once(config)`` that returns what it did, and a test file named after it. The dispatcher
-(``dispatch_sweep``), the crawl schedules (``workers/pipeline/schedule_sweep.py``) and the recheck
-planner (``rechecks/planner_sweep.py``) are units; the others are functions still.
+a ``run_once(config)`` that returns what it did, and a test file named after it. The reaper
+(``reaper_sweep``), the dispatcher (``dispatch_sweep``), the crawl schedules
+(``workers/pipeline/schedule_sweep.py``) and the recheck planner (``rechecks/planner_sweep.py``) are
+units; the others are functions still.
 """
 
 from __future__ import annotations

@@ -1,0 +1,43 @@
+"""The ``reaper`` sweep, every round: leases that expired more than ``LEITSTAND_LEASE_GRACE_SECONDS``
+ago (database time) are released. The lost attempt counts against the job's retry budget, with its
+type's retry policy (a fallback policy for a type no longer registered): it waits for its next
+attempt, or goes to the dead-letter queue. The old attempt's next write is refused as stale."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from jobs import leases
+from jobs.retry import FALLBACK_POLICY
+from workers.runtime.registry import registry
+from workers.runtime.sweeps import Stage, register_unit, require
+
+
+@dataclass(frozen=True)
+class ReaperConfig:
+    grace_seconds: float = 10.0
+    every_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        require(
+            isinstance(self.grace_seconds, (int, float)) and self.grace_seconds >= 0,
+            "LEITSTAND_LEASE_GRACE_SECONDS",
+            f"must be a number of seconds of at least 0, not {self.grace_seconds!r}",
+        )
+
+    @classmethod
+    def from_settings(cls) -> ReaperConfig:
+        return cls(grace_seconds=settings.LEITSTAND_LEASE_GRACE_SECONDS)
+
+
+def run_once(config: ReaperConfig) -> int:
+    """Release the expired leases, type by type; how many."""
+    grace = config.grace_seconds
+    reaped = sum(len(leases.reap_expired(grace_seconds=grace, policy=t.retry, job_type=t.name)) for t in registry.all())
+    return reaped + len(leases.reap_expired(grace_seconds=grace, policy=FALLBACK_POLICY))
+
+
+def register() -> None:
+    register_unit("reaper", run_once, ReaperConfig.from_settings(), stage=Stage.ENGINE)
