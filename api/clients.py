@@ -6,7 +6,7 @@ Each delivery is judged again, and its POST pinned to the address checked (DNS m
 from jobs import clients
 from jobs.models import Client
 from jobs.services import JobInputError
-from workers.pipeline.http import destination_problem
+from workers.pipeline.http import destination_refusal
 
 
 def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tuple[Client, str]:
@@ -15,11 +15,7 @@ def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tu
     clients.clients_require(user)
     candidate = (url or "").strip()
     if candidate and candidate.lower() != "none":
-        problem = destination_problem(candidate)
-        if problem:
-            raise JobInputError(
-                "webhook_url",
-                f"webhooks may not go there: {problem} (an in-house receiver is allow-listed in "
-                "LEITSTAND_NOTIFY_ALLOWED_TARGETS by whoever deploys Leitstand)",
-            )
+        refused = destination_refusal(candidate)
+        if refused:
+            raise JobInputError("webhook_url", refused)
     return clients.client_webhook_set(client_id=client_id, url=url, actor=actor, user=user)

@@ -197,7 +197,7 @@ def test_the_command_gives_a_client_several_tokens_and_rotates_them(capsys):
     assert ApiToken.objects.get(name="solo").client.name == "solo", "without --client: a client of its own"
     with pytest.raises(CommandError, match="client: must be 1-100 characters"):
         call_command("create_api_token", "--name", "x", "--client", "bad\nname", "--scopes", "jobs:read")
-    with pytest.raises(CommandError, match="webhook_url: webhooks may not go there: .*only http and https"):
+    with pytest.raises(CommandError, match="webhook_url: notifications may not go there: .*only http and https"):
         call_command("create_api_token", "--client", "php-core", "--client-webhook", "ftp://core.example/")
     assert not ApiToken.objects.filter(name="x").exists() and Client.objects.get(name="php-core").webhook_url == ""
 
@@ -237,7 +237,8 @@ def test_an_operator_manages_clients_on_the_console_and_each_change_is_audited(c
         follow=True,
     )
     assert (
-        "webhooks may not go there" in refused.content.decode() and "not a public address" in refused.content.decode()
+        "notifications may not go there" in refused.content.decode()
+        and "not a public address" in refused.content.decode()
     )
     assert Client.objects.get(pk=owner.pk).webhook_url == "https://localhost:8443/k/geheimpfad", "nothing changed"
     client.post(f"/admin/jobs/client/{owner.pk}/act/", {"action": "token_revoke", "token": "core-write"})
@@ -324,7 +325,7 @@ def test_a_clients_webhook_at_a_private_address_is_refused_at_delivery(client, s
     receiver = Receiver(200)
     try:
         shop = bearer("shop")
-        with pytest.raises(CommandError, match="webhooks may not go there: .*loopback"):
+        with pytest.raises(CommandError, match="notifications may not go there: .*loopback"):
             call_command("create_api_token", "--client", "shop", "--client-webhook", receiver.url)
         # Set while allow-listed (or while its name still resolved elsewhere): each delivery judges again.
         Client.objects.filter(name="shop").update(

@@ -12,7 +12,7 @@ from django.utils.html import format_html
 
 from dashboard.admin.base import AuditedAdmin, ReadOnlyAdmin
 from dashboard.models import Contact, DeadLetterReview, Owner, Route, Silence
-from dashboard.operations.routes import destination_problem
+from workers.pipeline.http import destination_refusal
 from workers.runtime.webhook import url_redacted
 
 
@@ -22,12 +22,9 @@ def _http_url(value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or len(value) > 500:
             raise forms.ValidationError("must be an http(s) URL with a host, at most 500 characters")
-        problem = destination_problem(value)
-        if problem:
-            raise forms.ValidationError(
-                f"notifications may not go there: {problem} (an in-house receiver is allow-listed in "
-                "LEITSTAND_NOTIFY_ALLOWED_TARGETS by whoever deploys Leitstand)"
-            )
+        refused = destination_refusal(value)
+        if refused:
+            raise forms.ValidationError(refused)
     return value
 
 

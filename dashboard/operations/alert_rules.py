@@ -503,7 +503,7 @@ RULES = {
     )
 }
 
-_memory: dict = {}  # rule state between evaluations in the leading control process (queue samples)
+rule_memory: dict = {}  # rule state between evaluations in the leading control process (queue samples)
 
 
 def rule_title(name: str) -> str:

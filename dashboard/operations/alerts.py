@@ -24,7 +24,7 @@ from dashboard.audit import audit_record
 from dashboard.display import clock
 from dashboard.models import Alert, AlertEvent, Route
 from dashboard.operations import notify
-from dashboard.operations.alert_rules import RULES, _memory, option, route_of, rule_title
+from dashboard.operations.alert_rules import RULES, option, route_of, rule_memory, rule_title
 from dashboard.operations.routes import route_named, routes_ensure
 from dashboard.operations.silences import ActiveSilences
 from jobs.models import OPERATE_PERMISSION, database_now
@@ -39,7 +39,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
     routes_ensure(routes_needed())
     report = {"fired": 0, "resolved": 0, "open": 0, "escalated": 0, "renotified": 0, "failed_rules": []}
     silenced = ActiveSilences(now)
-    failing = _memory.setdefault("rules_failing", {})
+    failing = rule_memory.setdefault("rules_failing", {})
     for rule in RULES.values():
         try:
             with transaction.atomic():
@@ -61,7 +61,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict:
 
 def _rule_reconcile(rule, now: datetime, silenced, report: dict) -> None:
     """Evaluate one rule and bring its open alerts in line: fire, refresh, resolve."""
-    firing = {f.scope: f for f in rule.evaluate(now, _memory)}
+    firing = {f.scope: f for f in rule.evaluate(now, rule_memory)}
     with transaction.atomic():
         open_alerts = {
             a.scope: a

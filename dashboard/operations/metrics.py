@@ -71,7 +71,7 @@ class PipelineCollector:
         now = database_now()
         with connection.cursor() as cursor:
             jobs = GaugeMetricFamily("leitstand_jobs", DOCUMENTED["leitstand_jobs"], labels=["type", "state"])
-            counts = open_counts(now)
+            counts = open_counts()
             for job_type, state, count in counts:
                 jobs.add_metric([job_type, state], count)
             dead = GaugeMetricFamily("leitstand_dead_letters", DOCUMENTED["leitstand_dead_letters"], labels=["type"])

@@ -27,11 +27,11 @@ from django.utils import timezone
 from dashboard.models import Alert, ReceiptTest, Route
 from dashboard.operations.alert_rules import rule_title
 from dashboard.operations.receipts import confirm_link, receipt_token
-from dashboard.operations.routes import destination_problem, public_url, route_named
+from dashboard.operations.routes import public_url, route_named
 from dashboard.operations.silences import ActiveSilences
 from jobs.errors import JobError, PermanentError
 from jobs.models import database_now
-from workers.pipeline.http import notification_client
+from workers.pipeline.http import destination_problem, notification_client
 from workers.runtime.context import Done, JobContext
 from workers.runtime.services import job_submit
 from workers.runtime.webhook import WebhookRefused, post_signed, url_redacted

@@ -22,7 +22,6 @@ from django.conf import settings
 from django.db import transaction
 
 from dashboard.models import Contact, Owner, Route
-from workers.pipeline import http
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +86,6 @@ def route_named(name: str) -> Route | None:
 
 def fallback_of(route: Route) -> str:
     return route.fallback.name if route.fallback_id else settings.LEITSTAND_ALERT_FALLBACK_ROUTE
-
-
-def destination_problem(url: str) -> str | None:
-    """Why a notification must not be sent to ``url`` (``workers.pipeline.http.destination_problem``)."""
-    return http.destination_problem(url)
 
 
 def route_summaries() -> list[dict]:

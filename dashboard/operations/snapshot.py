@@ -40,7 +40,7 @@ def _rows(sql: str, now, params=None) -> list[tuple]:
         return cursor.fetchall()
 
 
-def open_counts(now) -> list[tuple[str, str, int]]:
+def open_counts() -> list[tuple[str, str, int]]:
     """(type, state, count) of open jobs, exact, through the partial index over the open set."""
     return reads.rows("open_counts")
 
@@ -70,10 +70,10 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
             "pool": "",
         }
     )
-    for job_type, state, count in open_counts(now):
+    for job_type, state, count in open_counts():
         types[job_type]["states"][state] = count
     # Finished jobs are millions of rows: counted in full only every TERMINAL_COUNT_SECONDS.
-    terminal = terminal_counts(now, previous)
+    terminal = terminal_counts(previous)
     for job_type, counts in terminal["counts"].items():
         types[job_type]["states"].update(counts)
     planned_types = [name for name, figures in types.items() if figures["states"].get("planned")]
@@ -99,10 +99,10 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
     return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h, "terminal": terminal}
 
 
-def terminal_counts(now, previous: dict | None) -> dict:
+def terminal_counts(previous: dict | None) -> dict:
     """Done, dead and cancelled per type: reused from the previous snapshot while it is fresh enough."""
     last = (previous or {}).get("pipeline", {}).get("terminal")
-    if last and time.time() - last["counted_at"] < TERMINAL_COUNT_SECONDS and not _small_table(now):
+    if last and time.time() - last["counted_at"] < TERMINAL_COUNT_SECONDS and not _small_table():
         return last
     counts: dict[str, dict] = defaultdict(dict)
     for job_type, state, count in reads.rows("terminal_counts"):
@@ -164,7 +164,7 @@ def business_figures(now) -> dict:
     }
 
 
-def _small_table(now) -> bool:
+def _small_table() -> bool:
     """Below this size a full count costs less than a few milliseconds: count finished jobs every time."""
     (estimate,) = reads.row("jobs_row_estimate")
     return estimate < SMALL_TABLE_ROWS

@@ -48,7 +48,7 @@ def routing(settings):
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alert_rules._memory.clear()
+    alert_rules.rule_memory.clear()
 
 
 def deliveries(**filters):

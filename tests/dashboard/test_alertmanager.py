@@ -71,7 +71,7 @@ def test_an_alert_fires_is_reposted_and_resolves_in_a_real_alertmanager(
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alert_rules._memory.clear()
+    alert_rules.rule_memory.clear()
     job = make_job("crawl", pool="crawl")
     alerts.alerts_evaluate(now=db_clock.now())
     alert = Alert.objects.get(rule="pool_no_consumers")

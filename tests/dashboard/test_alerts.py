@@ -27,7 +27,7 @@ def immediate(settings):
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alert_rules._memory.clear()
+    alert_rules.rule_memory.clear()
 
 
 def open_alerts(rule):

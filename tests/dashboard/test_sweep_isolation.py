@@ -27,7 +27,7 @@ def test_an_alert_rule_that_fails_does_not_silence_the_others(settings, make_job
     settings.LEITSTAND_ALERTS = {
         rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
     }
-    alert_rules._memory.clear()
+    alert_rules.rule_memory.clear()
 
     def explode(now, memory):
         raise ValueError("a scope the table refuses")

@@ -1,6 +1,8 @@
 """The dispatcher (workers/runtime/dispatch_sweep.py): its config, an empty round, and the wake-ups a
 round sends — one per worker for due work, less those still waiting in the pool's queue."""
 
+import uuid
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django_q.models import OrmQ
@@ -16,9 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def due(pool: str, count: int) -> None:
     for _ in range(count):
-        job_create(
-            type="synthetic", pool=pool, idempotency_key=f"{pool}-{OrmQ.objects.count()}-{_}", payload={}, actor="t"
-        )
+        job_create(type="synthetic", pool=pool, idempotency_key=uuid.uuid4().hex, payload={}, actor="t")
 
 
 def queued() -> dict[str, int]:

@@ -595,6 +595,17 @@ def destination_problem(url: str) -> str | None:
     return None
 
 
+def destination_refusal(url: str) -> str | None:
+    """``destination_problem`` as people who typed the URL read it: with where an exception is made."""
+    problem = destination_problem(url)
+    if problem is None:
+        return None
+    return (
+        f"notifications may not go there: {problem} (an in-house receiver is allow-listed in "
+        "LEITSTAND_NOTIFY_ALLOWED_TARGETS by whoever deploys Leitstand)"
+    )
+
+
 def check_content(headers: httpx.Headers, body: bytes, accept: frozenset[str], url: str) -> None:
     """Refuse (``ResponseRefused``) a body whose declared type is not accepted or whose bytes lie."""
     declared = headers.get("content-type", "").split(";")[0].strip().lower()
