@@ -14,9 +14,10 @@ class WorkersConfig(AppConfig):
 
         from workers.pipeline import job_types as pipeline_types
         from workers.pipeline import schedule_sweep
-        from workers.runtime import control
+        from workers.runtime import control, options
         from workers.runtime import job_types as runtime_types
 
+        _options_read(options)
         # A duplicate or incomplete declaration stops start-up here.
         runtime_types.job_types_register()
         pipeline_types.job_types_register()
@@ -32,6 +33,29 @@ class WorkersConfig(AppConfig):
         )
         post_migrate.connect(_pools_ensure, sender=self)
         post_spawn.connect(_worker_spawned)
+
+
+def _options_read(options) -> None:
+    """The one place the runtime reads Django's settings (workers/runtime/options.py); a test that
+    overrides one of them gets the runtime's options read again (job types keep the timing they were
+    registered with). The job types need them to register, so a refusal stops start-up here, naming
+    the setting."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+    from django.core.signals import setting_changed
+
+    def configure():
+        try:
+            options.configure(options.RuntimeOptions.from_settings(settings))
+        except options.OptionError as refused:
+            raise ImproperlyConfigured(str(refused)) from refused
+
+    def reconfigure(*, setting, **kwargs):
+        if setting in options.SETTINGS:
+            configure()
+
+    configure()
+    setting_changed.connect(reconfigure, weak=False, dispatch_uid="workers.runtime.options")
 
 
 def _worker_spawned(**kwargs):

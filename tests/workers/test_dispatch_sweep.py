@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django_q.models import OrmQ
 
 from jobs.services import job_create
-from workers.runtime import dispatch_sweep
+from workers.runtime import dispatch_sweep, options
 from workers.runtime.dispatch_sweep import DispatchConfig
 from workers.runtime.models import Pool
 
@@ -29,7 +29,7 @@ def queued() -> dict[str, int]:
 
 
 def test_the_bounds_are_the_pools_workers_and_a_bad_one_names_its_setting(settings):
-    config = DispatchConfig.from_settings()
+    config = DispatchConfig.from_options(options.current())
     assert dict(config.bounds) == {pool: c["workers"] for pool, c in settings.LEITSTAND_POOLS.items()}
     assert config.every_seconds == 0, "every round"
     with pytest.raises(ImproperlyConfigured, match=r'LEITSTAND_POOLS\["crawl"\]\["workers"\] must be a whole number'):
@@ -63,4 +63,4 @@ def test_it_is_registered_as_the_dispatch_stage():
 
     sweep = sweeps.get("dispatcher")
     assert sweep.stage == Stage.DISPATCH and sweep.function.func is dispatch_sweep.run_once
-    assert sweep.function.args[0] == DispatchConfig.from_settings()
+    assert sweep.function.args[0] == DispatchConfig.from_options(options.current())

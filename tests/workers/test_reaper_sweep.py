@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobs import leases
 from jobs.models import Job, State
-from workers.runtime import reaper_sweep
+from workers.runtime import options, reaper_sweep
 from workers.runtime.reaper_sweep import ReaperConfig
 from workers.runtime.registry import registry
 
@@ -16,7 +16,7 @@ LEASE = 30
 
 def test_the_grace_comes_from_the_settings_and_a_bad_one_names_its_setting(settings):
     settings.LEITSTAND_LEASE_GRACE_SECONDS = 3
-    assert ReaperConfig.from_settings() == ReaperConfig(grace_seconds=3)
+    assert ReaperConfig.from_options(options.current()) == ReaperConfig(grace_seconds=3)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_LEASE_GRACE_SECONDS must be a number of seconds"):
         ReaperConfig(grace_seconds=-1)
 

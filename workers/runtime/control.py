@@ -13,14 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
 from jobs import leadership, leases
 from jobs.batches import batches_finalize
 from jobs.paths import attempts_check
 from jobs.webhooks import webhook_sweep
-from workers.runtime import dispatch_sweep, reaper_sweep
+from workers.runtime import dispatch_sweep, options, reaper_sweep
 from workers.runtime.registry import registry
 from workers.runtime.replay import shadow_sample
 from workers.runtime.sweeps import Stage, register_sweep, sweeps
@@ -52,7 +51,7 @@ def run(
     Each round renews (or tries to take) the leader lease; a sweep runs in a transaction fenced by
     the term (``jobs/leadership.py``), unless it was registered ``fenced=False`` and fences its own
     transactions. A deposed leader's refused write ends its round; it is recorded."""
-    interval = interval or settings.LEITSTAND_CONTROL_INTERVAL_SECONDS
+    interval = interval or options.current().control_interval_seconds
     holder = leadership.holder_name()
     term = None
     try:
@@ -74,7 +73,7 @@ def run(
 
 def _claim(holder: str, term: leadership.Term | None) -> leadership.Term | None:
     try:
-        claimed = leadership.leader_claim(leadership.CONTROL, holder, settings.LEITSTAND_CONTROL_LEADER_LEASE_SECONDS)
+        claimed = leadership.leader_claim(leadership.CONTROL, holder, options.current().control_leader_lease_seconds)
     except DatabaseError:
         logger.warning("could not reach the leader lease; trying again next round")
         close_old_connections()

@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import time
 
-from django.conf import settings
 from django.db import connection, transaction
 
 from jobs import reads
+from workers.runtime import options
 
 logger = logging.getLogger("leitstand.dispatch")
 
@@ -37,7 +37,7 @@ def wakeup_after_commit(pool: str) -> None:
 def broker_errors() -> tuple[type[Exception], ...]:
     """What a broker that cannot be reached raises (none for the ORM broker: that is the database,
     whose errors are the caller's)."""
-    if settings.LEITSTAND_WAKEUP_REDIS_URL:
+    if options.current().wakeup_redis_url:
         import redis
 
         return (redis.RedisError,)
@@ -76,10 +76,10 @@ def outstanding_wakeups() -> dict[str, int]:
     """Wake-ups waiting in each pool's queue, not yet fetched by a worker (django-q2's ORM broker
     locks a fetched row until its retry time and counts only unlocked ones: a row whose worker died
     stays locked that long, so counting it would starve the pool)."""
-    if settings.LEITSTAND_WAKEUP_REDIS_URL:
+    if options.current().wakeup_redis_url:
         from django_q.brokers import get_broker
 
-        return {pool: get_broker(list_key=pool).queue_size() for pool in settings.LEITSTAND_POOLS}
+        return {pool: get_broker(list_key=pool).queue_size() for pool in options.current().pools}
     with connection.cursor() as cursor:
         cursor.execute("SELECT key, count(*) FROM django_q_ormq WHERE lock <= now() GROUP BY key")
         return dict(cursor.fetchall())

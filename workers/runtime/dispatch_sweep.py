@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
-from django.conf import settings
-
-from workers.runtime import dispatch
+from workers.runtime import dispatch, options
 from workers.runtime.models import Pool
 from workers.runtime.sweeps import Stage, register_unit, require
 
@@ -32,8 +29,8 @@ class DispatchConfig:
             )
 
     @classmethod
-    def from_settings(cls) -> DispatchConfig:
-        return cls(bounds=MappingProxyType({pool: c["workers"] for pool, c in settings.LEITSTAND_POOLS.items()}))
+    def from_options(cls, runtime: options.RuntimeOptions) -> DispatchConfig:
+        return cls(bounds=runtime.pools)
 
 
 def run_once(config: DispatchConfig) -> dict[str, int]:
@@ -56,4 +53,4 @@ def run_once(config: DispatchConfig) -> dict[str, int]:
 
 
 def register() -> None:
-    register_unit("dispatcher", run_once, DispatchConfig.from_settings(), stage=Stage.DISPATCH)
+    register_unit("dispatcher", run_once, DispatchConfig.from_options(options.current()), stage=Stage.DISPATCH)

@@ -1,41 +1,43 @@
 """The runtime's own job types (synthetic canaries, API webhooks, shadow runs) and the timing profiles
 that the apps above it use for theirs. Each app registers its types in ``AppConfig.ready()``."""
 
-from django.conf import settings
-
 from jobs.retry import RetryPolicy
-from workers.runtime import replay, synthetic, webhook
+from workers.runtime import options, replay, synthetic, webhook
 from workers.runtime.registry import JobType, register
 
 
 def pipeline_timing() -> dict:
     """Jobs that talk to crawled sites: retries of a failing site back off up to ten minutes (a
     Retry-After may ask for longer: capped here)."""
-    pipeline = settings.LEITSTAND_PIPELINE
+    runtime = options.current()
     return {
-        "timeout_seconds": pipeline["timeout_seconds"],
-        "lease_seconds": pipeline["lease_seconds"],
-        "heartbeat_seconds": pipeline["heartbeat_seconds"],
-        "retry": RetryPolicy(base_seconds=2, cap_seconds=600, max_attempts=pipeline["max_attempts"]),
-        "external_call_timeout_seconds": settings.LEITSTAND_FETCH["total_seconds"],
+        **_timing(runtime.pipeline),
+        "retry": RetryPolicy(base_seconds=2, cap_seconds=600, max_attempts=runtime.pipeline.max_attempts),
+        "external_call_timeout_seconds": runtime.fetch_total_seconds,
     }
 
 
 def delivery_timing() -> dict:
     """Deliveries (alert notifications, API webhooks): small, urgent, retried with backoff up to 15 min."""
-    notify = settings.LEITSTAND_NOTIFY
+    notify = options.current().notify
     return {
         "default_priority": 1,
-        "timeout_seconds": notify["timeout_seconds"],
-        "lease_seconds": notify["lease_seconds"],
-        "heartbeat_seconds": notify["heartbeat_seconds"],
-        "retry": RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=notify["max_attempts"]),
-        "external_call_timeout_seconds": notify["http_timeout_seconds"],
+        **_timing(notify),
+        "retry": RetryPolicy(base_seconds=5, cap_seconds=900, max_attempts=notify.max_attempts),
+        "external_call_timeout_seconds": notify.http_timeout_seconds,
+    }
+
+
+def _timing(timing: options.Timing) -> dict:
+    return {
+        "timeout_seconds": timing.timeout_seconds,
+        "lease_seconds": timing.lease_seconds,
+        "heartbeat_seconds": timing.heartbeat_seconds,
     }
 
 
 def job_types_register() -> None:
-    synthetic_settings = settings.LEITSTAND_SYNTHETIC
+    synthetic_timing = options.current().synthetic
     register(
         JobType(
             name="synthetic",
@@ -45,10 +47,8 @@ def job_types_register() -> None:
             pool="synthetic",
             may_choose_pool=True,
             client_scope="jobs:synthetic",
-            timeout_seconds=synthetic_settings["timeout_seconds"],
-            lease_seconds=synthetic_settings["lease_seconds"],
-            heartbeat_seconds=synthetic_settings["heartbeat_seconds"],
-            retry=RetryPolicy(base_seconds=1, cap_seconds=60, max_attempts=synthetic_settings["max_attempts"]),
+            **_timing(synthetic_timing),
+            retry=RetryPolicy(base_seconds=1, cap_seconds=60, max_attempts=synthetic_timing.max_attempts),
             processing_version="synthetic@1",
             expected_paths=("work", "fetch parse store"),
             default_priority=5,

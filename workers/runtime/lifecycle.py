@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 from uuid import UUID
 
-from django.conf import settings
+from workers.runtime import options
 
 MAIN_PID_VARIABLE = "LEITSTAND_POOL_MAIN_PID"
 
 
 def drain_flag(main_pid: int) -> Path:
-    return Path(settings.LEITSTAND_RUN_DIR) / f"drain-{main_pid}"
+    return options.current().run_dir / f"drain-{main_pid}"
 
 
 def drain_begin(main_pid: int) -> None:

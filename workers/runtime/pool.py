@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import psutil
-from django.conf import settings
 from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
@@ -34,7 +33,7 @@ from jobs import leases
 from jobs.correlation import correlation
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
-from workers.runtime import lifecycle
+from workers.runtime import lifecycle, options
 from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.metrics import WORKER_JOBS, WORKER_WAKEUPS
 from workers.runtime.models import Pool, WorkerProcess
@@ -98,7 +97,7 @@ def time_limit(seconds: float, *, within_outer: bool = False) -> Iterator[Limit]
 def _past_useful_life(job_id) -> bool:
     """Whether the job was created longer than ``LEITSTAND_DEFERRED_LIFE_HOURS`` ago (database time).
     Asked only when a job is deferred: one indexed read, not on any job's normal path."""
-    life = timedelta(hours=settings.LEITSTAND_DEFERRED_LIFE_HOURS)
+    life = timedelta(hours=options.current().deferred_life_hours)
     return Job.objects.filter(pk=job_id, created_at__lt=LeitstandNow() - life).exists()
 
 
@@ -145,8 +144,8 @@ class PoolRuntime:
         return cls._by_pool[key]
 
     def __init__(self, pool: str) -> None:
-        if pool not in settings.LEITSTAND_POOLS:
-            raise ValueError(f"unknown pool {pool!r}; configured pools: {', '.join(settings.LEITSTAND_POOLS)}")
+        if refusal := options.current().pool_refusal(pool):
+            raise ValueError(refusal)
         self.pool = pool
         self.worker = leases.WorkerIdentity.of_this_process(pool)
         self.types = {t.name: t for t in registry.for_pool(pool)}
@@ -181,7 +180,7 @@ class PoolRuntime:
         report = WakeupReport()
         if lifecycle.is_draining() or Pool.objects.filter(name=self.pool, is_paused=True).exists():
             return report
-        until = time.monotonic() + settings.LEITSTAND_WAKEUP_BUDGET_SECONDS
+        until = time.monotonic() + options.current().wakeup_budget_seconds
         while time.monotonic() < until and not lifecycle.is_draining():
             limit = self.batch_size()
             claimed = leases.claim(
@@ -211,8 +210,8 @@ class PoolRuntime:
         """How many jobs one claim takes: enough to fill the batch budget at the measured run time."""
         if self.seconds_per_job is None:
             return 1
-        fitting = settings.LEITSTAND_BATCH_BUDGET_SECONDS / max(self.seconds_per_job, 1e-4)
-        return max(1, min(settings.LEITSTAND_MAX_BATCH, int(fitting)))
+        fitting = options.current().batch_budget_seconds / max(self.seconds_per_job, 1e-4)
+        return max(1, min(options.current().max_batch, int(fitting)))
 
     def _run_batch(self, claimed: list[leases.ClaimedJob], report: WakeupReport) -> None:
         # Every job of the batch is in hand from its claim until its result is written, so the
@@ -302,7 +301,7 @@ class PoolRuntime:
         except Deferred as deferred:
             if _past_useful_life(job.id):
                 # A deferral uses no retry budget: without an end, a job could wait for good.
-                hours = settings.LEITSTAND_DEFERRED_LIFE_HOURS
+                hours = options.current().deferred_life_hours
                 reason = f"deferred past its useful life ({hours:g} h, LEITSTAND_DEFERRED_LIFE_HOURS): {deferred}"
                 self._fail(job, context, ErrorKind.PERMANENT, "DeferredPastUsefulLife", reason, 0, report)
                 return None
@@ -495,7 +494,7 @@ class PoolRuntime:
             "current_job_id": self.current_job_id,
             "rss_bytes": rss,
             "cpu_percent": process.cpu_percent(interval=None),
-            "disk_free_bytes": psutil.disk_usage(str(settings.BASE_DIR)).free,
+            "disk_free_bytes": psutil.disk_usage(str(options.current().base_dir)).free,
             "jobs_done": self.jobs_done,
             "wakeups": self.wakeups,
             "duplicate_wakeups": self.duplicate_wakeups,

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from jobs import leases
 from jobs.retry import FALLBACK_POLICY
+from workers.runtime import options
 from workers.runtime.registry import registry
 from workers.runtime.sweeps import Stage, register_unit, require
 
@@ -28,8 +27,8 @@ class ReaperConfig:
         )
 
     @classmethod
-    def from_settings(cls) -> ReaperConfig:
-        return cls(grace_seconds=settings.LEITSTAND_LEASE_GRACE_SECONDS)
+    def from_options(cls, runtime: options.RuntimeOptions) -> ReaperConfig:
+        return cls(grace_seconds=runtime.lease_grace_seconds)
 
 
 def run_once(config: ReaperConfig) -> int:
@@ -40,4 +39,4 @@ def run_once(config: ReaperConfig) -> int:
 
 
 def register() -> None:
-    register_unit("reaper", run_once, ReaperConfig.from_settings(), stage=Stage.ENGINE)
+    register_unit("reaper", run_once, ReaperConfig.from_options(options.current()), stage=Stage.ENGINE)

@@ -20,7 +20,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
@@ -28,6 +27,7 @@ from jobs.errors import Deferred, PermanentError, UnclearError, error_class_name
 from jobs.models import Attempt, Effect, Job, State, StepEvent
 from jobs.pathspec import EXITS, Observed, Verdict
 from jobs.services import JobInputError, job_create, job_retry_now
+from workers.runtime import options
 from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.models import ShadowRun
 from workers.runtime.pool import time_limit
@@ -330,7 +330,7 @@ def shadow_sample(checked: list[tuple]) -> int:
     """For ``LEITSTAND_SHADOW_SAMPLES`` (e.g. ``{"analysis": {"version": "analysis@2-tight",
     "share": 0.05}}``): a ``shadow`` job in the bulk lane for that share of the type's completed
     attempts, chosen by the job ID's hash (the same job is always in or out)."""
-    samples = settings.LEITSTAND_SHADOW_SAMPLES
+    samples = options.current().shadow_samples
     made = 0
     for job_id, job_type, exit in checked:
         sample = samples.get(job_type)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from jobs.models import LeitstandNow
+from workers.runtime import options
 from workers.runtime.models import Pool, WorkerProcess
 
 # A worker whose registry row was not refreshed for this long counts as gone. Rows are refreshed
@@ -31,7 +31,7 @@ def pool_consumers(*, live_within_seconds: float = LIVE_WITHIN_SECONDS) -> dict[
         .annotate(n=Count("id"))
         .values_list("pool", "n")
     )
-    return {pool: live.get(pool, 0) for pool in settings.LEITSTAND_POOLS}
+    return {pool: live.get(pool, 0) for pool in options.current().pools}
 
 
 def pools_with_consumers() -> QuerySet[Pool]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
@@ -15,7 +14,7 @@ from jobs.batches import batch_create
 from jobs.errors import PermanentError
 from jobs.models import OPERATE_PERMISSION, Batch, Client, Job, LeitstandNow
 from jobs.services import JobInputError, Submission
-from workers.runtime import dispatch
+from workers.runtime import dispatch, options
 from workers.runtime.models import Pool
 from workers.runtime.registry import UnknownJobType, registry
 
@@ -94,8 +93,8 @@ def _declared(job_type: str, payload, *, client: Client | None = None) -> tuple:
                 "payload.pool",
                 f"an API client's {job_type} jobs run in the {declared.pool} pool; only operators choose",
             )
-        if not isinstance(pool, str) or pool not in settings.LEITSTAND_POOLS:
-            raise JobInputError("payload.pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+        if refusal := options.current().pool_refusal(pool):
+            raise JobInputError("payload.pool", refusal)
     return declared, pool
 
 
@@ -267,8 +266,8 @@ def pool_resume(*, pool: str, actor: str, reason: str = "resumed", user=None) ->
 def _pool_set(*, pool: str, is_paused: bool, actor: str, reason: str, user) -> Pool:
     if user is not None and not user.has_perm(OPERATE_PERMISSION):
         raise PermissionDenied(f"{user} lacks the permission to pause or resume pools")
-    if pool not in settings.LEITSTAND_POOLS:
-        raise JobInputError("pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    if refusal := options.current().pool_refusal(pool):
+        raise JobInputError("pool", refusal)
     if not reason or not reason.strip():
         raise JobInputError("reason", "is required")
     Pool.objects.update_or_create(

@@ -15,12 +15,11 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.conf import settings
-
 from jobs import reads
 from jobs.models import Attempt, database_now
 from jobs.paths import RAN_TO_AN_END
 from jobs.services import JobInputError
+from workers.runtime import options
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pool_consumers
 
 # Attempts looked at, at most (the newest; the window is minutes, so this bounds the scan).
@@ -73,8 +72,8 @@ class Sizing:
 
 
 def batch_size_recommendation(*, pool: str, target_minutes: float, window_minutes: float = 15) -> Sizing:
-    if pool not in settings.LEITSTAND_POOLS:
-        raise JobInputError("pool", f"unknown pool {pool!r}; pools: {', '.join(settings.LEITSTAND_POOLS)}")
+    if refusal := options.current().pool_refusal(pool):
+        raise JobInputError("pool", refusal)
     (sizing,) = batch_size_recommendations(pools=[pool], target_minutes=target_minutes, window_minutes=window_minutes)
     return sizing
 

@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 import psutil
 import setproctitle
 from django import db
-from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import connection, transaction
 from django_q.cluster import Cluster, Sentinel, get_mp_context
@@ -66,10 +65,11 @@ from django_q.pusher import pusher
 from django_q.status import Stat
 from django_q.worker import worker
 
-from jobs import leases, options, reads
+from jobs import leases, reads
+from jobs import options as engine_options
 from jobs.models import LeitstandNow
 from jobs.retry import FALLBACK_POLICY
-from workers.runtime import dispatch, lifecycle
+from workers.runtime import dispatch, lifecycle, options
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.registry import registry
 
@@ -196,16 +196,16 @@ class _Progress:
 class PoolSentinel(Sentinel):
     def __init__(self, stop_event, start_event, cluster_id, broker=None, timeout=None):
         self.pool_name = os.environ["Q_CLUSTER_NAME"]
-        self.host = options.current().host_name
+        self.host = engine_options.current().host_name
         self.workers: list[_Worker] = []
         self.pending: collections.deque = collections.deque()  # wake-ups read from the pusher, not yet handed
         self.progress = _Progress()
         self.unrescued: list[tuple] = []  # (pid, reason, running) of dead workers whose jobs wait for the database
         self.stop_requested = False
         self.stopping = False
-        self.shutdown_seconds = settings.LEITSTAND_POOL_SHUTDOWN_SECONDS
-        self.stall_seconds = settings.LEITSTAND_POOL_STALL_SECONDS
-        self.wake_after_seconds = settings.LEITSTAND_CONTROL_INTERVAL_SECONDS
+        self.shutdown_seconds = options.current().pool_shutdown_seconds
+        self.stall_seconds = options.current().pool_stall_seconds
+        self.wake_after_seconds = options.current().control_interval_seconds
         self.broker_away = False
         super().__init__(stop_event, start_event, cluster_id, broker, timeout, start=False)
         setproctitle.setproctitle(f"leitstand {self.pool_name} supervisor")
@@ -454,7 +454,7 @@ class PoolSentinel(Sentinel):
 
     def _try_rescue(self, pid: int, reason: str, running) -> bool:
         owner = leases.WorkerIdentity(self.host, pid, self.pool_name).lease_owner
-        poison = settings.LEITSTAND_POISON_DEATHS
+        poison = options.current().poison_deaths
         try:
             with _bounded():
                 rescued = [
@@ -583,7 +583,7 @@ class PoolSentinel(Sentinel):
     def _stat_save(self) -> None:
         """django-q2's cluster statistics, which it keeps in the broker (Redis; the ORM broker keeps
         none). While the broker is away they wait; that is reported once."""
-        if settings.LEITSTAND_WAKEUP_REDIS_URL:
+        if options.current().wakeup_redis_url:
             try:
                 self.broker.connection.ping()
             except dispatch.broker_errors() as unreachable:
@@ -716,7 +716,7 @@ class PoolCluster(Cluster):
     def sig_handler(self, signum, frame) -> None:
         lifecycle.drain_begin(self.main_pid)
         if self.stop_deadline is None:
-            self.stop_deadline = time.monotonic() + settings.LEITSTAND_POOL_SHUTDOWN_SECONDS + 15
+            self.stop_deadline = time.monotonic() + options.current().pool_shutdown_seconds + 15
 
     def run(self) -> None:
         while True:

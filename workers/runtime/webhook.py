@@ -16,12 +16,12 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
-from django.conf import settings
 
-from jobs import options
+from jobs import options as engine_options
 from jobs.correlation import header_safe
 from jobs.errors import JobError, PermanentError, TransientError
 from jobs.models import Client
+from workers.runtime import options
 from workers.runtime.context import Done, JobContext
 
 SIGNATURE_HEADER = "X-Leitstand-Signature"
@@ -69,7 +69,7 @@ def post_signed(
         **(headers or {}),
     }
     shown = url_redacted(url)  # step data and reasons are read by viewers and read tokens
-    timeout = settings.LEITSTAND_NOTIFY["http_timeout_seconds"]
+    timeout = options.current().notify.http_timeout_seconds
     with context.step("webhook", url=shown) as info:
         if guarded:
             if _guarded_post is None:
@@ -136,7 +136,7 @@ def _receiver(client_name) -> tuple[str, str]:
         if client is None or not client.webhook_url or not client.webhook_secret:
             raise PermanentError(f"client {client_name!r} no longer has a webhook of its own")
         return client.webhook_url, client.webhook_secret
-    hook = options.current().webhook
+    hook = engine_options.current().webhook
     if not hook.url or not hook.secret:
         raise PermanentError("LEITSTAND_WEBHOOK_URL and LEITSTAND_WEBHOOK_SECRET are no longer both set")
     return hook.url, hook.secret

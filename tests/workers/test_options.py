@@ -1,0 +1,65 @@
+"""The runtime's settings (workers/runtime/options.py): declared once, typed and checked; read from
+Django's settings at start-up and again when a test overrides one; no module of workers/runtime/
+reads them itself."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from jobs.options import OptionError
+from workers.runtime import options
+from workers.runtime.options import RuntimeOptions, Timing
+
+RUNTIME = Path(__file__).resolve().parents[2] / "workers" / "runtime"
+
+
+def test_no_module_of_the_runtime_imports_django_conf():
+    readers = []
+    for path in sorted(RUNTIME.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            readers += [f"{path.name}: {name}" for name in names if name.startswith("django.conf")]
+    assert readers == [], "read the runtime's settings from workers.runtime.options.current()"
+
+
+def test_the_options_follow_the_settings_and_an_override(settings):
+    assert options.current() == RuntimeOptions.from_settings(settings)
+    assert dict(options.current().pools) == {pool: c["workers"] for pool, c in settings.LEITSTAND_POOLS.items()}
+    settings.LEITSTAND_MAX_BATCH = 7
+    settings.LEITSTAND_NOTIFY = {**settings.LEITSTAND_NOTIFY, "http_timeout_seconds": 3}
+    assert options.current().max_batch == 7
+    assert options.current().notify.http_timeout_seconds == 3
+
+
+def test_a_bad_value_is_refused_naming_its_setting(settings):
+    good = options.current()
+    with pytest.raises(OptionError, match="LEITSTAND_POISON_DEATHS must be a whole number of at least 2, not 1"):
+        RuntimeOptions(**{**good.__dict__, "poison_deaths": 1})
+    with pytest.raises(OptionError, match=r'LEITSTAND_POOLS\["crawl"\]\["workers"\] must be a whole number'):
+        RuntimeOptions(**{**good.__dict__, "pools": {"crawl": True}})
+    with pytest.raises(OptionError, match="LEITSTAND_POOLS names no pool"):
+        RuntimeOptions(**{**good.__dict__, "pools": {}})
+    with pytest.raises(OptionError, match=r'LEITSTAND_PIPELINE\["lease_seconds"\] must be a number'):
+        Timing("LEITSTAND_PIPELINE", timeout_seconds=5, lease_seconds="60", heartbeat_seconds=1, max_attempts=3)
+    with pytest.raises(AttributeError):
+        good.max_batch = 1  # frozen
+
+
+def test_an_override_the_runtime_cannot_run_with_stops_with_the_setting(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="LEITSTAND_MAX_BATCH must be a whole number of at least 1, not 0"):
+        settings.LEITSTAND_MAX_BATCH = 0
+
+
+def test_a_pool_is_refused_by_name_with_the_configured_ones():
+    current = options.current()
+    assert current.pool_refusal("crawl") is None
+    assert current.pool_refusal("nowhere") == f"unknown pool 'nowhere'; pools: {', '.join(current.pools)}"
+    assert current.pool_refusal(["crawl"]).startswith("unknown pool ['crawl']")
