@@ -239,7 +239,7 @@ def main() -> None:
         cursor.execute(ROLLUP_SQL, {})
         cursor.execute("ANALYZE dashboard_rollup")
     started = time.perf_counter()
-    rollups_record()
+    rollups_record(keep_days=8)
     print(f"trend rollup of a minute by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
     from jobs.batches import batch_create
 

@@ -354,7 +354,7 @@ def archive_day(day) -> int:
 
     sweeps = 0
     while sql("SELECT count(*) FROM jobs_job WHERE finished_at < %s::date + 1", [day])[0][0]:
-        report = retention_sweep()
+        report = retention_sweep(seconds_per_round=settings.LEITSTAND_RETENTION["seconds_per_round"])
         sweeps += 1
         if report.stopped or not report.purged:
             raise RuntimeError(f"the sweep left jobs of {day}: {report}")

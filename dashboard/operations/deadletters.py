@@ -154,16 +154,17 @@ def dead_letter_groups(*, batch_id: int | None = None, now: datetime | None = No
 SNAPSHOT = "deadletters"
 
 
-def dead_letters_refresh() -> None:
+def dead_letters_refresh() -> dict[str, int]:
     """Group every dead job now and store the groups for the console (the control process, throttled);
-    a reviewed group with dead jobs newer than its review is reopened."""
+    a reviewed group with dead jobs newer than its review is reopened. How many groups, how many reopened."""
     now, started = database_now(), time.perf_counter()
     groups = dead_letter_groups(now=now)
     reviews = {(r.type, r.error_class, r.step): r for r in DeadLetterReview.objects.filter(reopened_at__isnull=True)}
+    reopened = 0
     for group in groups:
         review = reviews.get((group.type, group.error_class, group.step))
         if review and group.last_seen and group.last_seen > review.reviewed_at:
-            DeadLetterReview.objects.filter(pk=review.pk, reopened_at__isnull=True).update(reopened_at=now)
+            reopened += DeadLetterReview.objects.filter(pk=review.pk, reopened_at__isnull=True).update(reopened_at=now)
     ConsoleSnapshot.objects.update_or_create(
         name=SNAPSHOT,
         defaults={
@@ -172,6 +173,7 @@ def dead_letters_refresh() -> None:
             "took_ms": (time.perf_counter() - started) * 1000,
         },
     )
+    return {"groups": len(groups), "reopened": reopened}
 
 
 def reviews_attach(groups: list[Group]) -> list[Group]:

@@ -170,11 +170,10 @@ def _test_as_alert(message: dict) -> dict:
     }
 
 
-def alertmanager_repost() -> int:
+def alertmanager_repost(*, every_seconds: float) -> int:
     """Post every firing or acknowledged, not silenced alert again to its route's Alertmanager, before
     the ``endsAt`` of the last post; one job per route and interval. How many routes."""
-    every = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
-    slot = int(database_now().timestamp() // every)
+    slot = int(database_now().timestamp() // every_seconds)
     routes = {r.name: r for r in Route.objects.exclude(alertmanager_url="")}
     if not routes:
         return 0

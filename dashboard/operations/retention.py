@@ -327,12 +327,12 @@ def archive_index_trim(now: datetime) -> int:
     return forgotten
 
 
-def retention_sweep() -> RetentionReport:
+def retention_sweep(*, seconds_per_round: float) -> RetentionReport:
+    """One round: jobs, then the audit log, then partitions, until ``seconds_per_round`` have passed
+    (what is left waits for the next round); then the other records are trimmed."""
     report = RetentionReport()
-    if not settings.LEITSTAND_RETENTION["enabled"]:
-        return report
     now = database_now()
-    deadline = time.monotonic() + settings.LEITSTAND_RETENTION["seconds_per_round"]
+    deadline = time.monotonic() + seconds_per_round
     jobs_retire(report, now, deadline)
     if not report.stopped:
         audit_retire(report, now, deadline)

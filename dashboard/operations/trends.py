@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import connection
 
 from dashboard.models import ConsoleSnapshot, Rollup
@@ -28,12 +27,12 @@ RANGES = {
 }
 
 
-def rollups_record() -> int:
+def rollups_record(*, keep_days: float) -> int:
     """Record the last complete minute (once: a second call in the same minute records nothing) and
-    drop what is older than the retention; how many rows were written."""
+    drop what is older than ``keep_days``; how many rows were written."""
     now = database_now()
     minute = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
-    Rollup.objects.filter(minute__lt=now - timedelta(days=settings.LEITSTAND_CONSOLE["rollup_days"])).delete()
+    Rollup.objects.filter(minute__lt=now - timedelta(days=keep_days)).delete()
     if Rollup.objects.filter(minute=minute).exists():
         return 0
     data = ConsoleSnapshot.objects.filter(name="home").values_list("data", flat=True).first() or {}

@@ -98,7 +98,7 @@ def test_an_alert_fires_is_reposted_and_resolves_in_a_real_alertmanager(
 
     # Re-posted every LEITSTAND_ALERTMANAGER_REPOST_SECONDS: each post moves its end further out.
     db_clock.advance(settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS)
-    assert notify.alertmanager_repost() == 1
+    assert notify.alertmanager_repost(every_seconds=settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS) == 1
     pool_runtime("notify").wake()
     (again,) = in_alertmanager(alertmanager, "pool_no_consumers")
     assert datetime.fromisoformat(again["endsAt"].replace("Z", "+00:00")) > first_end

@@ -134,7 +134,7 @@ def test_the_page_reads_the_groups_the_control_process_stored(client, login, dea
     assert "As of" in first.content.decode() and sum(g.counts[0] for g in first.context["groups"]) == 4
     Job.objects.filter(pk=dead["jobs"][4].pk).update(finished_at=dead["now"] - timedelta(days=2))
     assert sum(g.counts[0] for g in client.get("/admin/deadletters/").context["groups"]) == 4, "until the next refresh"
-    assert sweeps.get("dead-letters").function is dead_letters_refresh  # the control process's sweep, throttled
+    assert sweeps.get("dead-letters").every_seconds > 0  # the control process's sweep, throttled
     dead_letters_refresh()
     assert sum(g.counts[0] for g in client.get("/admin/deadletters/").context["groups"]) == 3
 

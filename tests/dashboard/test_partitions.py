@@ -104,5 +104,5 @@ def test_the_retention_sweep_keeps_the_partitions(settings):
 
     assert not exists()
     settings.LEITSTAND_RETENTION = {**settings.LEITSTAND_RETENTION, "partition_days_ahead": ahead}
-    report = retention.retention_sweep()
+    report = retention.retention_sweep(seconds_per_round=60)
     assert not report.stopped and report.partitions_created >= 2 and exists()

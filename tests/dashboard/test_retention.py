@@ -103,7 +103,7 @@ def test_retention_keeps_exactly_what_the_rules_keep(policy):
     leave.append(long_ago)  # its plan ended longer ago than plan_days
 
     before = jobs_export([j.pk for j in leave])
-    report = retention.retention_sweep()
+    report = retention.retention_sweep(seconds_per_round=60)
 
     assert remaining(*keep) == {j.pk for j in keep}
     assert remaining(*leave) == set()
@@ -128,7 +128,7 @@ def test_retention_keeps_exactly_what_the_rules_keep(policy):
     )
     assert {f["sha256"] for f in manifest["files"]} <= {f.sha256 for f in files}
 
-    assert retention.retention_sweep().purged == 0, "a second sweep finds nothing more to purge"
+    assert retention.retention_sweep(seconds_per_round=60).purged == 0, "a second sweep finds nothing more to purge"
 
 
 def test_the_application_role_cannot_purge_and_nothing_unarchived_is_purged(policy):
@@ -146,14 +146,14 @@ def test_a_failing_archive_stops_purging_and_fires_an_alert(policy, settings, tm
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the archive should be")
     settings.LEITSTAND_ARCHIVE_DIR = blocked
-    report = retention.retention_sweep()
+    report = retention.retention_sweep(seconds_per_round=60)
     assert report.stopped and report.purged == 0 and remaining(*jobs) == {j.pk for j in jobs}
     assert ArchiveFile.objects.filter(state=ArchiveFile.State.FAILED).exists()
     (firing,) = alert_rules._archive_failing(database_now(), {})
     assert "purging stopped" in firing.diagnosis and "not-a-folder" in firing.diagnosis
 
     settings.LEITSTAND_ARCHIVE_DIR = tmp_path / "archive"  # the storage is back: the sweep resumes
-    assert retention.retention_sweep().purged == 4 and remaining(*jobs) == set()
+    assert retention.retention_sweep(seconds_per_round=60).purged == 4 and remaining(*jobs) == set()
     assert alert_rules._archive_failing(database_now(), {}) == []
     assert ArchivedJob.objects.count() == 4
 
@@ -162,7 +162,7 @@ def test_an_archived_job_is_found_by_export_job_and_the_console(policy, client, 
     from dashboard.roles import VIEWERS, roles_ensure
 
     job = ended(State.DONE, 20, correlation_id="order-4711")
-    retention.retention_sweep()
+    retention.retention_sweep(seconds_per_round=60)
     assert not Job.objects.filter(pk=job.pk).exists()
     call_command("export_job", str(job.pk))
     document = json.loads(capsys.readouterr().out)
@@ -189,7 +189,7 @@ def test_the_archive_index_forgets_old_files_and_export_job_still_reads_them(pol
     from dashboard.roles import VIEWERS, roles_ensure
 
     old, recent = ended(State.DONE, 200, correlation_id="old-order"), ended(State.DONE, 20, correlation_id="new-order")
-    retention.retention_sweep()
+    retention.retention_sweep(seconds_per_round=60)
     assert ArchivedJob.objects.count() == 2
     policy["archive_index_days"] = 90
     trimmed = retention.records_trim(database_now())
@@ -259,7 +259,7 @@ def test_the_console_and_metrics_show_what_the_history_costs(policy, client, set
     kept = ended(State.DONE, 1)
     for _ in range(3):
         ended(State.DONE, 20)
-    retention.retention_sweep()
+    retention.retention_sweep(seconds_per_round=60)
     storage = snapshot_refresh()["storage"]
     assert storage["database_bytes"] > 0 and "jobs_job" in {t["name"] for t in storage["tables"]}
     assert storage["archive"]["purged_jobs"] == 3 and storage["archive"]["last_purged_at"]
@@ -296,7 +296,7 @@ def test_the_audit_log_is_archived_a_day_at_a_time_then_purged(policy, settings)
                 "UPDATE dashboard_auditentry SET at = %s WHERE target = %s", [now - timedelta(days=days_ago), target]
             )
             owner.execute("ALTER TABLE dashboard_auditentry ENABLE TRIGGER dashboard_auditentry_append_only")
-    report = retention.retention_sweep()
+    report = retention.retention_sweep(seconds_per_round=60)
     assert report.audit_purged == 3 and list(AuditEntry.objects.values_list("target", flat=True)) == ["recent"]
     files = ArchiveFile.objects.filter(job_type="audit").order_by("day")
     assert [f.jobs for f in files] == [2, 1] and {f.state for f in files} == {ArchiveFile.State.PURGED}
@@ -306,7 +306,7 @@ def test_the_audit_log_is_archived_a_day_at_a_time_then_purged(policy, settings)
         assert hashlib.sha256(raw).hexdigest() == file.sha256
         archived += [json.loads(line)["target"] for line in gzip.decompress(raw).splitlines()]
     assert sorted(archived) == ["old-a", "old-b", "older-c"]
-    assert retention.retention_sweep().audit_purged == 0
+    assert retention.retention_sweep(seconds_per_round=60).audit_purged == 0
 
 
 def test_a_retention_override_must_name_a_type_and_ended_states(settings):
@@ -360,7 +360,7 @@ def test_a_job_deleted_before_its_file_is_written_does_not_stop_the_archive(poli
             owner.execute("DELETE FROM jobs_job WHERE id = %s", [chosen[1].pk])
     later = [ended(State.DONE, 20) for _ in range(2)]
 
-    report = retention.retention_sweep()
+    report = retention.retention_sweep(seconds_per_round=60)
     assert not report.stopped and report.purged == 4 and remaining(*chosen, *later) == set()
     file.refresh_from_db()
     assert file.state == ArchiveFile.State.PURGED and file.jobs == 2

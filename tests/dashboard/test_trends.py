@@ -29,14 +29,14 @@ def test_a_minute_is_recorded_once_per_type_with_what_ended_in_it(make_job, last
     Job.objects.filter(pk__in=[j.pk for j in ended]).update(finished_at=last_minute + timedelta(seconds=20))
     job_in_state(make_job("analysis", pool="analysis"), State.RUNNING)
     snapshot_refresh()
-    assert rollups_record() == 2 and rollups_record() == 0, "once per minute"
+    assert rollups_record(keep_days=8) == 2 and rollups_record(keep_days=8) == 0, "once per minute"
     crawl = Rollup.objects.get(job_type="crawl")
     assert (crawl.minute, crawl.due, crawl.done, crawl.dead, crawl.pool) == (last_minute, 3, 2, 1, "crawl")
     assert Rollup.objects.get(job_type="analysis").running == 1
 
     Rollup.objects.create(minute=last_minute - timedelta(days=9), job_type="crawl")
     Rollup.objects.filter(minute=last_minute).delete()
-    rollups_record()
+    rollups_record(keep_days=8)
     assert not Rollup.objects.filter(minute__lt=last_minute - timedelta(days=8)).exists(), "past its retention"
 
 

@@ -15,32 +15,29 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections
 
-from jobs import leadership, leases
-from jobs.batches import batches_finalize
-from jobs.paths import attempts_check
-from jobs.webhooks import webhook_sweep
-from workers.runtime import dispatch_sweep, options, reaper_sweep
-from workers.runtime.registry import registry
-from workers.runtime.replay import shadow_sample
-from workers.runtime.sweeps import Stage, register_sweep, sweeps
+from jobs import leadership
+from workers.runtime import (
+    batch_sweep,
+    dispatch_sweep,
+    options,
+    path_check_sweep,
+    reaper_sweep,
+    retry_sweep,
+    review_queue_sweep,
+    webhook_sweep,
+)
+from workers.runtime.sweeps import sweeps
 
 logger = logging.getLogger("leitstand.control")
 
 
-def path_checks() -> dict:
-    checked = attempts_check({t.name: t.paths for t in registry.all()})
-    return {"checked": len(checked), "shadow_jobs": shadow_sample(checked)}
-
-
 def sweeps_register() -> None:
     """The runtime's and the engine's own sweeps (``WorkersConfig.ready``); other apps add theirs."""
-    reaper_sweep.register()
-    register_sweep("retries", lambda: len(leases.retries_promote_due()), stage=Stage.ENGINE)
-    register_sweep("review-queue", lambda: len(leases.unclear_queue_for_review()), stage=Stage.ENGINE)
-    register_sweep("batches", batches_finalize, stage=Stage.PLAN)  # its events reach the outbox this round
-    register_sweep("webhooks", webhook_sweep, stage=Stage.PLAN)
+    # In this order within their stages: finalized batches' events reach the outbox in the same round.
+    for unit in (reaper_sweep, retry_sweep, review_queue_sweep, batch_sweep, webhook_sweep):
+        unit.register()
     dispatch_sweep.register()
-    register_sweep("path-checks", path_checks, stage=Stage.OBSERVE)
+    path_check_sweep.register()
 
 
 def run(

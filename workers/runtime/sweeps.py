@@ -14,10 +14,9 @@ in the same round:
 
 **A sweep as a unit** (``register_unit``): a module of its own with a frozen config (its settings
 read once, at registration, with defaults, and checked there: ``require`` names the setting to mend),
-a ``run_once(config)`` that returns what it did, and a test file named after it. The reaper
-(``reaper_sweep``), the dispatcher (``dispatch_sweep``), the crawl schedules
-(``workers/pipeline/schedule_sweep.py``) and the recheck planner (``rechecks/planner_sweep.py``) are
-units; the others are functions still.
+a ``run_once(config)`` that returns what it did, and a test file named after it. Every sweep is one:
+the modules named ``*_sweep.py`` here, in ``workers/pipeline/``, ``rechecks/`` and
+``dashboard/operations/``.
 """
 
 from __future__ import annotations
@@ -99,6 +98,16 @@ def require(condition: bool, setting: str, message: str) -> None:
     """A sweep config's check, at registration: a refusal names the setting to mend."""
     if not condition:
         raise ImproperlyConfigured(f"{setting} {message}")
+
+
+def require_number(value: object, setting: str, *, minimum: float, whole: bool = False) -> None:
+    """``value`` is a number (a whole one if ``whole``) of at least ``minimum``; else ``setting`` is named."""
+    kinds = (int,) if whole else (int, float)
+    require(
+        not isinstance(value, bool) and isinstance(value, kinds) and value >= minimum,
+        setting,
+        f"must be {'a whole number' if whole else 'a number'} of at least {minimum:g}, not {value!r}",
+    )
 
 
 class SweepConfig(Protocol):

@@ -1,0 +1,33 @@
+"""The ``alerts`` sweep, every ``LEITSTAND_ALERT_INTERVAL_SECONDS``: every alert rule is evaluated
+and the open alerts reconciled — fired, resolved, escalated, notified again — through their routes
+(``dashboard/operations/alerts.py``). A rule that raises fires ``alert_rule_failing``; the others go on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from dashboard.operations.alerts import alerts_evaluate
+from workers.runtime.sweeps import Stage, register_unit, require_number
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    every_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        require_number(self.every_seconds, "LEITSTAND_ALERT_INTERVAL_SECONDS", minimum=0.1)
+
+    @classmethod
+    def from_settings(cls) -> AlertsConfig:
+        return cls(every_seconds=settings.LEITSTAND_ALERT_INTERVAL_SECONDS)
+
+
+def run_once(config: AlertsConfig) -> dict:
+    """Evaluate the rules and reconcile the alerts; counts of what changed."""
+    return alerts_evaluate()
+
+
+def register() -> None:
+    register_unit("alerts", run_once, AlertsConfig.from_settings(), stage=Stage.OBSERVE)

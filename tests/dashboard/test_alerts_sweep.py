@@ -1,0 +1,44 @@
+"""The alerts sweep (dashboard/operations/alerts_sweep.py): its interval from
+``LEITSTAND_ALERT_INTERVAL_SECONDS``, an empty round, and a round that fires an alert and one that
+resolves it."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from dashboard.models import Alert
+from dashboard.operations import alert_rules, alerts_sweep
+from dashboard.operations.alerts_sweep import AlertsConfig
+from workers.runtime.models import WorkerProcess
+from workers.runtime.sweeps import Stage, sweeps
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def immediate(settings):
+    settings.LEITSTAND_ALERTS = {
+        rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
+    }
+    alert_rules.rule_memory.clear()
+
+
+def test_the_interval_comes_from_the_settings_and_a_bad_one_names_it(settings):
+    settings.LEITSTAND_ALERT_INTERVAL_SECONDS = 3
+    assert AlertsConfig.from_settings() == AlertsConfig(every_seconds=3)
+    with pytest.raises(ImproperlyConfigured, match="LEITSTAND_ALERT_INTERVAL_SECONDS must be a number of at least 0.1"):
+        AlertsConfig(every_seconds=-1)
+    sweep = sweeps.get("alerts")
+    assert sweep.stage == Stage.OBSERVE and sweep.function.func is alerts_sweep.run_once
+
+
+def test_an_empty_round_fires_nothing():
+    report = alerts_sweep.run_once(AlertsConfig())
+    assert (report["fired"], report["open"], report["failed_rules"]) == (0, 0, [])
+
+
+def test_a_pool_without_consumers_fires_and_resolves_when_one_starts(make_job):
+    make_job("crawl", pool="crawl")
+    assert alerts_sweep.run_once(AlertsConfig())["fired"] == 1
+    assert Alert.objects.get(rule="pool_no_consumers").scope == "pool:crawl"
+    WorkerProcess.objects.create(host="host-b", pid=1, pool="crawl")
+    assert alerts_sweep.run_once(AlertsConfig())["resolved"] == 1
