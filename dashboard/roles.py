@@ -9,7 +9,7 @@
 | ``operator`` | everything | retry, cancel, confirm, release, send to review, bulk actions, pause/resume pools; maintain sources and assets; end or abort recheck plans; create API clients and tokens, rotate and revoke them; edit alert routes, owners and contacts, send route tests, silence alerts, review dead-letter groups |
 
 The matrix is enforced by the services each action calls (the person's permission) and by the
-console views; ``tests/dashboard/test_permissions.py`` checks every console URL and action × role.
+console views; ``tests/console/test_permissions.py`` checks every console URL and action × role.
 """
 
 from __future__ import annotations

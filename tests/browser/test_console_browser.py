@@ -9,7 +9,7 @@ from dashboard.operations.bulk import bulk_step
 from dashboard.roles import OPERATORS, REVIEWERS
 from jobs.models import Job, State, database_now
 from tests.conftest import job_in_state
-from tests.dashboard.test_console import review_case
+from tests.console.test_console import review_case
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

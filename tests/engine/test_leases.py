@@ -257,7 +257,7 @@ def test_writes_to_a_missing_job_say_so(db):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_transition_log_refuses_update_and_delete(make_job):
-    """The application role has no such privilege (tests/test_db_roles.py); the trigger refuses even
+    """The application role has no such privilege (tests/config/test_db_roles.py); the trigger refuses even
     the owner, who has (over a connection of its own)."""
     job = make_job()
     row = Transition.objects.get(job=job)

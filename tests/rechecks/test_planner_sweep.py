@@ -12,7 +12,7 @@ from jobs.models import Job, database_now
 from rechecks.models import RecheckPlan
 from rechecks.planner_sweep import PlannerConfig, PlannerReport, run_once
 from rechecks.services import plan_request
-from tests.dashboard.test_console import review_case
+from tests.console.test_console import review_case
 
 pytestmark = pytest.mark.django_db
 

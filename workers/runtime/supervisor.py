@@ -31,7 +31,7 @@ Around that hand-off the supervisor heals the pool:
 - every child dies with the sentinel (``PR_SET_PDEATHSIG``), and the sentinel stops the pool when
   the pool's main process is gone.
 
-Written for django-q2 1.11.1 (``tests/workers/test_supervisor.py`` pins it): it reuses django-q2's
+Written for django-q2 1.11.1 (``tests/runtime/test_supervisor.py`` pins it): it reuses django-q2's
 worker, pusher and monitor functions unchanged and replaces the Sentinel's spawning, guard loop
 and stop.
 """

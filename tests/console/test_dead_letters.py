@@ -13,7 +13,7 @@ from jobs.batches import batch_create
 from jobs.models import Job, State, database_now
 from jobs.paths import attempts_check
 from tests.conftest import job_in_state
-from tests.dashboard.test_console import login  # noqa: F401 (the fixture)
+from tests.console.test_console import login  # noqa: F401 (the fixture)
 from workers.runtime.registry import registry
 from workers.runtime.sweeps import sweeps
 

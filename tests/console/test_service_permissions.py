@@ -12,7 +12,7 @@ from jobs import services
 from jobs.models import Job, State
 from rechecks.services import plan_abort, plan_decide
 from tests.conftest import job_in_state
-from tests.dashboard.test_audited_actions import a_plan, an_alert
+from tests.console.test_audited_actions import a_plan, an_alert
 from workers.pipeline.services import crawl_start, source_upsert
 from workers.runtime.models import Pool
 from workers.runtime.services import pool_pause, pool_resume

@@ -9,7 +9,7 @@ import pytest
 from api.models import ApiToken
 from api.tokens import token_create, token_revoke
 from jobs.models import Batch, Job, State, database_now
-from tests.dashboard.test_audited_actions import a_plan
+from tests.console.test_audited_actions import a_plan
 from workers.pipeline.models import Source
 from workers.pipeline.services import source_upsert
 

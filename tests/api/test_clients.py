@@ -16,7 +16,7 @@ from jobs.models import Batch, Client, Job, State, WebhookEvent
 from jobs.services import job_confirm, job_create
 from jobs.webhooks import webhook_sweep
 from rechecks.services import plan_request
-from tests.dashboard.test_console import review_case
+from tests.console.test_console import review_case
 from tests.support.db import migrate_to
 from tests.support.receiver import Receiver, signature_valid
 from workers.runtime.services import job_submit

@@ -6,7 +6,7 @@
 | take a review case / decide it | login | 403 | allowed | 403 |
 | job actions, release stuck leases, pause pools, bulk actions | login | refused | refused | allowed |
 | add sources and assets | login | 403 | 403 | 200 |
-| create, rotate and revoke API tokens (tests/test_api_clients.py) | login | refused | refused | allowed |
+| create, rotate and revoke API tokens (tests/api/test_clients.py) | login | refused | refused | allowed |
 | end a recheck plan: manual decision / abort | login | — / — | allowed / — | allowed / allowed |
 | alert routes: send a test, silence, review a dead-letter group, edit a route | login | refused | refused | allowed |
 | confirm receipt of a route's test (the link) | login | allowed | allowed | allowed |
@@ -18,7 +18,7 @@ from django.urls import reverse
 from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from jobs.models import Job, State
 from tests.conftest import job_in_state
-from tests.dashboard.test_console import review_case
+from tests.console.test_console import review_case
 from workers.runtime.models import Pool
 
 pytestmark = pytest.mark.django_db

@@ -221,7 +221,7 @@ def test_every_rule_has_a_runbook_and_settings():
 
 def test_overdue_recheck_plans_fire_and_clear(db_clock):
     from rechecks.services import plan_request
-    from tests.dashboard.test_console import review_case
+    from tests.console.test_console import review_case
 
     case = review_case("overdue")
     plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")

@@ -11,7 +11,7 @@ from dashboard.operations.rules import rules_evaluate
 from jobs.models import Job, State, Transition, database_now
 from rechecks.services import plan_request
 from tests.conftest import job_in_state
-from tests.dashboard.test_console import login, review_case  # noqa: F401 (the fixture)
+from tests.console.test_console import login, review_case  # noqa: F401 (the fixture)
 from workers.pipeline.models import Finding
 
 pytestmark = pytest.mark.django_db

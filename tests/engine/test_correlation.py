@@ -1,5 +1,5 @@
 """Correlation IDs travel from the API request to the job, its step events, its children, the
-webhooks (tests/test_webhooks.py) and every log line written for the request or the job."""
+webhooks (tests/runtime/test_webhooks.py) and every log line written for the request or the job."""
 
 import json
 import logging

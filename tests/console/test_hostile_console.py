@@ -8,7 +8,7 @@ from django.urls import reverse
 from dashboard.roles import OPERATORS, REVIEWERS, SENIOR_REVIEWERS, VIEWERS, roles_ensure
 from jobs.models import Job, ReviewEscalation, State
 from jobs.services import JobInputError, review_escalate, review_release, review_take
-from tests.dashboard.test_console import login, review_case  # noqa: F401  (fixture and helper)
+from tests.console.test_console import login, review_case  # noqa: F401  (fixture and helper)
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dashboard.operations import retention_sweep
 from dashboard.operations.retention_sweep import RetentionConfig
 from jobs.models import State
-from tests.dashboard.test_retention import ended, policy, remaining  # noqa: F401 (the fixture)
+from tests.console.test_retention import ended, policy, remaining  # noqa: F401 (the fixture)
 from workers.runtime.sweeps import Stage, sweeps
 
 pytestmark = pytest.mark.django_db(transaction=True)

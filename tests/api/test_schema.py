@@ -54,7 +54,7 @@ def existing(db):
     """A review case with its finding and an active recheck plan."""
     from jobs.batches import batch_create
     from rechecks.services import plan_request
-    from tests.dashboard.test_console import review_case
+    from tests.console.test_console import review_case
     from workers.pipeline.services import source_upsert
 
     case = review_case("schema")

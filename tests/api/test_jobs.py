@@ -199,7 +199,7 @@ def test_the_docs_load_their_assets_from_this_server(client):
 
 def test_a_match_shows_its_finding_and_recheck_plan_and_a_decision_ends_the_plan(client, bearer):
     from rechecks.services import plan_request
-    from tests.dashboard.test_console import review_case
+    from tests.console.test_console import review_case
 
     case = review_case("api")
     plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")

@@ -109,7 +109,7 @@ def test_a_charset_no_text_codec_can_read_is_read_as_utf8(site, pool_runtime, ch
 
 def test_a_page_that_decodes_to_lone_surrogates_is_recorded_and_its_batch_mates_done(site, pool_runtime):
     """Declared as a codec no page uses, the page is read as UTF-8: '+2AA-' stays text. Anything that
-    still reaches a record as a lone surrogate is replaced there (tests/workers/test_isolation.py)."""
+    still reaches a record as a lone surrogate is replaced there (tests/runtime/test_isolation.py)."""
     site.pages["/"] = Page(
         body=b"<img src='/x+2AA-.png'><img src='/img/ok.png'>", content_type="text/html; charset=utf-7"
     )

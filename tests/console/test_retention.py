@@ -66,7 +66,7 @@ def test_the_ended_states_of_the_purge_function_are_the_engines():
 def test_retention_keeps_exactly_what_the_rules_keep(policy):
     from rechecks.models import RecheckPlan
     from rechecks.services import plan_request
-    from tests.dashboard.test_console import review_case
+    from tests.console.test_console import review_case
 
     leave = [
         ended(State.DONE, 20),

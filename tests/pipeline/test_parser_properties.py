@@ -1,6 +1,6 @@
 """Property tests of every parser a hostile site feeds (issue 35): whatever the bytes, each returns a
 result or raises one of Leitstand's own error classes — never an unclassified exception. (robots.txt:
-tests/unit/test_robotstxt.py; the API: tests/test_api_schema.py's schemathesis run.)"""
+tests/pipeline/test_robotstxt.py; the API: tests/api/test_schema.py's schemathesis run.)"""
 
 import io
 from urllib.parse import urlsplit

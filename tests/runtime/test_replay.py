@@ -11,7 +11,7 @@ from django.forms.models import model_to_dict
 
 from dashboard.models import AuditEntry
 from jobs.models import Attempt, Effect, Job, State, StepEvent, Transition, WebhookEvent
-from tests.workers.test_pipeline import crawl_job, web  # noqa: F401 (the fixture)
+from tests.pipeline.test_pipeline import crawl_job, web  # noqa: F401 (the fixture)
 from workers.pipeline.models import Candidate, Finding
 from workers.runtime.models import ShadowRun
 from workers.runtime.replay import shadow_sample

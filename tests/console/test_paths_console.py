@@ -12,7 +12,7 @@ from dashboard.diagram import Edge
 from dashboard.management.commands import flow_snapshot
 from jobs.models import Job
 from jobs.paths import attempts_check
-from tests.dashboard.test_console import login, review_case  # noqa: F401 (the fixture)
+from tests.console.test_console import login, review_case  # noqa: F401 (the fixture)
 from workers.runtime.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -23,7 +23,7 @@ from jobs.services import job_confirm
 from jobs.webhooks import webhook_sweep
 from workers.runtime.webhook import sign
 
-PHP_CLIENT = Path(__file__).resolve().parent.parent / "clients" / "php"
+PHP_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "php"
 SECRET = "php-webhook-secret-3"
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,7 @@ from dashboard.operations.trends import rollups_record, trend_series
 from dashboard.roles import VIEWERS
 from jobs.models import Job, State, database_now
 from tests.conftest import job_in_state
-from tests.dashboard.test_console import login  # noqa: F401  (fixture)
+from tests.console.test_console import login  # noqa: F401  (fixture)
 
 
 @pytest.fixture

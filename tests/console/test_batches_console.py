@@ -10,7 +10,7 @@ from dashboard.operations import alerts
 from jobs.batches import batch_create
 from jobs.models import Batch, Job, database_now
 from jobs.services import job_confirm
-from tests.dashboard.test_console import login  # noqa: F401 (the fixture)
+from tests.console.test_console import login  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
