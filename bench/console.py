@@ -232,6 +232,8 @@ def main() -> None:
     started = time.perf_counter()
     dead_letters_refresh()
     print(f"dead letters grouped by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
+    from django.conf import settings
+
     from dashboard.operations.alerts import alerts_evaluate
     from dashboard.operations.trends import rollups_record
 
@@ -239,7 +241,7 @@ def main() -> None:
         cursor.execute(ROLLUP_SQL, {})
         cursor.execute("ANALYZE dashboard_rollup")
     started = time.perf_counter()
-    rollups_record(keep_days=8)
+    rollups_record(keep_days=settings.LEITSTAND_CONSOLE["rollup_days"])
     print(f"trend rollup of a minute by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
     from jobs.batches import batch_create
 

@@ -154,6 +154,4 @@ def _settle_cases(limit: int) -> int:
 
 
 def register() -> None:
-    register_unit(
-        "recheck-planner", lambda config: run_once(config).__dict__, PlannerConfig.from_settings(), stage=Stage.PLAN
-    )
+    register_unit("recheck-planner", run_once, PlannerConfig.from_settings(), stage=Stage.PLAN)

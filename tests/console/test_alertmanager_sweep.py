@@ -46,3 +46,7 @@ def test_open_alerts_are_posted_again_once_per_interval():
     alertmanager_sweep.run_once(AlertmanagerConfig(every_seconds=3600))
     (job,) = Job.objects.filter(type="alert_notify")
     assert job.payload["route"] == "am" and [a["scope"] for a in job.payload["alerts"]] == ["pool:crawl"]
+
+
+def test_it_runs_with_the_config_read_from_the_settings_at_registration():
+    assert sweeps.get("alertmanager").function.args == (AlertmanagerConfig.from_settings(),)

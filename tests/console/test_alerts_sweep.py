@@ -42,3 +42,7 @@ def test_a_pool_without_consumers_fires_and_resolves_when_one_starts(make_job):
     assert Alert.objects.get(rule="pool_no_consumers").scope == "pool:crawl"
     WorkerProcess.objects.create(host="host-b", pid=1, pool="crawl")
     assert alerts_sweep.run_once(AlertsConfig())["resolved"] == 1
+
+
+def test_it_runs_with_the_config_read_from_the_settings_at_registration():
+    assert sweeps.get("alerts").function.args == (AlertsConfig.from_settings(),)

@@ -22,6 +22,7 @@ def test_defaults_and_a_bad_batch():
         BulkSweepConfig(batch=0)
     sweep = sweeps.get("bulk-actions")
     assert sweep.stage == Stage.PLAN and sweep.function.func is bulk_sweep.run_once
+    assert sweep.function.args == (BulkSweepConfig(),), "registered with its config"
 
 
 def test_an_empty_round_changes_nothing():

@@ -46,3 +46,7 @@ def test_dead_jobs_are_grouped_and_a_reviewed_group_with_newer_ones_reopens(make
     )
     assert deadletters_sweep.run_once(DeadLettersConfig()) == {"groups": 2, "reopened": 1}
     assert deadletters_sweep.run_once(DeadLettersConfig()) == {"groups": 2, "reopened": 0}, "once"
+
+
+def test_it_runs_with_the_config_read_from_the_settings_at_registration():
+    assert sweeps.get("dead-letters").function.args == (DeadLettersConfig.from_settings(),)

@@ -38,3 +38,7 @@ def test_an_old_job_is_archived_and_purged_unless_retention_is_off(policy):  # n
     report = retention_sweep.run_once(RetentionConfig(seconds_per_round=60))
     assert (report.archived, report.purged) == (1, 1)
     assert remaining(old, young) == {young.pk}
+
+
+def test_it_runs_with_the_config_read_from_the_settings_at_registration():
+    assert sweeps.get("retention").function.args == (RetentionConfig.from_settings(),)

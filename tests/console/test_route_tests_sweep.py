@@ -19,6 +19,7 @@ def test_defaults_and_a_bad_interval():
         RouteTestsConfig(every_seconds=0)
     sweep = sweeps.get("route-tests")
     assert sweep.stage == Stage.OBSERVE and sweep.function.func is route_tests_sweep.run_once
+    assert sweep.function.args == (RouteTestsConfig(),), "registered with its config"
 
 
 def test_an_empty_round_sends_nothing():

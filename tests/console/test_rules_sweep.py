@@ -40,3 +40,7 @@ def test_a_round_opens_a_violation_and_resolves_it_when_its_subject_complies(mak
     assert RuleViolation.objects.get(rule="crawl_children_end").subject == f"job {crawl.pk}"
     job_in_state(child, State.DONE)
     assert rules_sweep.run_once(RulesConfig())["crawl_children_end"] == {"open": 0, "new": 0, "resolved": 1}
+
+
+def test_it_runs_with_the_config_read_from_the_settings_at_registration():
+    assert sweeps.get("business-rules").function.args == (RulesConfig.from_settings(),)

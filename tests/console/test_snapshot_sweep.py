@@ -38,3 +38,7 @@ def test_a_round_counts_the_jobs_by_type_and_state(make_job):
     assert (crawl["planned"], crawl["running"]) == (1, 1)
     stored = ConsoleSnapshot.objects.get(name="home").data
     assert stored["pipeline"]["types"]["crawl"]["states"]["running"] == 1
+
+
+def test_it_runs_with_the_config_read_from_the_settings_at_registration():
+    assert sweeps.get("console-snapshot").function.args == (SnapshotConfig.from_settings(),)

@@ -39,3 +39,7 @@ def test_the_last_minute_is_recorded_once_and_old_rows_are_dropped(make_job):
     assert trends_sweep.run_once(TrendsConfig(keep_days=3)) == 1
     assert trends_sweep.run_once(TrendsConfig(keep_days=3)) == 0, "once per minute"
     assert list(Rollup.objects.values_list("minute", "job_type", "done")) == [(last_minute, "crawl", 1)]
+
+
+def test_it_runs_with_the_config_read_from_the_settings_at_registration():
+    assert sweeps.get("trend-rollups").function.args == (TrendsConfig.from_settings(),)

@@ -1,7 +1,6 @@
 """The engine's settings (jobs/options.py): declared once, typed and checked; read from Django's
 settings at start-up and again when a test overrides one; no other module of jobs/ reads them."""
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -9,26 +8,13 @@ from django.core.checks import run_checks
 
 from jobs import options
 from jobs.options import EngineOptions, OptionError, WebhookOptions
+from tests.support.imports import settings_readers
 
 ENGINE = Path(__file__).resolve().parents[2] / "jobs"
 
 
 def test_no_module_of_the_engine_but_its_app_config_imports_django_conf():
-    readers = []
-    for path in sorted(ENGINE.rglob("*.py")):
-        if "migrations" in path.parts or path.name == "apps.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else [alias.name for alias in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            readers += [
-                f"{path.relative_to(ENGINE.parent)}: {name}" for name in names if name.startswith("django.conf")
-            ]
+    readers = settings_readers(ENGINE, exempt=("apps.py",))
     assert readers == [], "read the engine's settings from jobs.options.current()"
 
 

@@ -22,6 +22,7 @@ def test_defaults_and_a_bad_limit():
         BatchConfig(limit=-3)
     sweep = sweeps.get("batches")
     assert sweep.stage == Stage.PLAN and sweep.function.func is batch_sweep.run_once
+    assert sweep.function.args == (BatchConfig(),), "registered with its config"
     assert [s.name for s in sweeps.in_order()].index("batches") < [s.name for s in sweeps.in_order()].index(
         "webhooks"
     ), "a finished batch's event reaches the outbox in the same round"

@@ -2,12 +2,12 @@
 Django's settings at start-up and again when a test overrides one; no module of workers/runtime/
 reads them itself."""
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from jobs.options import OptionError
+from tests.support.imports import settings_readers
 from workers.runtime import options
 from workers.runtime.options import RuntimeOptions, Timing
 
@@ -15,17 +15,7 @@ RUNTIME = Path(__file__).resolve().parents[2] / "workers" / "runtime"
 
 
 def test_no_module_of_the_runtime_imports_django_conf():
-    readers = []
-    for path in sorted(RUNTIME.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            readers += [f"{path.name}: {name}" for name in names if name.startswith("django.conf")]
-    assert readers == [], "read the runtime's settings from workers.runtime.options.current()"
+    assert settings_readers(RUNTIME) == [], "read the runtime's settings from workers.runtime.options.current()"
 
 
 def test_the_options_follow_the_settings_and_an_override(settings):
@@ -63,3 +53,22 @@ def test_a_pool_is_refused_by_name_with_the_configured_ones():
     assert current.pool_refusal("crawl") is None
     assert current.pool_refusal("nowhere") == f"unknown pool 'nowhere'; pools: {', '.join(current.pools)}"
     assert current.pool_refusal(["crawl"]).startswith("unknown pool ['crawl']")
+
+
+def test_the_guard_sees_every_spelling_of_the_import(tmp_path):
+    package = tmp_path / "runtime"
+    package.mkdir()
+    (package / "a.py").write_text("from django import conf\n")
+    (package / "b.py").write_text("import django.conf as c\n")
+    (package / "c.py").write_text("from django.conf import settings\n")
+    (package / "d.py").write_text("from django.db import connection\n")
+    assert settings_readers(package) == [
+        "runtime/a.py: django.conf",
+        "runtime/b.py: django.conf",
+        "runtime/c.py: django.conf",
+    ]
+
+
+def test_shadow_samples_that_are_not_an_object_are_refused_by_name(settings):
+    with pytest.raises(OptionError, match="LEITSTAND_SHADOW_SAMPLES must be a JSON object"):
+        RuntimeOptions.from_settings(type("S", (), {"LEITSTAND_SHADOW_SAMPLES": [["analysis", {}]]})())

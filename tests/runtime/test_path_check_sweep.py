@@ -21,6 +21,7 @@ def test_defaults_and_a_bad_limit():
         PathCheckConfig(limit=0)
     sweep = sweeps.get("path-checks")
     assert sweep.stage == Stage.OBSERVE and sweep.function.func is path_check_sweep.run_once
+    assert sweep.function.args == (PathCheckConfig(),), "registered with its config"
 
 
 def test_an_empty_round_checks_nothing():

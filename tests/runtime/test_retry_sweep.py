@@ -25,6 +25,7 @@ def test_defaults_and_a_bad_limit():
         RetryConfig(limit=0)
     sweep = sweeps.get("retries")
     assert sweep.stage == Stage.ENGINE and sweep.function.func is retry_sweep.run_once
+    assert sweep.function.args == (RetryConfig(),), "registered with its config"
 
 
 def test_an_empty_round_plans_nothing(db):

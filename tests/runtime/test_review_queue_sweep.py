@@ -17,6 +17,7 @@ def test_defaults_and_a_bad_limit():
         ReviewQueueConfig(limit=1.5)
     sweep = sweeps.get("review-queue")
     assert sweep.stage == Stage.ENGINE and sweep.function.func is review_queue_sweep.run_once
+    assert sweep.function.args == (ReviewQueueConfig(),), "registered with its config"
 
 
 def test_an_empty_round_queues_nothing(db):

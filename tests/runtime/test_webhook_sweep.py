@@ -30,6 +30,7 @@ def test_defaults_and_a_bad_limit():
         WebhookSweepConfig(limit="all")
     sweep = sweeps.get("webhooks")
     assert sweep.stage == Stage.PLAN and sweep.function.func is webhook_sweep.run_once
+    assert sweep.function.args == (WebhookSweepConfig(),), "registered with its config"
 
 
 def test_an_empty_round_delivers_nothing():

@@ -95,6 +95,8 @@ class RuntimeOptions:
     pipeline: Timing
     notify: Timing
     synthetic: Timing
+    run_dir: Path
+    base_dir: Path
     fetch_total_seconds: float = 20.0
     lease_grace_seconds: float = 10.0
     control_interval_seconds: float = 0.5
@@ -107,8 +109,6 @@ class RuntimeOptions:
     pool_stall_seconds: float = 5.0
     poison_deaths: int = 3
     deferred_life_hours: float = 168.0
-    run_dir: Path = Path("var/run")
-    base_dir: Path = Path(".")
     shadow_samples: Mapping[str, Mapping] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
@@ -127,8 +127,6 @@ class RuntimeOptions:
         _number(self.pool_stall_seconds, "LEITSTAND_POOL_STALL_SECONDS", minimum=0.1)
         _number(self.poison_deaths, "LEITSTAND_POISON_DEATHS", minimum=2, whole=True)
         _number(self.deferred_life_hours, "LEITSTAND_DEFERRED_LIFE_HOURS", minimum=0.01)
-        if not isinstance(self.shadow_samples, Mapping):
-            raise OptionError("LEITSTAND_SHADOW_SAMPLES must be a JSON object: type → {version, share}")
 
     def pool_refusal(self, pool: object) -> str | None:
         """Why ``pool`` cannot be named (the text of the caller's ``JobInputError``), or ``None``."""
@@ -139,6 +137,9 @@ class RuntimeOptions:
     @classmethod
     def from_settings(cls, settings) -> RuntimeOptions:
         """From Django's settings object (the caller's: workers/runtime/ does not import django.conf)."""
+        if not isinstance(settings.LEITSTAND_SHADOW_SAMPLES, Mapping):
+            # Each sample's version and share are checked against the registered types (leitstand.E010).
+            raise OptionError("LEITSTAND_SHADOW_SAMPLES must be a JSON object: type → {version, share}")
         return cls(
             pools=MappingProxyType({pool: config["workers"] for pool, config in settings.LEITSTAND_POOLS.items()}),
             pipeline=Timing.from_setting("LEITSTAND_PIPELINE", settings.LEITSTAND_PIPELINE),
