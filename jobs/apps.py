@@ -9,7 +9,6 @@ class JobsConfig(AppConfig):
         # The one place the engine reads Django's settings (jobs/options.py); a test that overrides
         # one of them gets the engine's options read again.
         from django.conf import settings
-        from django.core.signals import setting_changed
 
         from jobs import options
 
@@ -19,9 +18,4 @@ class JobsConfig(AppConfig):
             except options.OptionError:
                 pass  # reported by the system checks (config/checks.py, leitstand.E009), naming the setting
 
-        def reconfigure(*, setting, **kwargs):
-            if setting in options.SETTINGS:
-                configure()
-
-        configure()
-        setting_changed.connect(reconfigure, weak=False, dispatch_uid="jobs.options")
+        options.follow_settings(options.SETTINGS, configure, uid="jobs.options")

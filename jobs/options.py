@@ -13,7 +13,10 @@ handed to the engine through ``current()``; nothing else in jobs/ reads ``django
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from django.core.exceptions import ImproperlyConfigured
 
 from jobs.models import State
 
@@ -25,13 +28,21 @@ EVENT_KINDS = (*(f"job.{state}" for state in REPORTED_STATES), "recheck_plan.end
 SETTINGS = ("LEITSTAND_HOST_NAME", "LEITSTAND_PGBOUNCER", "LEITSTAND_PATHS", "LEITSTAND_WEBHOOK")
 
 
-class OptionError(ValueError):
-    """A setting the engine cannot run with; the message names the setting."""
+class OptionError(ImproperlyConfigured):
+    """A setting Leitstand cannot run with; the message names the setting."""
 
 
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise OptionError(message)
+
+
+def require_number(value: object, setting: str, *, minimum: float, whole: bool = False) -> None:
+    """``value`` is a number (a whole one if ``whole``) of at least ``minimum``; else ``setting`` is named."""
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:
+        kind = "a whole number" if whole else "a number"
+        raise OptionError(f"{setting} must be {kind} of at least {minimum:g}, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,19 @@ class EngineOptions:
 
 
 _current: EngineOptions | None = None
+
+
+def follow_settings(names: tuple[str, ...], configure: Callable[[], None], *, uid: str) -> None:
+    """Call ``configure`` now and again whenever a test overrides one of the settings ``names`` (the
+    engine's and the runtime's apps read their options this way)."""
+    from django.core.signals import setting_changed
+
+    def reconfigure(*, setting, **kwargs):
+        if setting in names:
+            configure()
+
+    configure()
+    setting_changed.connect(reconfigure, weak=False, dispatch_uid=uid)
 
 
 def configure(options: EngineOptions) -> None:

@@ -38,24 +38,16 @@ class WorkersConfig(AppConfig):
 def _options_read(options) -> None:
     """The one place the runtime reads Django's settings (workers/runtime/options.py); a test that
     overrides one of them gets the runtime's options read again (job types keep the timing they were
-    registered with). The job types need them to register, so a refusal stops start-up here, naming
-    the setting."""
+    registered with). The job types need them to register, so a refusal (``OptionError``, an
+    ``ImproperlyConfigured``) stops start-up here, naming the setting."""
     from django.conf import settings
-    from django.core.exceptions import ImproperlyConfigured
-    from django.core.signals import setting_changed
+
+    from jobs.options import follow_settings
 
     def configure():
-        try:
-            options.configure(options.RuntimeOptions.from_settings(settings))
-        except options.OptionError as refused:
-            raise ImproperlyConfigured(str(refused)) from refused
+        options.configure(options.RuntimeOptions.from_settings(settings))
 
-    def reconfigure(*, setting, **kwargs):
-        if setting in options.SETTINGS:
-            configure()
-
-    configure()
-    setting_changed.connect(reconfigure, weak=False, dispatch_uid="workers.runtime.options")
+    follow_settings(options.SETTINGS, configure, uid="workers.runtime.options")
 
 
 def _worker_spawned(**kwargs):
@@ -63,20 +55,18 @@ def _worker_spawned(**kwargs):
     thread now, so an idle pool shows its live consumers before its first wake-up."""
     import os
 
-    from django.conf import settings
-
+    from workers.runtime import options
     from workers.runtime.pool import PoolRuntime
 
     pool = os.environ.get("Q_CLUSTER_NAME")
-    if pool in settings.LEITSTAND_POOLS:
+    if pool in options.current().pools:
         PoolRuntime.for_pool(pool).start()
 
 
 def _pools_ensure(**kwargs):
     """Every configured pool has a row, so the console can show and pause each of them."""
-    from django.conf import settings
-
+    from workers.runtime import options
     from workers.runtime.models import Pool
 
-    for name in settings.LEITSTAND_POOLS:
+    for name in options.current().pools:
         Pool.objects.get_or_create(name=name)

@@ -6,20 +6,13 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.models import Alert
-from dashboard.operations import alert_rules, alerts_sweep
+from dashboard.operations import alerts_sweep
 from dashboard.operations.alerts_sweep import AlertsConfig
+from tests.console.test_alerts import immediate  # noqa: F401 (fire and resolve at once)
 from workers.runtime.models import WorkerProcess
 from workers.runtime.sweeps import Stage, sweeps
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def immediate(settings):
-    settings.LEITSTAND_ALERTS = {
-        rule: {**config, "for_seconds": 0, "clear_seconds": 0} for rule, config in settings.LEITSTAND_ALERTS.items()
-    }
-    alert_rules.rule_memory.clear()
 
 
 def test_the_interval_comes_from_the_settings_and_a_bad_one_names_it(settings):

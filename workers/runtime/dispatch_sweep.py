@@ -10,23 +10,15 @@ from dataclasses import dataclass
 
 from workers.runtime import dispatch, options
 from workers.runtime.models import Pool
-from workers.runtime.sweeps import Stage, register_unit, require
+from workers.runtime.sweeps import Stage, register_unit
 
 
 @dataclass(frozen=True)
 class DispatchConfig:
-    # Wake-ups a pool may have waiting at once: its workers (LEITSTAND_POOLS[pool]["workers"]).
+    # Wake-ups a pool may have waiting at once: its workers (LEITSTAND_POOLS[pool]["workers"], checked
+    # with the runtime's options).
     bounds: Mapping[str, int]
     every_seconds: float = 0.0
-
-    def __post_init__(self) -> None:
-        require(bool(self.bounds), "LEITSTAND_POOLS", "names no pool")
-        for pool, bound in self.bounds.items():
-            require(
-                isinstance(bound, int) and not isinstance(bound, bool) and bound >= 1,
-                f'LEITSTAND_POOLS["{pool}"]["workers"]',
-                f"must be a whole number of at least 1, not {bound!r}",
-            )
 
     @classmethod
     def from_options(cls, runtime: options.RuntimeOptions) -> DispatchConfig:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from jobs.options import OptionError
+from jobs.options import OptionError, require_number
 
 SETTINGS = (
     "LEITSTAND_POOLS",
@@ -52,13 +52,6 @@ SETTINGS = (
 )
 
 
-def _number(value: object, setting: str, *, minimum: float, whole: bool = False) -> None:
-    kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:
-        kind = "a whole number" if whole else "a number"
-        raise OptionError(f"{setting} must be {kind} of at least {minimum:g}, not {value!r}")
-
-
 @dataclass(frozen=True)
 class Timing:
     """The timing of a family of job types; ``setting`` names the dictionary it was read from."""
@@ -72,10 +65,10 @@ class Timing:
 
     def __post_init__(self) -> None:
         for name in ("timeout_seconds", "lease_seconds", "heartbeat_seconds"):
-            _number(getattr(self, name), f'{self.setting}["{name}"]', minimum=0.01)
-        _number(self.max_attempts, f'{self.setting}["max_attempts"]', minimum=1, whole=True)
+            require_number(getattr(self, name), f'{self.setting}["{name}"]', minimum=0.01)
+        require_number(self.max_attempts, f'{self.setting}["max_attempts"]', minimum=1, whole=True)
         if self.http_timeout_seconds is not None:
-            _number(self.http_timeout_seconds, f'{self.setting}["http_timeout_seconds"]', minimum=0.01)
+            require_number(self.http_timeout_seconds, f'{self.setting}["http_timeout_seconds"]', minimum=0.01)
 
     @classmethod
     def from_setting(cls, setting: str, values: Mapping) -> Timing:
@@ -115,18 +108,18 @@ class RuntimeOptions:
         if not self.pools:
             raise OptionError("LEITSTAND_POOLS names no pool")
         for pool, workers in self.pools.items():
-            _number(workers, f'LEITSTAND_POOLS["{pool}"]["workers"]', minimum=1, whole=True)
-        _number(self.fetch_total_seconds, 'LEITSTAND_FETCH["total_seconds"]', minimum=0.01)
-        _number(self.lease_grace_seconds, "LEITSTAND_LEASE_GRACE_SECONDS", minimum=0)
-        _number(self.control_interval_seconds, "LEITSTAND_CONTROL_INTERVAL_SECONDS", minimum=0.01)
-        _number(self.control_leader_lease_seconds, "LEITSTAND_CONTROL_LEADER_LEASE_SECONDS", minimum=1)
-        _number(self.batch_budget_seconds, "LEITSTAND_BATCH_BUDGET_SECONDS", minimum=0.01)
-        _number(self.max_batch, "LEITSTAND_MAX_BATCH", minimum=1, whole=True)
-        _number(self.wakeup_budget_seconds, "LEITSTAND_WAKEUP_BUDGET_SECONDS", minimum=0.01)
-        _number(self.pool_shutdown_seconds, "LEITSTAND_POOL_SHUTDOWN_SECONDS", minimum=1)
-        _number(self.pool_stall_seconds, "LEITSTAND_POOL_STALL_SECONDS", minimum=0.1)
-        _number(self.poison_deaths, "LEITSTAND_POISON_DEATHS", minimum=2, whole=True)
-        _number(self.deferred_life_hours, "LEITSTAND_DEFERRED_LIFE_HOURS", minimum=0.01)
+            require_number(workers, f'LEITSTAND_POOLS["{pool}"]["workers"]', minimum=1, whole=True)
+        require_number(self.fetch_total_seconds, 'LEITSTAND_FETCH["total_seconds"]', minimum=0.01)
+        require_number(self.lease_grace_seconds, "LEITSTAND_LEASE_GRACE_SECONDS", minimum=0)
+        require_number(self.control_interval_seconds, "LEITSTAND_CONTROL_INTERVAL_SECONDS", minimum=0.01)
+        require_number(self.control_leader_lease_seconds, "LEITSTAND_CONTROL_LEADER_LEASE_SECONDS", minimum=1)
+        require_number(self.batch_budget_seconds, "LEITSTAND_BATCH_BUDGET_SECONDS", minimum=0.01)
+        require_number(self.max_batch, "LEITSTAND_MAX_BATCH", minimum=1, whole=True)
+        require_number(self.wakeup_budget_seconds, "LEITSTAND_WAKEUP_BUDGET_SECONDS", minimum=0.01)
+        require_number(self.pool_shutdown_seconds, "LEITSTAND_POOL_SHUTDOWN_SECONDS", minimum=1)
+        require_number(self.pool_stall_seconds, "LEITSTAND_POOL_STALL_SECONDS", minimum=0.1)
+        require_number(self.poison_deaths, "LEITSTAND_POISON_DEATHS", minimum=2, whole=True)
+        require_number(self.deferred_life_hours, "LEITSTAND_DEFERRED_LIFE_HOURS", minimum=0.01)
 
     def pool_refusal(self, pool: object) -> str | None:
         """Why ``pool`` cannot be named (the text of the caller's ``JobInputError``), or ``None``."""

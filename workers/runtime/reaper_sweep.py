@@ -11,20 +11,13 @@ from jobs import leases
 from jobs.retry import FALLBACK_POLICY
 from workers.runtime import options
 from workers.runtime.registry import registry
-from workers.runtime.sweeps import Stage, register_unit, require
+from workers.runtime.sweeps import Stage, register_unit
 
 
 @dataclass(frozen=True)
 class ReaperConfig:
-    grace_seconds: float = 10.0
+    grace_seconds: float = 10.0  # checked with the runtime's options (LEITSTAND_LEASE_GRACE_SECONDS)
     every_seconds: float = 0.0
-
-    def __post_init__(self) -> None:
-        require(
-            isinstance(self.grace_seconds, (int, float)) and self.grace_seconds >= 0,
-            "LEITSTAND_LEASE_GRACE_SECONDS",
-            f"must be a number of seconds of at least 0, not {self.grace_seconds!r}",
-        )
 
     @classmethod
     def from_options(cls, runtime: options.RuntimeOptions) -> ReaperConfig:

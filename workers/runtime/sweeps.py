@@ -30,6 +30,8 @@ from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
+from jobs.options import OptionError, require_number  # noqa: F401 (re-exported: a config's check of a number)
+
 
 class Stage(IntEnum):
     ENGINE = 10
@@ -97,17 +99,7 @@ register_sweep = sweeps.register
 def require(condition: bool, setting: str, message: str) -> None:
     """A sweep config's check, at registration: a refusal names the setting to mend."""
     if not condition:
-        raise ImproperlyConfigured(f"{setting} {message}")
-
-
-def require_number(value: object, setting: str, *, minimum: float, whole: bool = False) -> None:
-    """``value`` is a number (a whole one if ``whole``) of at least ``minimum``; else ``setting`` is named."""
-    kinds = (int,) if whole else (int, float)
-    require(
-        not isinstance(value, bool) and isinstance(value, kinds) and value >= minimum,
-        setting,
-        f"must be {'a whole number' if whole else 'a number'} of at least {minimum:g}, not {value!r}",
-    )
+        raise OptionError(f"{setting} {message}")
 
 
 class SweepConfig(Protocol):
