@@ -14,7 +14,7 @@ def main() -> None:
     if not os.environ.get("DATABASE_URL") and command not in _NO_AUTOSTART:
         # Nothing to install by hand: the project's own PostgreSQL starts on first use and keeps
         # running for the next command (``manage.py db stop`` stops it).
-        from config import embedded_db
+        from devtools import embedded_db
 
         embedded_db.start()
 

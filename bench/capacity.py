@@ -28,7 +28,7 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from config.embedded_db import client_program  # noqa: E402
+from devtools.embedded_db import client_program  # noqa: E402
 
 SINGLE = "INSERT INTO bench_rows (payload) VALUES (repeat('x', 200));\n"
 BATCH = "BEGIN;\n" + SINGLE * 100 + "COMMIT;\n"

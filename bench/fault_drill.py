@@ -278,7 +278,7 @@ class Drill:
             self.processes.restart_dead()
             return Fault(kind, at)
         if self.pgdata is not None:
-            from config import embedded_db
+            from devtools import embedded_db
 
             embedded_db.restart(self.pgdata.pgdata, mode="immediate")
         else:

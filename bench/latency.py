@@ -23,7 +23,7 @@ import uuid
 from django.db import connection, transaction
 
 from bench.throughput import ROOT, pool_env, start, stop  # sets Django up
-from config.redis_local import LocalRedis
+from devtools.redis_local import LocalRedis
 from jobs.models import Job
 from workers.runtime.services import job_submit
 

@@ -181,7 +181,7 @@ def main() -> None:
     ours = leitstand_jobs(args.jobs, args.workers)
     costs = per_job(costs_before, database_costs(), args.jobs)
     if args.pgbouncer:
-        from config import pgbouncer
+        from devtools import pgbouncer
 
         with pgbouncer.local(os.environ["DATABASE_URL"], pool_size=4) as bouncer:
             through = bouncer.through(os.environ["DATABASE_URL"])

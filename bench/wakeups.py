@@ -25,7 +25,7 @@ from django.db import connection
 
 from bench import throughput  # sets Django up
 from bench.throughput import database_costs, leitstand_jobs
-from config.redis_local import LocalRedis
+from devtools.redis_local import LocalRedis
 
 TICKS = os.sysconf("SC_CLK_TCK")
 BROKER_TABLE = """

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class ConfigApp(AppConfig):
-    """Registers the project-level management commands (``db``) and system checks."""
+    """Registers the project-level management commands (``db``, ``migrate``) and system checks."""
 
     name = "config"
     label = "leitstand_config"

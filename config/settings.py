@@ -16,8 +16,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config import db_roles, embedded_db
+from config import db_roles
 from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
+from devtools import embedded_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -52,6 +53,7 @@ INSTALLED_APPS = [
     "ninja",  # the API docs' Swagger UI from its own static files, not a CDN
     "django_htmx",  # the console's live parts: htmx, vendored as a static file
     "config.apps.ConfigApp",
+    "devtools",  # manage.py cluster (the network-namespace cluster and its drill)
     "jobs",
     "workers",
     "rechecks",
@@ -128,7 +130,7 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------
 # PostgreSQL only: leases, SKIP LOCKED claims, triggers and partial indexes depend on it.
-# Without DATABASE_URL the project's embedded server (config/embedded_db.py) is used; manage.py
+# Without DATABASE_URL the project's embedded server (devtools/embedded_db.py) is used; manage.py
 # starts it on demand.
 IDLE_IN_TRANSACTION_TIMEOUT_MS = env_int("LEITSTAND_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60_000, minimum=1_000)
 DATABASE_URL = env_str("DATABASE_URL") or embedded_db.status().database_url()  # as the application role

@@ -26,7 +26,7 @@ os.environ.setdefault("LEITSTAND_ARCHIVE_DIR", tempfile.mkdtemp(prefix="leitstan
 os.environ.setdefault("LEITSTAND_STATIC_ROOT", tempfile.mkdtemp(prefix="leitstand-test-static-"))  # WhiteNoise's root
 
 if not os.environ.get("DATABASE_URL"):
-    from config import embedded_db
+    from devtools import embedded_db
 
     _server = embedded_db.start(Path(tempfile.mkdtemp(prefix="leitstand-test-pg-")), throwaway=True)
     os.environ["DATABASE_URL"] = _server.database_url(user=embedded_db.OWNER)
@@ -35,7 +35,8 @@ if os.environ.get("LEITSTAND_TEST_PGBOUNCER") == "transaction":
     import atexit
     from contextlib import ExitStack
 
-    from config import db_roles, pgbouncer
+    from config import db_roles
+    from devtools import pgbouncer
 
     _bouncer = ExitStack()
     atexit.register(_bouncer.close)

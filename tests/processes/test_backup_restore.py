@@ -9,7 +9,7 @@ import uuid
 import psycopg
 import pytest
 
-from config import embedded_db
+from devtools import embedded_db
 from jobs.models import Job
 from tests.support.db import OWNER, child_env
 from tests.support.db import test_database_url as database_url

@@ -9,7 +9,7 @@ import shutil
 import httpx
 import pytest
 
-from config import cluster, pgbouncer
+from devtools import cluster, pgbouncer
 
 pytestmark = [pytest.mark.processes]
 

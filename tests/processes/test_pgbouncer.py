@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from config import pgbouncer
+from devtools import pgbouncer
 from jobs.models import Effect, LeaderLease, State
 from tests.support.db import maintenance_database_url
 from tests.support.db import test_database_url as database_url

@@ -10,7 +10,7 @@ import sys
 import pytest
 from django.db import connection
 
-from config.redis_local import LocalRedis
+from devtools.redis_local import LocalRedis
 from jobs.models import Attempt, Job, State
 from tests.support.db import PROJECT_ROOT
 from tests.support.pools import PoolProcesses, wait_for

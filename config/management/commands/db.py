@@ -11,7 +11,7 @@ import subprocess
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from config import embedded_db
+from devtools import embedded_db
 
 
 class Command(BaseCommand):

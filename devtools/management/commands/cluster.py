@@ -1,9 +1,9 @@
 """``manage.py cluster up|status|down`` and its faults: a cluster of network namespaces on this
-machine — PostgreSQL, PgBouncer in transaction mode and worker hosts (``config/cluster.py``). As root."""
+machine — PostgreSQL, PgBouncer in transaction mode and worker hosts (``devtools/cluster.py``). As root."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from config import cluster as clusters
+from devtools import cluster as clusters
 
 
 class Command(BaseCommand):

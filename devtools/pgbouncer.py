@@ -1,4 +1,4 @@
-"""Debian's PgBouncer in transaction mode, started by the cluster (``config/cluster.py``), the tests
+"""Debian's PgBouncer in transaction mode, started by the cluster (``devtools/cluster.py``), the tests
 and the benches: its configuration in one place, and a local one in front of a database on this
 machine (``local``).
 

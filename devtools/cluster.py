@@ -35,8 +35,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from config import pgbouncer
 from config.db_roles import APPLICATION, MAINTENANCE, OWNER
+from devtools import pgbouncer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = BASE_DIR / "var" / "cluster"
@@ -186,7 +186,7 @@ def network_down() -> None:
 
 
 def _bin(name: str) -> str:
-    from config.embedded_db import client_program
+    from devtools.embedded_db import client_program
 
     return client_program(name)
 
