@@ -16,7 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django_fsm import TransitionNotAllowed
 
-from dashboard import alerting_pages, review
+from dashboard import review
 from dashboard.audit import audited
 from dashboard.diagram import declared_edges, state_diagram
 from dashboard.display import ago, as_id, data_uri
@@ -31,6 +31,7 @@ from dashboard.operations.deadletters import (
 )
 from dashboard.operations.rules import RULES as BUSINESS_RULES
 from dashboard.operations.trends import trend_series
+from dashboard.pages import routes as routes_pages
 from dashboard.paths import type_paths
 from dashboard.selectors import STUCK_ROWS, home_context, stuck_leases
 from jobs.leases import JobNotFound, StaleAttempt
@@ -72,8 +73,8 @@ class ConsoleSite(admin.AdminSite):
             path("deadletters/", self.admin_view(self.dead_letters), name="dead_letters"),
             path("pools/<slug:pool>/act/", self.admin_view(self.pool_act), name="pool_act"),
             path("trends/", self.admin_view(self.trends), name="trends"),
-            path("routes/", self.admin_view(alerting_pages.routes_page), name="alert_routes"),
-            path("routes/confirm/", self.admin_view(alerting_pages.receipt_confirm_page), name="receipt_confirm"),
+            path("routes/", self.admin_view(routes_pages.routes_page), name="alert_routes"),
+            path("routes/confirm/", self.admin_view(routes_pages.receipt_confirm_page), name="receipt_confirm"),
         ]
         return views + super().get_urls()
 

@@ -9,12 +9,12 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
-from dashboard.alerting_pages import SILENCE_CHOICES
 from dashboard.display import ago, as_id, clock
 from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
 from dashboard.operations.alerts import alert_acknowledge, alert_resolve
 from dashboard.operations.routes import route_named
 from dashboard.operations.silences import ActiveSilences
+from dashboard.pages.routes import SILENCE_CHOICES
 from jobs.models import database_now
 from jobs.services import JobInputError
 
