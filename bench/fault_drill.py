@@ -28,7 +28,6 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.test_settings")
@@ -40,6 +39,9 @@ django.setup()
 import psutil  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import DatabaseError, connection, connections  # noqa: E402
+
+from devtools import faults  # noqa: E402
+from devtools.faults import Fault  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = ROOT / "var" / "fault-drill"
@@ -63,18 +65,6 @@ TIMING = {
     "LEITSTAND_CRAWL_WORKERS": "3",
     "LEITSTAND_WAKEUP_TIMEOUT_SECONDS": "30",
 }
-FAULTS = (
-    "idle worker",
-    "busy worker",
-    "every worker",
-    "pusher",
-    "monitor",
-    "supervisor",
-    "pool main process",
-    "control process",
-    "SIGSTOP past the lease",
-    "database restart",
-)
 
 
 def database_seconds() -> float:
@@ -148,13 +138,6 @@ class Processes:
             return None
 
 
-@dataclass
-class Fault:
-    kind: str
-    at: float  # database time
-    held: list[tuple[str, int]] = field(default_factory=list)  # (job id, lease version) the victims held
-
-
 def held_by(pids: list[int]) -> list[tuple[str, int]]:
     if not pids:
         return []
@@ -176,7 +159,8 @@ class Drill:
         self.args = args
         self.random = random.Random(args.seed)
         self.processes = Processes()
-        self.submitted: list[str] = []
+        self.correlation = f"fault-drill-{uuid.uuid4().hex[:8]}"
+        self.submitted = 0
         self.faults: list[Fault] = []
         self.stop = threading.Event()
         self.longest_stall = (0.0, "")
@@ -191,13 +175,14 @@ class Drill:
         while not self.stop.is_set():
             payload = {"pool": "crawl", "duration_ms": self.random.randint(0, 400), "effect": True}
             try:
-                job = job_submit(
+                job_submit(
                     job_type="synthetic",
                     payload=payload,
                     idempotency_key=f"drill-{uuid.uuid4().hex}",
                     actor="fault-drill",
-                ).job
-                self.submitted.append(str(job.pk))
+                    correlation_id=self.correlation,
+                )
+                self.submitted += 1
             except DatabaseError:
                 connections["default"].close()
             self.stop.wait(interval)
@@ -232,43 +217,43 @@ class Drill:
     def strike(self, kind: str) -> Fault | None:
         pool_key = self.random.choice(["crawl-a", "crawl-b"])
         tree = self.processes.pool_tree(pool_key)
-        if tree is None and kind not in ("control process", "database restart"):
+        if tree is None and kind not in (faults.CONTROL, faults.DATABASE_RESTART):
             return None
         at = database_seconds()
-        if kind == "idle worker":
+        if kind == faults.IDLE_WORKER:
             if not tree["idle"]:
                 return None
             os.kill(self.random.choice(tree["idle"]), signal.SIGKILL)
             return Fault(kind, at)
-        if kind in ("busy worker", "SIGSTOP past the lease"):
+        if kind in (faults.BUSY_WORKER, faults.FROZEN_WORKER):
             busy = [pid for pid in tree["workers"] if held_by([pid])]
             if not busy:
                 return None
             victim = self.random.choice(busy)
             fault = Fault(kind, at, held_by([victim]))
-            if kind == "busy worker":
+            if kind == faults.BUSY_WORKER:
                 os.kill(victim, signal.SIGKILL)
             else:
                 os.kill(victim, signal.SIGSTOP)
                 threading.Timer(LEASE + GRACE + 2, lambda: _signal(victim, signal.SIGCONT)).start()
             return fault
-        if kind in ("every worker", "supervisor", "pool main process"):
+        if kind in (faults.EVERY_WORKER, faults.SUPERVISOR, faults.POOL_MAIN):
             fault = Fault(kind, at, held_by(tree["workers"]))
             targets = {
-                "every worker": tree["workers"],
-                "supervisor": [tree["supervisor"]],
-                "pool main process": [tree["main"]],
+                faults.EVERY_WORKER: tree["workers"],
+                faults.SUPERVISOR: [tree["supervisor"]],
+                faults.POOL_MAIN: [tree["main"]],
             }[kind]
             for pid in targets:
                 _signal(pid, signal.SIGKILL)
-            if kind == "pool main process":
+            if kind == faults.POOL_MAIN:
                 time.sleep(1)
                 self.processes.restart_dead()
             return fault
-        if kind in ("pusher", "monitor"):
+        if kind in (faults.PUSHER, faults.MONITOR):
             os.kill(tree[kind], signal.SIGKILL)
             return Fault(kind, at)
-        if kind == "control process":
+        if kind == faults.CONTROL:
             # One of the two leads (its session holds the leader lock), the other waits to take over.
             os.kill(
                 self.random.choice([p.pid for c, p in self.processes.running.values() if c == "control"]),
@@ -308,7 +293,7 @@ class Drill:
         try:
             while time.monotonic() < until:
                 time.sleep(self.args.every)
-                fault = self.strike(self.random.choice(FAULTS))
+                fault = self.strike(self.random.choice(faults.PROCESS_FAULTS))
                 if fault is not None:
                     self.faults.append(fault)
                     print(f"  {time.strftime('%H:%M:%S')} {fault.kind} ({len(fault.held)} jobs held)", flush=True)
@@ -321,42 +306,27 @@ class Drill:
         self.processes.stop_all()
         return settled
 
+    def _verdict(self) -> faults.Verdict:
+        def query(statement, parameters):
+            with connection.cursor() as cursor:
+                cursor.execute(statement, parameters)
+                return cursor.fetchall()
+
+        return faults.verdict(query, correlations=[self.correlation], submitted=self.submitted)
+
     def _settle(self, timeout: float = 180) -> dict:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self._verdict().still_open:
             self.processes.restart_dead()
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) "
-                    "AND state NOT IN ('result_stored', 'dead')",
-                    [self.submitted],
-                )
-                if cursor.fetchone()[0] == 0:
-                    break
             time.sleep(1)
         return self._report()
 
     def _report(self) -> dict:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT state, count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) GROUP BY state", [self.submitted]
-            )
-            states = dict(cursor.fetchall())
-            cursor.execute("SELECT count(*) FROM (SELECT key FROM jobs_effect GROUP BY key HAVING count(*) > 1) d")
-            duplicated = cursor.fetchone()[0]
-            cursor.execute(
-                "SELECT count(*) FROM jobs_job j JOIN jobs_effect e ON e.key = 'synthetic:' || j.id "
-                "WHERE j.id = ANY(%s::uuid[]) AND j.state = 'result_stored' "
-                "AND j.result_ref <> 'synthetic:' || j.id || ':effect-by-attempt-' || e.lease_version",
-                [self.submitted],
-            )
-            disagreeing = cursor.fetchone()[0]
-            cursor.execute("SELECT count(*) FROM jobs_stalewrite")
-            refused = cursor.fetchone()[0]
-            cursor.execute(
-                "SELECT completion_reason, count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) "
+                "SELECT completion_reason, count(*) FROM jobs_job WHERE correlation_id = %s "
                 "AND state = 'dead' GROUP BY 1",
-                [self.submitted],
+                [self.correlation],
             )
             dead = cursor.fetchall()
         delays = defaultdict(list)
@@ -372,11 +342,7 @@ class Drill:
                 if row:
                     delays[fault.kind].append(float(row[0]) - fault.at)
         return {
-            "submitted": len(self.submitted),
-            "states": states,
-            "duplicated": duplicated,
-            "disagreeing": disagreeing,
-            "refused": refused,
+            "verdict": self._verdict(),
             "dead": dead,
             "delays": delays,
             "faults": [f.kind for f in self.faults],
@@ -401,21 +367,22 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     started = time.monotonic()
     report = Drill(args).run()
-    lost = report["submitted"] - report["states"].get("result_stored", 0) - report["states"].get("dead", 0)
-    counts = {kind: report["faults"].count(kind) for kind in FAULTS}
+    verdict = report["verdict"]
+    counts = {kind: report["faults"].count(kind) for kind in faults.PROCESS_FAULTS}
     print(
-        f"\nfault drill: {args.seconds:g} s, {len(report['faults'])} faults, {report['submitted']:,} jobs "
+        f"\nfault drill: {args.seconds:g} s, {len(report['faults'])} faults, {verdict.submitted:,} jobs "
         f"({time.monotonic() - started:.0f} s in all)"
     )
-    print(f"jobs lost                          {lost}")
+    print(f"jobs lost                          {verdict.lost}")
     print(f"jobs dead                          {sum(n for _, n in report['dead'])} {report['dead'] or ''}")
-    print(f"effects applied more than once     {report['duplicated']}")
-    print(f"results disagreeing with effect    {report['disagreeing']}")
-    print(f"stale writes refused               {report['refused']}")
+    print(f"effects missing                    {verdict.effects_missing}")
+    print(f"effects applied more than once     {verdict.effects_duplicated}")
+    print(f"results disagreeing with effect    {verdict.effects_misreported}")
+    print(f"stale writes refused               {verdict.stale_writes_refused}")
     seconds, after = report["longest_stall"]
     print(f"longest no progress while due      {seconds:.1f} s (after: {after}; lease + grace = {LEASE + GRACE:g} s)")
     print(f"\n{'fault':<26} {'times':>5} {'jobs held':>9} {'next start p50':>15} {'max':>7}")
-    for kind in FAULTS:
+    for kind in faults.PROCESS_FAULTS:
         delays = report["delays"].get(kind, [])
         p50 = f"{statistics.median(delays):.2f} s" if delays else "—"
         worst = f"{max(delays):.2f} s" if delays else "—"

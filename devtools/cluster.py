@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from config.db_roles import APPLICATION, MAINTENANCE, OWNER
-from devtools import pgbouncer
+from devtools import faults, pgbouncer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = BASE_DIR / "var" / "cluster"
@@ -527,8 +527,6 @@ def status_text(cluster: Cluster) -> str:
 # --- the drill -----------------------------------------------------------------------------------
 
 DRILL_JOB = {"pool": "crawl", "duration_ms": 3000, "effect": True, "steps": ["fetch", "store"]}
-TERMINAL = ("result_stored", "done", "dead", "cancelled")
-LEADER_FAULT = "partition the leader's host"
 
 
 def submit(cluster: Cluster, count: int, payload: dict = DRILL_JOB) -> str:
@@ -591,7 +589,7 @@ def settled(cluster: Cluster, correlations: list[str]) -> bool:
     (open_jobs,) = query(
         cluster,
         "SELECT count(*) FROM jobs_job WHERE correlation_id = ANY(%s) AND NOT state = ANY(%s)",
-        [correlations, list(TERMINAL)],
+        [correlations, list(faults.TERMINAL_STATES)],
     )[0]
     return open_jobs == 0
 
@@ -629,11 +627,11 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
     started = time.monotonic()
     try:
         wait_until(lambda: rescued(cluster, held, victim, cut), timeout=60, what=f"the jobs of {victim} rescued")
-        results["partition a worker host"] = time.monotonic() - started
+        results[faults.PARTITION_WORKER_HOST] = time.monotonic() - started
         time.sleep(lease)  # its workers run on, cut off, well past their leases
     finally:
         heal(victim)
-    out(f"partition {victim} ({len(held)} jobs held): rescued in {results['partition a worker host']:.1f} s")
+    out(f"partition {victim} ({len(held)} jobs held): rescued in {results[faults.PARTITION_WORKER_HOST]:.1f} s")
     # The healed host's processes find their broken connections on their next round; the leader fault
     # below measures a takeover by a healthy standby, so they get a lease's time to reconnect first
     # (without it, the healed host as the standby once took 11.4 s against the 11 s bound).
@@ -646,13 +644,13 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
     started = time.monotonic()
     try:
         new = wait_until(lambda: (now := leader(cluster)) and now[1] > term and now, timeout=60, what="a new leader")
-        results[LEADER_FAULT] = time.monotonic() - started
+        results[faults.PARTITION_LEADER_HOST] = time.monotonic() - started
         time.sleep(2)
     finally:
         heal(old_host)
     out(
         f"partition {old_host} (leader, term {term}): {new[0].split(':')[0]} leads in term {new[1]} after "
-        f"{results[LEADER_FAULT]:.1f} s"
+        f"{results[faults.PARTITION_LEADER_HOST]:.1f} s"
     )
     time.sleep(lease * 2)  # the healed one wakes up; it must not act
     now = leader(cluster)
@@ -669,14 +667,14 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
     kill_host(cluster, victim)
     started = time.monotonic()
     wait_until(lambda: rescued(cluster, held, victim, cut), timeout=60, what=f"the jobs of {victim} rescued")
-    results["kill -9 a host"] = time.monotonic() - started
-    out(f"kill -9 every process of {victim} ({len(held)} jobs held): rescued in {results['kill -9 a host']:.1f} s")
+    results[faults.KILL_HOST] = time.monotonic() - started
+    out(f"kill -9 every process of {victim} ({len(held)} jobs held): rescued in {results[faults.KILL_HOST]:.1f} s")
     host_start(cluster, cluster.host(victim))
 
     # 4. PgBouncer restarted, 5. PostgreSQL restarted immediately, each under load
     for name, fault in (
-        ("restart pgbouncer", lambda: pgbouncer_restart(cluster)),
-        ("restart postgresql (immediate)", lambda: postgres_restart("immediate")),
+        (faults.PGBOUNCER_RESTART, lambda: pgbouncer_restart(cluster)),
+        (faults.POSTGRES_RESTART, lambda: postgres_restart("immediate")),
     ):
         correlation = submit(cluster, jobs_per_fault)
         correlations.append(correlation)
@@ -688,43 +686,20 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
         out(f"{name}: its jobs all ended {results[name]:.1f} s after the fault")
 
     wait_until(lambda: settled(cluster, correlations), timeout=120, what="every drill job to end")
-    totals = query(
-        cluster,
-        """SELECT count(*),
-                  count(*) FILTER (WHERE j.state NOT IN ('result_stored', 'done')),
-                  count(*) FILTER (WHERE NOT j.state = ANY(%(terminal)s)),
-                  coalesce(sum(e.applied), 0),
-                  count(*) FILTER (WHERE j.state IN ('result_stored', 'done') AND coalesce(e.applied, 0) = 0),
-                  count(*) FILTER (WHERE e.applied > 1),
-                  count(*) FILTER (WHERE e.applied = 1 AND j.result_ref NOT LIKE '%%:effect-by-attempt-' || e.attempt),
-                  (SELECT count(*) FROM jobs_stalewrite s JOIN jobs_job k ON k.id = s.job_id
-                   WHERE k.correlation_id = ANY(%(c)s)),
-                  (SELECT count(*) FROM jobs_deposedwrite WHERE at >= %(began)s)
-           FROM jobs_job j
-           LEFT JOIN (SELECT job_id, count(*) AS applied, max(lease_version) AS attempt FROM jobs_effect GROUP BY job_id)
-                AS e ON e.job_id = j.id
-           WHERE j.correlation_id = ANY(%(c)s)""",
-        {"c": correlations, "terminal": list(TERMINAL), "began": began},
-    )[0]
-    jobs, not_completed, open_jobs, effects, missing, duplicated, misreported, stale, deposed = totals
-    results.update(
-        jobs=jobs,
-        not_completed=not_completed,
-        effects=effects,
-        effects_missing=missing,
-        effects_duplicated=duplicated,
-        effects_misreported=misreported,
-        stale_writes_refused=stale,
-        deposed_writes_refused=deposed,
+    verdict = faults.verdict(
+        lambda statement, parameters: query(cluster, statement, parameters),
+        correlations=correlations,
+        submitted=jobs_per_fault * len(correlations),
     )
-    # Lost: never stored, or stored but by the end neither ended nor waiting for anything.
-    results["jobs_lost"] = jobs_per_fault * len(correlations) - jobs + open_jobs
+    (deposed,) = query(cluster, "SELECT count(*) FROM jobs_deposedwrite WHERE at >= %s", [began])[0]
+    results.update(verdict=verdict, deposed_writes_refused=deposed)
     clients, servers = connections(cluster)
     results.update(clients=clients, server_connections=servers)
     out(
-        f"jobs {jobs}, lost {results['jobs_lost']}, not completed {not_completed}; effects {effects} "
-        f"(jobs with none {missing}, with more than one {duplicated}, reported by another attempt than "
-        f"applied it {misreported}); stale writes refused {stale}, deposed leader writes refused {deposed}, "
+        f"jobs {verdict.jobs}, lost {verdict.lost}, not completed {verdict.not_completed}; effects {verdict.effects} "
+        f"(jobs with none {verdict.effects_missing}, with more than one {verdict.effects_duplicated}, reported by "
+        f"another attempt than applied it {verdict.effects_misreported}); stale writes refused "
+        f"{verdict.stale_writes_refused}, deposed leader writes refused {deposed}, "
         f"old leader acted: {results['old leader acted']} (its refused writes {results['old leader refused']}); "
         f"connections: {clients} clients at PgBouncer, {servers} at PostgreSQL"
     )
@@ -732,13 +707,12 @@ def drill(cluster: Cluster, *, jobs_per_fault: int = 12, out=print) -> dict:
 
 
 def drill_failures(results: dict) -> list[str]:
-    """What the drill's totals show went wrong (none: it held)."""
-    checks = {
-        "jobs_lost": "jobs were lost",
-        "not_completed": "jobs did not complete",
-        "effects_missing": "completed jobs have no effect",
-        "effects_duplicated": "jobs have more than one effect",
-        "effects_misreported": "results name another attempt than the one that applied the effect",
-        "old leader acted": "the healed leader took its lease back",
-    }
-    return [f"{why} ({results[key]})" for key, why in checks.items() if results[key]]
+    """What the drill's totals show went wrong (none: it held). Every drill job completes: none may
+    end dead or cancelled, and a deposed leader must not take its lease back."""
+    verdict = results["verdict"]
+    failures = verdict.failures()
+    if verdict.not_completed:
+        failures.append(f"jobs did not complete ({verdict.not_completed})")
+    if results["old leader acted"]:
+        failures.append("the healed leader took its lease back")
+    return failures

@@ -9,7 +9,7 @@ import shutil
 import httpx
 import pytest
 
-from devtools import cluster, pgbouncer
+from devtools import cluster, faults, pgbouncer
 
 pytestmark = [pytest.mark.processes]
 
@@ -52,9 +52,11 @@ def test_faults_between_hosts_lose_nothing_and_repeat_nothing(up):
     print("\n".join(lines))  # the drill's summary, in the test's output
 
     assert cluster.drill_failures(results) == [], results
-    assert results["effects"] == results["jobs"] == 8 * 4, results
+    assert results["verdict"].effects == results["verdict"].jobs == 8 * 4, results
     # Rescue takes the lease (4 s) and its grace (2 s) to run out, the reaper's round, and the retry's
     # backoff; a bound far above that, so only a rescue that does not happen by itself fails here.
-    assert results["partition a worker host"] < 30 and results["kill -9 a host"] < 30, results
-    assert results[cluster.LEADER_FAULT] < float(cluster.HOST_TIMING["LEITSTAND_CONTROL_LEADER_LEASE_SECONDS"]) + 5
+    assert results[faults.PARTITION_WORKER_HOST] < 30 and results[faults.KILL_HOST] < 30, results
+    assert (
+        results[faults.PARTITION_LEADER_HOST] < float(cluster.HOST_TIMING["LEITSTAND_CONTROL_LEADER_LEASE_SECONDS"]) + 5
+    )
     assert results["server_connections"] <= cluster.POOL_SIZE < results["clients"], results
