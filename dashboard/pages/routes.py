@@ -5,10 +5,9 @@ link opens. Mounted by ``dashboard.site.ConsoleSite``; every change goes through
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from dashboard.display import as_id, as_number
@@ -18,14 +17,11 @@ from dashboard.operations.alerts import routes_needed
 from dashboard.operations.receipts import receipt_confirm, receipt_test_now
 from dashboard.operations.routes import route_summaries, routes_ensure
 from dashboard.operations.silences import ActiveSilences, silence_create, silence_lift
+from dashboard.pages.common import actor, render
 from jobs.models import database_now
 from jobs.services import JobInputError
 
 SILENCE_CHOICES = ((30, "30 min"), (60, "1 h"), (240, "4 h"), (720, "12 h"), (1440, "1 day"), (10080, "7 days"))
-
-
-def _actor(request) -> str:
-    return f"user:{request.user.get_username()}"
 
 
 def _back(request) -> str:
@@ -68,12 +64,11 @@ def routes_page(request):
             row["receipt"] = ("gone", "not confirmed in time")
         else:
             row["receipt"] = ("quiet", "waiting for confirmation")
-    return TemplateResponse(
+    return render(
         request,
         "admin/console/routes.html",
+        "Alert routes, owners and silences",
         {
-            **admin.site.each_context(request),
-            "title": "Alert routes, owners and silences",
             "routes": summaries,
             "rules": rules,
             "silences": silences,
@@ -91,7 +86,7 @@ def _act(request):
             route_id = as_id(request.POST.get("route", ""))
             if route_id is None:
                 raise JobInputError("route", "choose a route")
-            test = receipt_test_now(route_id=route_id, actor=_actor(request), user=request.user)
+            test = receipt_test_now(route_id=route_id, actor=actor(request), user=request.user)
             messages.success(
                 request,
                 f"Test sent to route {test.route.name} ({', '.join(test.route.channels)}); "
@@ -104,7 +99,7 @@ def _act(request):
                 scope=request.POST.get("scope", ""),
                 minutes=-1 if minutes is None else minutes,
                 reason=request.POST.get("reason", ""),
-                actor=_actor(request),
+                actor=actor(request),
                 user=request.user,
             )
             messages.success(request, f"Silenced {silence}: its alerts notify nobody until then.")
@@ -112,7 +107,7 @@ def _act(request):
             silence_id = as_id(request.POST.get("silence", ""))
             if silence_id is None:
                 raise JobInputError("silence", "choose a silence")
-            silence = silence_lift(silence_id=silence_id, actor=_actor(request), user=request.user)
+            silence = silence_lift(silence_id=silence_id, actor=actor(request), user=request.user)
             messages.success(request, f"Lifted the silence of {silence.rule} {silence.scope or '(every scope)'}.")
         else:
             raise JobInputError("action", "must be test, silence or lift")
@@ -130,14 +125,15 @@ def receipt_confirm_page(request):
     refused = ""
     if request.method == "POST":
         try:
-            test = receipt_confirm(token=request.POST.get("token", "").strip(), actor=_actor(request), via="console")
+            test = receipt_confirm(token=request.POST.get("token", "").strip(), actor=actor(request), via="console")
             messages.success(request, f"Receipt of the test of route {test.route.name} confirmed. Thank you.")
             return HttpResponseRedirect(reverse("admin:alert_routes"))
         except JobInputError as error:
             refused = error.message
-    return TemplateResponse(
+    return render(
         request,
         "admin/console/receipt_confirm.html",
-        {**admin.site.each_context(request), "title": "Confirm receipt of a test notification", "refused": refused},
+        "Confirm receipt of a test notification",
+        {"refused": refused},
         status=200 if not refused else 400,
     )

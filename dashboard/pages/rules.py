@@ -1,0 +1,31 @@
+"""Business rules across jobs: each rule with its options, its open violations and the last resolved."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from dashboard.models import RuleViolation
+from dashboard.operations.rules import RULES
+from dashboard.pages.common import render, require
+
+
+def business_rules(request):
+    require(request, "jobs.view_job")
+    rules = []
+    for rule in RULES.values():
+        violations = RuleViolation.objects.filter(rule=rule.name)
+        rules.append(
+            {
+                "rule": rule,
+                "options": settings.LEITSTAND_BUSINESS_RULES[rule.name],
+                "open": list(violations.filter(resolved_at__isnull=True).order_by("first_seen")[:100]),
+                "open_count": violations.filter(resolved_at__isnull=True).count(),
+                "resolved": list(violations.filter(resolved_at__isnull=False).order_by("-resolved_at")[:10]),
+            }
+        )
+    return render(
+        request,
+        "admin/console/rules.html",
+        "Business rules across jobs",
+        {"rules": rules, "every": settings.LEITSTAND_BUSINESS_RULES_SECONDS},
+    )
