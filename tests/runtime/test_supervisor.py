@@ -12,7 +12,7 @@ from django_q.monitor import monitor
 from django_q.pusher import pusher
 from django_q.worker import worker
 
-from workers.runtime.supervisor import Handoff
+from workers.runtime.supervisor.sentinel import Handoff
 
 
 def test_the_supervisor_was_written_for_this_django_q2():
