@@ -335,7 +335,7 @@ Q_CLUSTER = {
 # Wake-ups through Redis instead (django-q2's Redis broker; e.g. Debian's redis-server): each pool's
 # pusher blocks on Redis instead of polling PostgreSQL ten times a second (bench/wakeups.py). They
 # stay hints: while Redis is away, a pool with due work and idle workers wakes them itself after one
-# sweep interval (workers/runtime/supervisor.py). Bounded socket timeouts unless the URL sets its own.
+# sweep interval (workers/runtime/supervisor/stalls.py). Bounded socket timeouts unless the URL sets its own.
 LEITSTAND_WAKEUP_REDIS_URL = env_str("LEITSTAND_WAKEUP_REDIS_URL")
 if LEITSTAND_WAKEUP_REDIS_URL:
     if urlsplit(LEITSTAND_WAKEUP_REDIS_URL).scheme not in ("redis", "rediss", "unix"):

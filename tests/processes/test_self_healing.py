@@ -1,7 +1,7 @@
 """A pool heals itself: real `runpool` processes lose workers, their pusher, their monitor, their
 supervisor and their main process to SIGKILL at any moment, and keep (or stop) working as documented.
 
-Before the supervisor (workers/runtime/supervisor.py) a kill -9 of an idle django-q2 worker left the shared
+Before the supervisor (workers/runtime/supervisor/) a kill -9 of an idle django-q2 worker left the shared
 task queue's lock with a dead process and froze the pool for good (django-q2 #23)."""
 
 import os

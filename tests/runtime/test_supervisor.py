@@ -12,11 +12,11 @@ from django_q.monitor import monitor
 from django_q.pusher import pusher
 from django_q.worker import worker
 
-from workers.runtime.supervisor.sentinel import Handoff
+from workers.runtime.supervisor.handoff import Handoff
 
 
 def test_the_supervisor_was_written_for_this_django_q2():
-    # workers/runtime/supervisor.py replaces Sentinel's spawning, guard loop and stop, and calls django-q2's
+    # workers/runtime/supervisor/sentinel.py replaces Sentinel's spawning, guard loop and stop, and calls django-q2's
     # worker, pusher and monitor with these arguments. Re-read them before moving this pin.
     assert importlib.metadata.version("django-q2") == "1.11.1"
     assert list(inspect.signature(worker).parameters) == ["task_queue", "result_queue", "timer", "timeout"]

@@ -7,7 +7,7 @@ Wake-ups per pool are bounded, so a flood of jobs costs a handful of queue rows,
 
 The broker is django-q2's ORM broker on PostgreSQL, or Redis (``LEITSTAND_WAKEUP_REDIS_URL``). A
 broker that cannot be reached loses wake-ups, never work: sending one then only logs, and the pools
-wake themselves (``workers/runtime/supervisor.py``).
+wake themselves (``workers/runtime/supervisor/``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``dispatcher`` sweep: every round, each unpaused pool with due work gets the wake-ups it lacks,
 up to one per worker (more would only queue up); wake-ups already waiting in its queue count. A
 broker that cannot be reached is reported once and the round sends nothing (the pools wake
-themselves meanwhile: ``workers/runtime/supervisor.py``)."""
+themselves meanwhile: ``workers/runtime/supervisor/``)."""
 
 from __future__ import annotations
 

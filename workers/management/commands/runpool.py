@@ -38,7 +38,7 @@ class Command(BaseCommand):
 
     def _pool(self, pool: str) -> None:
         from workers.runtime import lifecycle
-        from workers.runtime.supervisor.sentinel import PoolCluster
+        from workers.runtime.supervisor.main import PoolCluster
 
         main_pid = os.getpid()
         os.environ[lifecycle.MAIN_PID_VARIABLE] = str(main_pid)  # inherited by the forked workers
