@@ -1,6 +1,9 @@
-"""System checks of the timing invariants between leases, heartbeats, timeouts and django-q2, of
-the analysis score bands and of the recheck policy; with ``--database default``, of the role the
-application connects as.
+"""System checks of what spans the areas: the timing invariants between the job types' leases,
+heartbeats and timeouts, the runtime's timings and django-q2; the analysis version, shadow samples
+and retention per type against the registered types; notification links; with ``--database
+default``, the role the application connects as. What one area's settings must satisfy among
+themselves is checked where they are declared (``jobs/options.py``, ``workers/runtime/options.py``,
+``workers/pipeline/options.py``, ``rechecks/options.py``), at start-up.
 
 ``manage.py check`` (and every command's start-up) reports each violated invariant with the job
 type and the numbers, so a bad configuration never reaches a running pool.
@@ -11,7 +14,6 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
 from jobs.options import EngineOptions, OptionError
-from rechecks.policy import RecheckPolicy, Target
 from workers.pipeline import analysis
 from workers.runtime.registry import registry
 
@@ -75,25 +77,6 @@ def timing_invariants(app_configs=None, **kwargs):
             f"LEITSTAND_ANALYSIS_VERSION {settings.LEITSTAND_ANALYSIS_VERSION!r} is no analysis version",
             f"versions: {', '.join(analysis.VERSIONS)}",
         )
-    bands = settings.LEITSTAND_ANALYSIS
-    if not 0 < bands["no_match_below"] <= bands["match_at"] <= 1:
-        error(
-            7,
-            f"analysis score bands: no_match_below {bands['no_match_below']:g} and match_at "
-            f"{bands['match_at']:g} must satisfy 0 < no_match_below <= match_at <= 1",
-            "set LEITSTAND_ANALYSIS_NO_MATCH_BELOW and LEITSTAND_ANALYSIS_MATCH_AT",
-        )
-    recheck = dict(settings.LEITSTAND_RECHECK)
-    if recheck.pop("target") not in {t.value for t in Target}:
-        error(
-            8,
-            f"LEITSTAND_RECHECK_TARGET must be one of: {', '.join(t.value for t in Target)}",
-            "gone: 404/410 only; gone_or_changed: also when the content no longer matches",
-        )
-    try:
-        RecheckPolicy(**recheck)
-    except ValueError as exc:
-        error(8, str(exc), "see the LEITSTAND_RECHECK_* settings in docs/operations.md")
     try:
         EngineOptions.from_settings(settings)
     except OptionError as refused:
@@ -204,7 +187,7 @@ def notification_links(app_configs=None, **kwargs):
             Error(
                 f"LEITSTAND_PUBLIC_URL {url!r} is not an http(s) URL",
                 hint="set it to the console's address as people reach it, e.g. https://leitstand.example.org",
-                id="leitstand.E013",
+                id="leitstand.E015",
             )
         ]
     limits = {

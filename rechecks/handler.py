@@ -13,10 +13,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 
-from django.conf import settings
-
 from jobs.errors import JobError, PermanentError
-from rechecks import services
+from rechecks import options, services
 from rechecks.models import RecheckPlan
 from workers.pipeline import analysis, images
 from workers.pipeline.fetching import SecondOpinion, fetch_politely
@@ -96,7 +94,7 @@ def observe(context: JobContext, plan: RecheckPlan) -> services.Observed:
             return True
         return 200 <= result.status < 300 and not looked_at(result).is_the_copy
 
-    agent = settings.LEITSTAND_RECHECK_SECOND_OPINION_AGENT
+    agent = options.current().second_opinion_agent
     try:
         fetched = fetch_politely(
             context,

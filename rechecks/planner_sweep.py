@@ -10,12 +10,11 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
 from jobs.models import TERMINAL_STATES, LeitstandNow, database_now
-from rechecks import policy
+from rechecks import options, policy
 from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import EndReason
 from rechecks.services import PLANNER, case_settle, plan_end
@@ -38,8 +37,8 @@ class PlannerConfig:
         )
 
     @classmethod
-    def from_settings(cls) -> PlannerConfig:
-        return cls(plans_per_round=settings.LEITSTAND_RECHECK_PLANS_PER_ROUND)
+    def from_options(cls, rechecks: options.RecheckOptions) -> PlannerConfig:
+        return cls(plans_per_round=rechecks.plans_per_round)
 
 
 @dataclass
@@ -154,4 +153,4 @@ def _settle_cases(limit: int) -> int:
 
 
 def register() -> None:
-    register_unit("recheck-planner", run_once, PlannerConfig.from_settings(), stage=Stage.PLAN)
+    register_unit("recheck-planner", run_once, PlannerConfig.from_options(options.current()), stage=Stage.PLAN)

@@ -16,7 +16,6 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django_fsm import TransitionNotAllowed
@@ -25,9 +24,9 @@ from jobs import leases
 from jobs.models import TERMINAL_STATES, Job, LeitstandNow, State, database_now
 from jobs.services import JobInputError
 from jobs.webhooks import event_record
-from rechecks import policy
+from rechecks import options, policy
 from rechecks.models import Observation, RecheckPlan
-from rechecks.policy import EndReason, Progress, RecheckPolicy, Target
+from rechecks.policy import EndReason, Progress, Target
 from workers.pipeline.analysis import running_version, version_spec
 
 PLANNER = "recheck-planner"
@@ -35,17 +34,12 @@ logger = logging.getLogger("leitstand.rechecks")
 _rng = random.SystemRandom()
 
 
-def settings_policy() -> tuple[Target, RecheckPolicy]:
-    values = dict(settings.LEITSTAND_RECHECK)
-    return Target(values.pop("target")), RecheckPolicy(**values)
-
-
 def plan_request(*, job: Job, finding, content_hash: str) -> RecheckPlan:
     """A plan for a reported match (idempotent per job): first check after the first delay."""
     existing = RecheckPlan.objects.filter(job=job).first()
     if existing:
         return existing
-    target, rules = settings_policy()
+    target, rules = options.current().target, options.current().policy
     now = database_now()
     deadline_at = now + timedelta(seconds=rules.deadline_seconds)
     next_at, reason = policy.first_check(rules, now=now, deadline_at=deadline_at, rng=_rng)

@@ -13,11 +13,13 @@ class WorkersConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from workers.pipeline import job_types as pipeline_types
+        from workers.pipeline import options as pipeline_options
         from workers.pipeline import schedule_sweep
         from workers.runtime import control, options
         from workers.runtime import job_types as runtime_types
 
-        _options_read(options)
+        _options_read(options, options.RuntimeOptions)
+        _options_read(pipeline_options, pipeline_options.PipelineOptions)
         # A duplicate or incomplete declaration stops start-up here.
         runtime_types.job_types_register()
         pipeline_types.job_types_register()
@@ -35,19 +37,20 @@ class WorkersConfig(AppConfig):
         post_spawn.connect(_worker_spawned)
 
 
-def _options_read(options) -> None:
-    """The one place the runtime reads Django's settings (workers/runtime/options.py); a test that
-    overrides one of them gets the runtime's options read again (job types keep the timing they were
-    registered with). The job types need them to register, so a refusal (``OptionError``, an
-    ``ImproperlyConfigured``) stops start-up here, naming the setting."""
+def _options_read(module, options_type) -> None:
+    """The one place the runtime and the pipeline read Django's settings (workers/runtime/options.py,
+    workers/pipeline/options.py); a test that overrides one of the module's ``SETTINGS`` gets them read again
+    (job types keep the timing they were registered with). The job types and sweeps need them to
+    register, so a refusal (``OptionError``, an ``ImproperlyConfigured``) stops start-up here, naming
+    the setting."""
     from django.conf import settings
 
     from jobs.options import follow_settings
 
     def configure():
-        options.configure(options.RuntimeOptions.from_settings(settings))
+        module.configure(options_type.from_settings(settings))
 
-    follow_settings(options.SETTINGS, configure, uid="workers.runtime.options")
+    follow_settings(module.SETTINGS, configure, uid=module.__name__)
 
 
 def _worker_spawned(**kwargs):

@@ -384,7 +384,7 @@ def test_the_system_check_asks_for_absolute_links(settings):
     from config.checks import notification_links
 
     settings.LEITSTAND_PUBLIC_URL = "leitstand.example.org"
-    assert [m.id for m in notification_links()] == ["leitstand.E013"]
+    assert [m.id for m in notification_links()] == ["leitstand.E015"]
     settings.LEITSTAND_PUBLIC_URL = ""
     assert [m.id for m in notification_links()] == ["leitstand.W003"], "routes configured, links relative"
     settings.LEITSTAND_ALERT_ROUTES = {}

@@ -7,6 +7,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from jobs.models import Batch, Job, LeitstandNow
+from workers.pipeline import options as pipeline_options
 from workers.pipeline.models import Source
 from workers.pipeline.schedule_sweep import ScheduleSweepConfig, run_once
 from workers.pipeline.schedules import run_name
@@ -22,7 +23,9 @@ def at(text: str) -> datetime:
 
 def test_the_config_comes_from_the_settings_and_a_bad_value_names_its_setting(settings):
     settings.LEITSTAND_CRAWL_SCHEDULE_SECONDS, settings.LEITSTAND_CRAWL_SCHEDULE_STARTS = 30, 5
-    assert ScheduleSweepConfig.from_settings() == ScheduleSweepConfig(every_seconds=30, starts_per_round=5)
+    assert ScheduleSweepConfig.from_options(pipeline_options.current()) == ScheduleSweepConfig(
+        every_seconds=30, starts_per_round=5
+    )
     assert (CONFIG.every_seconds, CONFIG.starts_per_round) == (15, 100)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_CRAWL_SCHEDULE_STARTS must be a whole number"):
         ScheduleSweepConfig(starts_per_round=0)

@@ -9,6 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from jobs.models import Job, database_now
+from rechecks import options as recheck_options
 from rechecks.models import RecheckPlan
 from rechecks.planner_sweep import PlannerConfig, PlannerReport, run_once
 from rechecks.services import plan_request
@@ -28,7 +29,7 @@ def plans(count: int) -> list[RecheckPlan]:
 
 def test_the_config_comes_from_the_settings_and_a_bad_value_names_its_setting(settings):
     settings.LEITSTAND_RECHECK_PLANS_PER_ROUND = 7
-    assert PlannerConfig.from_settings() == PlannerConfig(plans_per_round=7)
+    assert PlannerConfig.from_options(recheck_options.current()) == PlannerConfig(plans_per_round=7)
     assert PlannerConfig().plans_per_round == 200 and PlannerConfig().every_seconds == 0
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_RECHECK_PLANS_PER_ROUND must be a whole number"):
         PlannerConfig(plans_per_round=0)

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import hashlib
 
-from django.conf import settings
-
 from jobs.errors import PermanentError, TransientError
 from jobs.models import Job, LeitstandNow
-from workers.pipeline import images, matching
+from workers.pipeline import images, matching, options
 from workers.pipeline.asset_index import DatabaseIndex
 from workers.pipeline.fetching import Fetched, fetch_politely
 from workers.pipeline.http import IMAGE_TYPES, Validators
@@ -52,12 +50,12 @@ VERSIONS = {
 
 
 def running_version() -> str:
-    return settings.LEITSTAND_ANALYSIS_VERSION
+    return options.current().analysis_version
 
 
 def version_spec(version: str) -> tuple[str, dict]:
     """A version's comparison method and score bands."""
-    return VERSIONS[version]["method"], VERSIONS[version]["bands"] or settings.LEITSTAND_ANALYSIS
+    return VERSIONS[version]["method"], VERSIONS[version]["bands"] or dict(options.current().bands)
 
 
 def subject(payload: dict) -> str:
@@ -78,7 +76,7 @@ def parse(payload: dict) -> int:
 
 
 def verdict_for(score: float, bands: dict | None = None) -> str:
-    bands = bands or settings.LEITSTAND_ANALYSIS
+    bands = bands or options.current().bands
     if score >= bands["match_at"]:
         return Finding.Verdict.MATCH
     if score < bands["no_match_below"]:

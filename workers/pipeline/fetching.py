@@ -15,9 +15,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from django.conf import settings
-
 from jobs.errors import PermanentError, TransientError
+from workers.pipeline import options
 from workers.pipeline.http import FetchPolicy, FetchResult, RedirectDisallowed, SafeClient, Validators
 from workers.pipeline.politeness import PolitenessPolicy, polite
 from workers.pipeline.robots import RobotsDecision, robots_check
@@ -59,11 +58,11 @@ class Fetched:
 
 
 def fetch_policy() -> FetchPolicy:
-    return FetchPolicy(**settings.LEITSTAND_FETCH)
+    return FetchPolicy(**options.current().fetch)
 
 
 def politeness_policy() -> PolitenessPolicy:
-    return PolitenessPolicy(**settings.LEITSTAND_POLITENESS)
+    return PolitenessPolicy(**options.current().politeness)
 
 
 @dataclass(frozen=True)

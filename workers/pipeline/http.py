@@ -34,9 +34,9 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 import idna
-from django.conf import settings
 
 from jobs.errors import PermanentError, TransientError
+from workers.pipeline import options
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # The IANA special-purpose address registries (IPv4: RFC 6890 and its updates; IPv6 likewise), kept
@@ -366,7 +366,7 @@ class SafeClient:
         self.policy = policy or FetchPolicy()
         self.resolver = resolver
         self.allowed_targets = frozenset(
-            settings.LEITSTAND_HTTP_ALLOWED_TARGETS if allowed_targets is None else allowed_targets
+            options.current().http_allowed_targets if allowed_targets is None else allowed_targets
         )
 
     def fetch(
@@ -581,7 +581,7 @@ def notification_client(total_seconds: float) -> SafeClient:
     core on the private network)."""
     return SafeClient(
         FetchPolicy(allowed_ports=frozenset(range(1, 65536)), total_seconds=total_seconds, max_body_bytes=2**20),
-        allowed_targets=frozenset(settings.LEITSTAND_NOTIFY_ALLOWED_TARGETS),
+        allowed_targets=options.current().notify_allowed_targets,
     )
 
 

@@ -18,10 +18,10 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
 from jobs.errors import PermanentError
+from workers.pipeline import options
 from workers.runtime.pool import JobTimeout, time_limit
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
@@ -61,7 +61,7 @@ JPEG_DRAFT_SIZE = (1024, 1024)
 def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
     """Open, verify and decode ``data``; compute its dHash. An image over ``max_pixels``
     (``LEITSTAND_IMAGE_MAX_PIXELS``) is refused from its header, before a pixel is decoded."""
-    max_pixels = max_pixels or settings.LEITSTAND_IMAGE_MAX_PIXELS
+    max_pixels = max_pixels or options.current().image_max_pixels
     try:
         with warnings.catch_warnings():
             # Pillow warns between MAX_IMAGE_PIXELS and twice that; treat the warning as the error.

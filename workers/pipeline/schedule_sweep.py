@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Coalesce, Greatest
 
+from workers.pipeline import options
 from workers.pipeline.models import Source
 from workers.pipeline.schedules import ScheduleState, run_name, schedule_state, with_schedule
 from workers.pipeline.services import crawl_start
@@ -47,11 +47,8 @@ class ScheduleSweepConfig:
         )
 
     @classmethod
-    def from_settings(cls) -> ScheduleSweepConfig:
-        return cls(
-            every_seconds=settings.LEITSTAND_CRAWL_SCHEDULE_SECONDS,
-            starts_per_round=settings.LEITSTAND_CRAWL_SCHEDULE_STARTS,
-        )
+    def from_options(cls, pipeline: options.PipelineOptions) -> ScheduleSweepConfig:
+        return cls(every_seconds=pipeline.crawl_schedule_seconds, starts_per_round=pipeline.crawl_schedule_starts)
 
 
 def run_once(config: ScheduleSweepConfig) -> int:
@@ -79,4 +76,4 @@ def run_once(config: ScheduleSweepConfig) -> int:
 
 
 def register() -> None:
-    register_unit("crawl-schedules", run_once, ScheduleSweepConfig.from_settings(), stage=Stage.PLAN)
+    register_unit("crawl-schedules", run_once, ScheduleSweepConfig.from_options(options.current()), stage=Stage.PLAN)

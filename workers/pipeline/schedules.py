@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from django.conf import settings
 from django.db.models import Exists, QuerySet
 
 from jobs.models import LeitstandNow, database_now
 from jobs.services import JobInputError
+from workers.pipeline import options
 from workers.pipeline.models import Source
 from workers.runtime.models import Pool
 
@@ -51,11 +51,11 @@ class ScheduleState:
 
 
 def every_minutes(source: Source) -> int:
-    return source.crawl_every_minutes or settings.LEITSTAND_CRAWL_EVERY_MINUTES
+    return source.crawl_every_minutes or options.current().crawl_every_minutes
 
 
 def zone_of(source: Source) -> ZoneInfo:
-    return ZoneInfo(source.time_zone or settings.TIME_ZONE)
+    return ZoneInfo(source.time_zone or options.current().time_zone)
 
 
 def _slot_start(local: datetime, minutes: int) -> datetime:
