@@ -6,3 +6,15 @@ class ApiConfig(AppConfig):
 
     name = "api"
     verbose_name = "API"
+
+    def ready(self):
+        # The one place the API reads Django's settings (api/options.py): a refusal stops start-up
+        # here, naming the setting; a test that overrides one gets them read again.
+        from django.conf import settings
+
+        from api import options
+        from jobs.options import follow_settings
+
+        follow_settings(
+            options.SETTINGS, lambda: options.configure(options.ApiOptions.from_settings(settings)), uid="api.options"
+        )

@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-from django.conf import settings
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
+from api import options
 from api.client_ip import client_ip
 from api.errors import RateLimited
 from api.tokens import address_count, jobs_count, rate_count, token_check
@@ -31,12 +31,12 @@ class TokenAuth(HttpBearer):
         checked = token_check(token)
         if checked is None:  # guessing tokens is limited per address
             count, left = address_count(client_ip(request))
-            limit = settings.LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE
+            limit = options.current().unauthenticated_per_minute
             if count > limit:
                 raise RateLimited(left, limit=f"this address may present {limit} invalid tokens a minute")
             return None
         count, left = rate_count(checked)
-        limit = settings.LEITSTAND_API_RATE_PER_MINUTE
+        limit = options.current().rate_per_minute
         request.rate_limit = (limit, max(limit - count, 0), left)  # answered as RateLimit-* headers
         if count > limit:
             raise RateLimited(left, limit=f"this token may make {limit} requests a minute")
@@ -46,7 +46,7 @@ class TokenAuth(HttpBearer):
 def jobs_budget_spend(request, jobs: int) -> None:
     """Count ``jobs`` against the token's jobs per minute: one batch request may create 1,000."""
     count, left = jobs_count(request.auth, jobs)
-    limit = settings.LEITSTAND_API_JOBS_PER_MINUTE
+    limit = options.current().jobs_per_minute
     if count > limit:
         raise RateLimited(left, limit=f"this token may submit {limit} jobs a minute ({count} this minute)")
 

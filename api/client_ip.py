@@ -9,12 +9,12 @@ move a client out of its lockout, nor lock out a named user for everyone else.
 
 import ipaddress
 
-from django.conf import settings
+from api import options
 
 
 def client_ip(request) -> str:
     remote = request.META.get("REMOTE_ADDR", "")
-    proxies = settings.LEITSTAND_TRUSTED_PROXIES
+    proxies = options.current().trusted_proxies
     if not proxies:
         return remote
     forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]

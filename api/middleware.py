@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
-
+from api import options
 from api.errors import problem
 from jobs.correlation import correlation as correlation_context
 
@@ -36,7 +35,7 @@ class ApiRequestMiddleware:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        limit = settings.LEITSTAND_API_MAX_BODY_BYTES
+        limit = options.current().max_body_bytes
         if length > limit:
             response = problem(
                 413,

@@ -1,0 +1,70 @@
+"""The API's settings, declared once, typed and checked here: Django's settings are read at start-up
+(``api/apps.py``, again when a test overrides one) into ``ApiOptions`` and handed to the
+authentication, the rate limits and the body limit through ``current()``; nothing else in api/
+reads ``django.conf`` (tests/api/test_options.py keeps it so).
+
+| setting | option |
+| --- | --- |
+| ``LEITSTAND_API_MAX_BODY_BYTES`` | ``max_body_bytes``: a larger request body is refused with 413 before it is read |
+| ``LEITSTAND_API_RATE_PER_MINUTE`` | ``rate_per_minute``: requests per client and minute |
+| ``LEITSTAND_API_JOBS_PER_MINUTE`` | ``jobs_per_minute``: jobs a client may submit per minute |
+| ``LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE`` | ``unauthenticated_per_minute``: refused tokens per address and minute |
+| ``LEITSTAND_TRUSTED_PROXIES`` | ``trusted_proxies``: how many proxies in front set ``X-Forwarded-For`` |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.options import require_number
+
+SETTINGS = (
+    "LEITSTAND_API_MAX_BODY_BYTES",
+    "LEITSTAND_API_RATE_PER_MINUTE",
+    "LEITSTAND_API_JOBS_PER_MINUTE",
+    "LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE",
+    "LEITSTAND_TRUSTED_PROXIES",
+)
+
+
+@dataclass(frozen=True)
+class ApiOptions:
+    max_body_bytes: int = 2**20
+    rate_per_minute: int = 1200
+    jobs_per_minute: int = 10_000
+    unauthenticated_per_minute: int = 60
+    trusted_proxies: int = 0
+
+    def __post_init__(self) -> None:
+        require_number(self.max_body_bytes, "LEITSTAND_API_MAX_BODY_BYTES", minimum=1024, whole=True)
+        require_number(self.rate_per_minute, "LEITSTAND_API_RATE_PER_MINUTE", minimum=1, whole=True)
+        require_number(self.jobs_per_minute, "LEITSTAND_API_JOBS_PER_MINUTE", minimum=1, whole=True)
+        require_number(
+            self.unauthenticated_per_minute, "LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE", minimum=1, whole=True
+        )
+        require_number(self.trusted_proxies, "LEITSTAND_TRUSTED_PROXIES", minimum=0, whole=True)
+
+    @classmethod
+    def from_settings(cls, settings) -> ApiOptions:
+        """From Django's settings object (the caller's: api/ does not import django.conf)."""
+        return cls(
+            max_body_bytes=settings.LEITSTAND_API_MAX_BODY_BYTES,
+            rate_per_minute=settings.LEITSTAND_API_RATE_PER_MINUTE,
+            jobs_per_minute=settings.LEITSTAND_API_JOBS_PER_MINUTE,
+            unauthenticated_per_minute=settings.LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE,
+            trusted_proxies=settings.LEITSTAND_TRUSTED_PROXIES,
+        )
+
+
+_current: ApiOptions | None = None
+
+
+def configure(options: ApiOptions) -> None:
+    global _current
+    _current = options
+
+
+def current() -> ApiOptions:
+    if _current is None:
+        raise RuntimeError("the API's options are not configured yet (api.apps.ApiConfig.ready does it)")
+    return _current
