@@ -10,7 +10,19 @@ class DashboardConfig(AppConfig):
     verbose_name = "Console"
 
     def ready(self):
+        from django.conf import settings
+
         from api.site import api
+        from dashboard import options
+        from jobs.options import follow_settings
+
+        # The one place the console reads LEITSTAND_CONSOLE and /metrics' settings (dashboard/options.py):
+        # a refusal stops start-up here, naming the setting; a test that overrides one gets them read again.
+        follow_settings(
+            options.SETTINGS,
+            lambda: options.configure(options.ConsoleOptions.from_settings(settings)),
+            uid="dashboard.options",
+        )
         from dashboard.operations.registrations import runtime_register
         from dashboard.receipts_api import router as receipts_router
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard import options as console_options
 from dashboard.display import ago, clock
 from jobs.models import Job, ReviewLease, State, Transition
+from workers.runtime import options as runtime_options
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.registry import UnknownJobType, registry
 from workers.runtime.selectors import live_workers
@@ -66,7 +67,7 @@ def _planned(job: Job, now: datetime) -> str:
 def _leased(job: Job, now: datetime) -> str:
     holder = job.lease_owner or "a worker"
     if job.lease_expires_at and job.lease_expires_at < now:
-        grace = settings.LEITSTAND_LEASE_GRACE_SECONDS
+        grace = runtime_options.current().lease_grace_seconds
         return (
             f"lease of {holder} expired {ago((now - job.lease_expires_at).total_seconds())} ago; the reaper "
             f"releases it {grace} s after expiry (attempt {job.attempts} of {job.max_attempts})"
@@ -150,4 +151,4 @@ def heartbeat_limit_seconds(job_type: str) -> float:
         interval = registry.get(job_type).heartbeat_seconds
     except UnknownJobType:
         interval = 10.0
-    return interval * settings.LEITSTAND_CONSOLE["stuck_heartbeat_intervals"]
+    return interval * console_options.current().stuck_heartbeat_intervals

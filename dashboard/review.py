@@ -8,10 +8,10 @@ it back. The finding records the reviewer's verdict.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from dashboard import options as console_options
 from jobs import services as job_services
 from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease, State
 from jobs.services import JobInputError
@@ -37,7 +37,7 @@ def queue(*, escalated: bool, limit: int) -> list[dict]:
 def take(*, reviewer: str, escalated: bool = False, job_id=None) -> Job | None:
     return job_services.review_take(
         reviewer=reviewer,
-        seconds=settings.LEITSTAND_CONSOLE["review_lease_seconds"],
+        seconds=console_options.current().review_lease_seconds,
         job_id=job_id,
         escalated=escalated,
     )

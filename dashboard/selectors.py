@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
+from dashboard import options as console_options
 from dashboard.display import ago, as_id
 from dashboard.explain import heartbeat_limit_seconds
 from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, Silence
@@ -29,7 +29,7 @@ def home_context() -> dict:
     active_alerts, silences = _active_alerts(now)
     snapshot = ConsoleSnapshot.objects.filter(name="home").first()
     age = (now - snapshot.refreshed_at).total_seconds() if snapshot else None
-    stale_after = max(settings.LEITSTAND_CONSOLE["snapshot_seconds"] * 6, 30)
+    stale_after = max(console_options.current().snapshot_seconds * 6, 30)
     data = (
         snapshot.data
         if snapshot

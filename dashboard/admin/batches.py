@@ -4,7 +4,6 @@ target and, once finished, its statistics."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Sum
@@ -18,6 +17,7 @@ from dashboard.operations.deadletters import dead_letter_groups
 from dashboard.templatetags.console import progress_bar
 from jobs.batches import COUNTERS, Progress, batch_eta, batch_progress, batch_timeline
 from jobs.models import Batch, database_now
+from workers.runtime import options as runtime_options
 from workers.runtime.sizing import batch_size_recommendations
 
 
@@ -58,7 +58,7 @@ class BatchAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request, extra_context=None):
         target = 15
-        sizing = batch_size_recommendations(pools=list(settings.LEITSTAND_POOLS), target_minutes=target)
+        sizing = batch_size_recommendations(pools=list(runtime_options.current().pools), target_minutes=target)
         return super().changelist_view(request, {**(extra_context or {}), "sizing": sizing, "target_minutes": target})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

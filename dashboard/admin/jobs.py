@@ -54,6 +54,7 @@ from jobs.selectors import id_prefix_range, subject_prefix
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Source
+from workers.runtime import options as runtime_options
 from workers.runtime.registry import registry
 
 
@@ -281,7 +282,7 @@ class PoolFilter(admin.SimpleListFilter):
     title, parameter_name = "pool", "pool"
 
     def lookups(self, request, model_admin):
-        return [(name, name) for name in settings.LEITSTAND_POOLS]
+        return [(name, name) for name in runtime_options.current().pools]
 
     def queryset(self, request, queryset):
         return queryset.filter(pool=self.value()) if self.value() else queryset

@@ -25,6 +25,7 @@ from jobs.models import Batch, Job, StaleWrite, State
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Candidate, Source
 from workers.pipeline.schedules import every_minutes, sources_overdue
+from workers.runtime import options as runtime_options
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pool_consumers
 
@@ -190,7 +191,7 @@ def _dlq_growth(now: datetime, memory: dict) -> list[Firing]:
 
 
 def _stuck_leases(now: datetime, memory: dict) -> list[Firing]:
-    grace = settings.LEITSTAND_LEASE_GRACE_SECONDS
+    grace = runtime_options.current().lease_grace_seconds
     stuck = list(
         Job.objects.filter(state__in=(State.RESERVED, State.RUNNING))
         .filter(lease_expires_at__lt=now - timedelta(seconds=grace))

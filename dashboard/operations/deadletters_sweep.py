@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from dashboard import options as console_options
 from dashboard.operations.deadletters import dead_letters_refresh
 from workers.runtime.sweeps import Stage, register_unit, require_number
 
@@ -20,8 +19,8 @@ class DeadLettersConfig:
         require_number(self.every_seconds, "LEITSTAND_CONSOLE_DEADLETTERS_SECONDS", minimum=1)
 
     @classmethod
-    def from_settings(cls) -> DeadLettersConfig:
-        return cls(every_seconds=settings.LEITSTAND_CONSOLE["deadletters_seconds"])
+    def from_options(cls, console: console_options.ConsoleOptions) -> DeadLettersConfig:
+        return cls(every_seconds=console.deadletters_seconds)
 
 
 def run_once(config: DeadLettersConfig) -> dict[str, int]:
@@ -30,4 +29,6 @@ def run_once(config: DeadLettersConfig) -> dict[str, int]:
 
 
 def register() -> None:
-    register_unit("dead-letters", run_once, DeadLettersConfig.from_settings(), stage=Stage.OBSERVE)
+    register_unit(
+        "dead-letters", run_once, DeadLettersConfig.from_options(console_options.current()), stage=Stage.OBSERVE
+    )

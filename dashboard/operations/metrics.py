@@ -16,7 +16,6 @@ import hmac
 import os
 from datetime import datetime
 
-from django.conf import settings
 from django.db import connection
 from django.http import Http404, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -25,11 +24,13 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 import workers.runtime.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
 from api.client_ip import client_ip
+from dashboard import options as console_options
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.snapshot import oldest_due, open_counts
 from jobs import reads
 from jobs.leadership import CONTROL
 from jobs.models import DeposedWrite, LeaderLease, database_now
+from workers.runtime import options as runtime_options
 from workers.runtime.selectors import pool_consumers
 
 DOCUMENTED = {
@@ -94,7 +95,7 @@ class PipelineCollector:
 
             stuck = GaugeMetricFamily("leitstand_stuck_leases", DOCUMENTED["leitstand_stuck_leases"], labels=["pool"])
             for pool, count in reads.rows(
-                "stuck_leases_per_pool", now=now, grace=settings.LEITSTAND_LEASE_GRACE_SECONDS
+                "stuck_leases_per_pool", now=now, grace=runtime_options.current().lease_grace_seconds
             ):
                 stuck.add_metric([pool], count)
             yield stuck
@@ -111,7 +112,7 @@ class PipelineCollector:
                 "SELECT count(*) FILTER (WHERE next_check_at <= %(now)s), count(*) FILTER (WHERE "
                 "next_check_at < %(now)s - %(late)s * interval '1 second') FROM rechecks_recheckplan "
                 "WHERE state = 'active'",
-                {"now": now, "late": settings.LEITSTAND_CONSOLE["recheck_overdue_seconds"]},
+                {"now": now, "late": console_options.current().recheck_overdue_seconds},
             )
             due, overdue = cursor.fetchone()
             yield GaugeMetricFamily("leitstand_recheck_plans_due", DOCUMENTED["leitstand_recheck_plans_due"], value=due)
@@ -187,18 +188,18 @@ def registry() -> CollectorRegistry:
 
 
 def _allowed(request) -> bool:
-    token = settings.LEITSTAND_METRICS_TOKEN
+    token = console_options.current().metrics_token
     if token:
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         if given and hmac.compare_digest(given.encode(), token.encode()):
             return True
     # The client's address behind LEITSTAND_TRUSTED_PROXIES (the proxy's own address would admit every
     # client behind it); an address a client writes into X-Forwarded-For itself is never used.
-    return client_ip(request) in settings.LEITSTAND_METRICS_ALLOWED_IPS
+    return client_ip(request) in console_options.current().metrics_allowed_ips
 
 
 def metrics_view(request):
-    if not settings.LEITSTAND_METRICS_TOKEN and not settings.LEITSTAND_METRICS_ALLOWED_IPS:
+    if not console_options.current().metrics_token and not console_options.current().metrics_allowed_ips:
         raise Http404("metrics are not enabled: set LEITSTAND_METRICS_TOKEN or LEITSTAND_METRICS_ALLOWED_IPS")
     if not _allowed(request):
         return HttpResponse(

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from django.conf import settings
 from django.db import connection
 
+from dashboard import options as console_options
 from dashboard.models import Alert, ConsoleSnapshot
 from dashboard.operations.storage import storage_figures
 from dashboard.operations.stuck import stuck_count
@@ -119,7 +119,7 @@ def storage_measure(now, previous: dict | None) -> dict:
 
 
 def business_figures(now) -> dict:
-    quiet_hours = settings.LEITSTAND_CONSOLE["quiet_source_hours"]
+    quiet_hours = console_options.current().quiet_source_hours
     overdue = {source.pk for source, _ in sources_overdue(now=now)}
     sources = [
         {
@@ -155,7 +155,7 @@ def business_figures(now) -> dict:
         "count(*) FILTER (WHERE next_check_at < %(now)s - %(late)s * interval '1 second') "
         "FROM rechecks_recheckplan WHERE state = 'active'",
         now,
-        {"late": settings.LEITSTAND_CONSOLE["recheck_overdue_seconds"]},
+        {"late": console_options.current().recheck_overdue_seconds},
     )[0]
     return {
         "sources": sources,

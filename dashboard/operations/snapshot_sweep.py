@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from dashboard import options as console_options
 from dashboard.operations.snapshot import snapshot_refresh
 from workers.runtime.sweeps import Stage, register_unit, require_number
 
@@ -19,8 +18,8 @@ class SnapshotConfig:
         require_number(self.every_seconds, "LEITSTAND_CONSOLE_SNAPSHOT_SECONDS", minimum=0.5)
 
     @classmethod
-    def from_settings(cls) -> SnapshotConfig:
-        return cls(every_seconds=settings.LEITSTAND_CONSOLE["snapshot_seconds"])
+    def from_options(cls, console: console_options.ConsoleOptions) -> SnapshotConfig:
+        return cls(every_seconds=console.snapshot_seconds)
 
 
 def run_once(config: SnapshotConfig) -> dict:
@@ -29,4 +28,6 @@ def run_once(config: SnapshotConfig) -> dict:
 
 
 def register() -> None:
-    register_unit("console-snapshot", run_once, SnapshotConfig.from_settings(), stage=Stage.OBSERVE)
+    register_unit(
+        "console-snapshot", run_once, SnapshotConfig.from_options(console_options.current()), stage=Stage.OBSERVE
+    )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 
+from dashboard import options as console_options
 from jobs.models import Job, State
 from workers.runtime.registry import registry
 
@@ -15,7 +15,7 @@ from workers.runtime.registry import registry
 def stuck_jobs(now) -> QuerySet:
     """Leased jobs whose lease expired, or whose heartbeat is older than k of their type's intervals
     (the leased set's partial index)."""
-    k = settings.LEITSTAND_CONSOLE["stuck_heartbeat_intervals"]
+    k = console_options.current().stuck_heartbeat_intervals
     silent = Q()
     for declared in registry.all():
         silent |= Q(type=declared.name, heartbeat_at__lt=now - timedelta(seconds=declared.heartbeat_seconds * k))

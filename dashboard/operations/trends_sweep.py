@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from dashboard import options as console_options
 from dashboard.operations.trends import rollups_record
 from workers.runtime.sweeps import Stage, register_unit, require_number
 
@@ -22,8 +21,8 @@ class TrendsConfig:
         require_number(self.every_seconds, "the trend-rollups sweep's interval", minimum=1)
 
     @classmethod
-    def from_settings(cls) -> TrendsConfig:
-        return cls(keep_days=settings.LEITSTAND_CONSOLE["rollup_days"])
+    def from_options(cls, console: console_options.ConsoleOptions) -> TrendsConfig:
+        return cls(keep_days=console.rollup_days)
 
 
 def run_once(config: TrendsConfig) -> int:
@@ -32,4 +31,4 @@ def run_once(config: TrendsConfig) -> int:
 
 
 def register() -> None:
-    register_unit("trend-rollups", run_once, TrendsConfig.from_settings(), stage=Stage.OBSERVE)
+    register_unit("trend-rollups", run_once, TrendsConfig.from_options(console_options.current()), stage=Stage.OBSERVE)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 
+from dashboard import options as console_options
 from dashboard.display import ago, as_id
 from dashboard.models import DeadLetterReview
 from dashboard.operations.deadletters import (
@@ -36,7 +36,7 @@ def dead_letters(request):
         if batch_id is None or not (batch := Batch.objects.filter(pk=batch_id).first()):
             raise Http404(f"no batch {request.GET['batch'][:40]!r}")
         scope = {"batch": batch.pk}
-    every = settings.LEITSTAND_CONSOLE["deadletters_seconds"]
+    every = console_options.current().deadletters_seconds
     snapshot, age = None, None
     if batch:
         now = database_now()

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import options as console_options
 from dashboard.models import DeadLetterReview
 from dashboard.operations import deadletters_sweep
 from dashboard.operations.deadletters_sweep import DeadLettersConfig
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_interval_comes_from_the_settings_and_a_bad_one_names_it(settings):
     settings.LEITSTAND_CONSOLE = {**settings.LEITSTAND_CONSOLE, "deadletters_seconds": 45}
-    assert DeadLettersConfig.from_settings() == DeadLettersConfig(every_seconds=45)
+    assert DeadLettersConfig.from_options(console_options.current()) == DeadLettersConfig(every_seconds=45)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_CONSOLE_DEADLETTERS_SECONDS must be a number"):
         DeadLettersConfig(every_seconds="30")
     sweep = sweeps.get("dead-letters")
@@ -49,4 +50,4 @@ def test_dead_jobs_are_grouped_and_a_reviewed_group_with_newer_ones_reopens(make
 
 
 def test_it_runs_with_the_config_read_from_the_settings_at_registration():
-    assert sweeps.get("dead-letters").function.args == (DeadLettersConfig.from_settings(),)
+    assert sweeps.get("dead-letters").function.args == (DeadLettersConfig.from_options(console_options.current()),)

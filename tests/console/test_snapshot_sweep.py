@@ -4,6 +4,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import options as console_options
 from dashboard.models import ConsoleSnapshot
 from dashboard.operations import snapshot_sweep
 from dashboard.operations.snapshot_sweep import SnapshotConfig
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_interval_comes_from_the_settings_and_a_bad_one_names_it(settings):
     settings.LEITSTAND_CONSOLE = {**settings.LEITSTAND_CONSOLE, "snapshot_seconds": 2}
-    assert SnapshotConfig.from_settings() == SnapshotConfig(every_seconds=2)
+    assert SnapshotConfig.from_options(console_options.current()) == SnapshotConfig(every_seconds=2)
     with pytest.raises(
         ImproperlyConfigured, match="LEITSTAND_CONSOLE_SNAPSHOT_SECONDS must be a number of at least 0.5"
     ):
@@ -41,4 +42,4 @@ def test_a_round_counts_the_jobs_by_type_and_state(make_job):
 
 
 def test_it_runs_with_the_config_read_from_the_settings_at_registration():
-    assert sweeps.get("console-snapshot").function.args == (SnapshotConfig.from_settings(),)
+    assert sweeps.get("console-snapshot").function.args == (SnapshotConfig.from_options(console_options.current()),)

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import options as console_options
 from dashboard.models import Rollup
 from dashboard.operations import trends_sweep
 from dashboard.operations.snapshot import snapshot_refresh
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_retention_comes_from_the_settings_and_a_bad_one_names_it(settings):
     settings.LEITSTAND_CONSOLE = {**settings.LEITSTAND_CONSOLE, "rollup_days": 3}
-    assert TrendsConfig.from_settings() == TrendsConfig(keep_days=3, every_seconds=15)
+    assert TrendsConfig.from_options(console_options.current()) == TrendsConfig(keep_days=3, every_seconds=15)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_ROLLUP_DAYS must be a number of at least 1"):
         TrendsConfig(keep_days=0.5)
     sweep = sweeps.get("trend-rollups")
@@ -42,4 +43,4 @@ def test_the_last_minute_is_recorded_once_and_old_rows_are_dropped(make_job):
 
 
 def test_it_runs_with_the_config_read_from_the_settings_at_registration():
-    assert sweeps.get("trend-rollups").function.args == (TrendsConfig.from_settings(),)
+    assert sweeps.get("trend-rollups").function.args == (TrendsConfig.from_options(console_options.current()),)

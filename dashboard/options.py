@@ -1,0 +1,82 @@
+"""The console's settings, declared once, typed and checked here: Django's settings are read at
+start-up (``dashboard/apps.py``, again when a test overrides one) into ``ConsoleOptions`` and handed to
+the pages, the snapshot, the review workspace and ``/metrics`` through ``current()``. The console also
+reads the runtime's options (``workers.runtime.options.current()``: the pools, the lease grace) and
+the engine's; the alert rules, routes, business rules and retention read their own dictionaries
+(``LEITSTAND_ALERTS``, ``_ALERT_ROUTES``, ``_BUSINESS_RULES``, ``_RETENTION``) where they are used.
+
+| setting (``LEITSTAND_CONSOLE[…]`` from the environment variable) | option |
+| --- | --- |
+| ``snapshot_seconds`` (``LEITSTAND_CONSOLE_SNAPSHOT_SECONDS``) | how often the home page's counts are refreshed |
+| ``deadletters_seconds`` (``LEITSTAND_CONSOLE_DEADLETTERS_SECONDS``) | how often the dead letters are regrouped |
+| ``quiet_source_hours`` (``LEITSTAND_QUIET_SOURCE_HOURS``) | an active source without a candidate this long is quiet |
+| ``recheck_overdue_seconds`` (``LEITSTAND_RECHECK_OVERDUE_SECONDS``) | a recheck this late is overdue |
+| ``stuck_heartbeat_intervals`` (``LEITSTAND_STUCK_HEARTBEAT_INTERVALS``) | a lease this many heartbeats silent is stuck |
+| ``review_lease_seconds`` (``LEITSTAND_REVIEW_LEASE_SECONDS``) | how long a reviewer holds an opened case |
+| ``rollup_days`` (``LEITSTAND_ROLLUP_DAYS``) | how long the trend charts' rollups are kept |
+| ``LEITSTAND_METRICS_TOKEN``, ``LEITSTAND_METRICS_ALLOWED_IPS`` | ``metrics_token``, ``metrics_allowed_ips``: who may scrape |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.options import OptionError, require_number
+
+SETTINGS = ("LEITSTAND_CONSOLE", "LEITSTAND_METRICS_TOKEN", "LEITSTAND_METRICS_ALLOWED_IPS")
+# Each key of LEITSTAND_CONSOLE: the environment variable that sets it, and the least it may be.
+CONSOLE_KEYS = {
+    "snapshot_seconds": ("LEITSTAND_CONSOLE_SNAPSHOT_SECONDS", 0.5),
+    "deadletters_seconds": ("LEITSTAND_CONSOLE_DEADLETTERS_SECONDS", 1),
+    "quiet_source_hours": ("LEITSTAND_QUIET_SOURCE_HOURS", 0.01),
+    "recheck_overdue_seconds": ("LEITSTAND_RECHECK_OVERDUE_SECONDS", 1),
+    "stuck_heartbeat_intervals": ("LEITSTAND_STUCK_HEARTBEAT_INTERVALS", 1),
+    "review_lease_seconds": ("LEITSTAND_REVIEW_LEASE_SECONDS", 10),
+    "rollup_days": ("LEITSTAND_ROLLUP_DAYS", 1),
+}
+
+
+@dataclass(frozen=True)
+class ConsoleOptions:
+    snapshot_seconds: float = 5.0
+    deadletters_seconds: float = 30.0
+    quiet_source_hours: float = 24.0
+    recheck_overdue_seconds: float = 600.0
+    stuck_heartbeat_intervals: float = 3.0
+    review_lease_seconds: float = 300.0
+    rollup_days: float = 8.0
+    metrics_token: str = ""
+    metrics_allowed_ips: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        for name, (setting, minimum) in CONSOLE_KEYS.items():
+            require_number(getattr(self, name), setting, minimum=minimum)
+
+    @classmethod
+    def from_settings(cls, settings) -> ConsoleOptions:
+        """From Django's settings object (the caller's)."""
+        console = dict(settings.LEITSTAND_CONSOLE)
+        unknown = sorted(set(console) - set(CONSOLE_KEYS))
+        if unknown:
+            raise OptionError(f"LEITSTAND_CONSOLE has no {', '.join(unknown)}; it knows {', '.join(CONSOLE_KEYS)}")
+        return cls(
+            **console,
+            metrics_token=settings.LEITSTAND_METRICS_TOKEN,
+            metrics_allowed_ips=frozenset(settings.LEITSTAND_METRICS_ALLOWED_IPS),
+        )
+
+
+_current: ConsoleOptions | None = None
+
+
+def configure(options: ConsoleOptions) -> None:
+    global _current
+    _current = options
+
+
+def current() -> ConsoleOptions:
+    if _current is None:
+        raise RuntimeError(
+            "the console's options are not configured yet (dashboard.apps.DashboardConfig.ready does it)"
+        )
+    return _current

@@ -1,0 +1,63 @@
+"""The console's settings (dashboard/options.py): LEITSTAND_CONSOLE and /metrics' access, declared
+once, typed and checked; read from Django's settings at start-up and again when a test overrides
+one. Which console modules still read Django's settings themselves is a list that only shrinks."""
+
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from dashboard import options
+from dashboard.explain import heartbeat_limit_seconds
+from dashboard.options import ConsoleOptions
+from tests.support.imports import settings_readers
+from workers.runtime.registry import registry
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "dashboard"
+# Alerting, retention and the business rules read their own dictionaries where they are used
+# (LEITSTAND_ALERTS, _ALERT_ROUTES, _NOTIFY, _RETENTION, _BUSINESS_RULES); BASE_DIR for two paths.
+STILL_READING = {
+    "dashboard/admin/jobs.py",
+    "dashboard/apps.py",
+    "dashboard/management/commands/flow_snapshot.py",
+    "dashboard/operations/alert_rules.py",
+    "dashboard/operations/alertmanager_sweep.py",
+    "dashboard/operations/alerts.py",
+    "dashboard/operations/alerts_sweep.py",
+    "dashboard/operations/archive.py",
+    "dashboard/operations/notify.py",
+    "dashboard/operations/retention.py",
+    "dashboard/operations/retention_sweep.py",
+    "dashboard/operations/routes.py",
+    "dashboard/operations/rules.py",
+    "dashboard/operations/rules_sweep.py",
+    "dashboard/pages/rules.py",
+}
+
+
+def test_no_new_module_of_the_console_reads_django_conf():
+    readers = {reader.split(":")[0] for reader in settings_readers(DASHBOARD)}
+    assert readers <= STILL_READING, f"read them from dashboard.options.current(): {sorted(readers - STILL_READING)}"
+
+
+def test_the_options_follow_the_settings_and_an_override(settings):
+    assert options.current() == ConsoleOptions.from_settings(settings)
+    settings.LEITSTAND_CONSOLE = {**settings.LEITSTAND_CONSOLE, "stuck_heartbeat_intervals": 5}
+    settings.LEITSTAND_METRICS_ALLOWED_IPS = ["192.0.2.7"]
+    assert heartbeat_limit_seconds("synthetic") == 5 * registry.get("synthetic").heartbeat_seconds
+    assert options.current().metrics_allowed_ips == frozenset({"192.0.2.7"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "complaint"),
+    [
+        ("review_lease_seconds", 5, "LEITSTAND_REVIEW_LEASE_SECONDS must be a number of at least 10, not 5"),
+        ("snapshot_seconds", "5", "LEITSTAND_CONSOLE_SNAPSHOT_SECONDS must be a number"),
+        ("stuck_after", 3, "LEITSTAND_CONSOLE has no stuck_after; it knows snapshot_seconds"),
+    ],
+)
+def test_a_bad_value_stops_with_its_setting_and_the_good_ones_stay(settings, key, value, complaint):
+    good = options.current()
+    with pytest.raises(ImproperlyConfigured, match=complaint):
+        settings.LEITSTAND_CONSOLE = {**settings.LEITSTAND_CONSOLE, key: value}
+    assert options.current() == good
