@@ -54,6 +54,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
+from django.test import override_settings  # noqa: E402
 
 from bench.throughput import plan_synthetic  # noqa: E402
 from workers.pipeline.services import crawl_start  # noqa: E402
@@ -493,9 +494,16 @@ def main() -> None:
         "LEITSTAND_RUN_DIR": str(ROOT / "var" / "bench-run"),
         "PYTHONPATH": str(ROOT),
     }
-    settings.LEITSTAND_RETENTION.update(partition_keep_days=args.days + 1)
-    settings.LEITSTAND_RETENTION["days"]["done"] = done_days
-    settings.LEITSTAND_ARCHIVE_DIR = archive_dir
+    # The same policy in this process (its options are read again when a setting is overridden).
+    retained = settings.LEITSTAND_RETENTION
+    override_settings(
+        LEITSTAND_RETENTION={
+            **retained,
+            "partition_keep_days": args.days + 1,
+            "days": {**retained["days"], "done": done_days},
+        },
+        LEITSTAND_ARCHIVE_DIR=archive_dir,
+    ).enable()
     log_dir = Path(tempfile.mkdtemp(prefix="leitstand-soak-logs-"))
 
     from django.contrib.auth import get_user_model

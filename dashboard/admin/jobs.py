@@ -10,7 +10,6 @@ import json
 import uuid
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters, messages
 from django.core.exceptions import EmptyResultSet, PermissionDenied
@@ -25,6 +24,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
+from dashboard import options
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
 from dashboard.diagram import state_diagram
@@ -434,7 +434,7 @@ class JobAdmin(ReadOnlyAdmin):
         if archived:  # jobs that left the database are found in the archive
             context["archived"] = archived
         elif term and ArchiveFile.objects.filter(indexed=False).exclude(job_type=AUDIT).exists():
-            context["archive_index_days"] = settings.LEITSTAND_RETENTION["archive_index_days"]
+            context["archive_index_days"] = options.current().retention.archive_index_days
         return super().changelist_view(request, context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from django.conf import settings
 from django.db.models import Count, Max, Min, Q
 
+from dashboard import options
 from dashboard.display import ago, clock
 from dashboard.models import ArchiveFile, Route, RuleViolation
 from dashboard.operations.deadletters import groups_to_review
@@ -29,7 +29,8 @@ from workers.runtime import options as runtime_options
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pool_consumers
 
-RUNBOOKS = Path(settings.BASE_DIR) / "docs" / "runbooks"
+# The runbooks ship with the code: docs/runbooks/ of this checkout.
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,7 @@ SEVERITIES = ("page", "ticket")
 
 def option(rule: str, key: str, scope: str = "", default=None):
     """A rule's setting, overridden for the scope when ``LEITSTAND_ALERTS[rule]["overrides"][scope]`` says so."""
-    config = settings.LEITSTAND_ALERTS[rule]
-    return config.get("overrides", {}).get(scope, {}).get(key, config.get(key, default))
+    return options.current().alerting.rule_option(rule, key, scope, default)
 
 
 def route_of(rule: Rule, scope: str) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from dashboard import options as console_options
 from dashboard.operations.notify import alertmanager_repost
 from workers.runtime.sweeps import Stage, register_unit, require_number
 
@@ -20,8 +19,8 @@ class AlertmanagerConfig:
         require_number(self.every_seconds, "LEITSTAND_ALERTMANAGER_REPOST_SECONDS", minimum=1)
 
     @classmethod
-    def from_settings(cls) -> AlertmanagerConfig:
-        return cls(every_seconds=settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS)
+    def from_options(cls, console: console_options.ConsoleOptions) -> AlertmanagerConfig:
+        return cls(every_seconds=console.alerting.alertmanager_repost_seconds)
 
 
 def run_once(config: AlertmanagerConfig) -> int:
@@ -30,4 +29,6 @@ def run_once(config: AlertmanagerConfig) -> int:
 
 
 def register() -> None:
-    register_unit("alertmanager", run_once, AlertmanagerConfig.from_settings(), stage=Stage.OBSERVE)
+    register_unit(
+        "alertmanager", run_once, AlertmanagerConfig.from_options(console_options.current()), stage=Stage.OBSERVE
+    )

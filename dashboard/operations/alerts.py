@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from dashboard import options
 from dashboard.audit import audit_record
 from dashboard.display import clock
 from dashboard.models import Alert, AlertEvent, Route
@@ -121,7 +121,7 @@ def routes_needed() -> set[str]:
     """Every route a rule may go to: its own, and those ``LEITSTAND_ALERTS`` names for it or a scope."""
     return {rule.route for rule in RULES.values()} | {
         override["route"]
-        for config in settings.LEITSTAND_ALERTS.values()
+        for config in options.current().alerting.rules.values()
         for override in [config, *config.get("overrides", {}).values()]
         if override.get("route")
     }

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from dashboard import options as console_options
 from dashboard.operations.alerts import alerts_evaluate
 from workers.runtime.sweeps import Stage, register_unit, require_number
 
@@ -20,8 +19,8 @@ class AlertsConfig:
         require_number(self.every_seconds, "LEITSTAND_ALERT_INTERVAL_SECONDS", minimum=0.1)
 
     @classmethod
-    def from_settings(cls) -> AlertsConfig:
-        return cls(every_seconds=settings.LEITSTAND_ALERT_INTERVAL_SECONDS)
+    def from_options(cls, console: console_options.ConsoleOptions) -> AlertsConfig:
+        return cls(every_seconds=console.alerting.interval_seconds)
 
 
 def run_once(config: AlertsConfig) -> dict:
@@ -30,4 +29,4 @@ def run_once(config: AlertsConfig) -> dict:
 
 
 def register() -> None:
-    register_unit("alerts", run_once, AlertsConfig.from_settings(), stage=Stage.OBSERVE)
+    register_unit("alerts", run_once, AlertsConfig.from_options(console_options.current()), stage=Stage.OBSERVE)

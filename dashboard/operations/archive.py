@@ -23,9 +23,9 @@ from datetime import date, datetime, time, timedelta
 from datetime import timezone as dt_timezone
 from pathlib import Path
 
-from django.conf import settings
 from django.db import connection
 
+from dashboard import options
 from dashboard.models import ArchivedJob, ArchiveFile
 from dashboard.operations.export import export_json, jobs_export
 from jobs.leadership import fenced
@@ -45,7 +45,7 @@ def file_path(day: date, job_type: str) -> str:
 
 
 def _absolute(path: str) -> Path:
-    return Path(settings.LEITSTAND_ARCHIVE_DIR) / path
+    return options.current().retention.archive_dir / path
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -186,7 +186,7 @@ def maintenance_call(statement: str, parameters: list) -> object:
     """One statement as the maintenance role (``LEITSTAND_DATABASE_MAINTENANCE_URL``; without it, this
     process's own connection, which must then be allowed to run it); its single value. Fenced by the
     leader's term: the lock the fence holds on this connection keeps the term current until it ran."""
-    url = settings.LEITSTAND_DATABASE_MAINTENANCE_URL
+    url = options.current().retention.maintenance_url
     # The fencing session idles while the maintenance connection works: it must outlive that work,
     # or its lock would go and a new leader could be elected while the old one's purge commits.
     with fenced("retention.maintenance", idle_seconds=MAINTENANCE_SECONDS):

@@ -19,11 +19,11 @@ import json
 import re
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.core.mail import send_mail
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard import options
 from dashboard.models import Alert, ReceiptTest, Route
 from dashboard.operations.alert_rules import rule_title
 from dashboard.operations.receipts import confirm_link, receipt_token
@@ -295,7 +295,7 @@ def alertmanager_alert(message: dict, now: datetime) -> dict:
         labels[kind] = name
     if message.get("owner"):
         labels["owner"] = message["owner"]
-    repost = settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS
+    repost = options.current().alerting.alertmanager_repost_seconds
     if message.get("ends_at"):
         ends = message["ends_at"]
     elif message.get("state") == Alert.State.RESOLVED:
@@ -331,7 +331,7 @@ def _alertmanager(context: JobContext, route: Route, alerts: list[dict]):
     with context.step("alertmanager", url=shown, alerts=len(body)) as info:
         # Through the safe client, pinned to the address its guard checked (a DNS answer that changed
         # since _destination_check cannot redirect the POST).
-        client = notification_client(settings.LEITSTAND_NOTIFY["http_timeout_seconds"])
+        client = notification_client(options.current().alerting.http_timeout_seconds)
         try:
             status = client.post(url, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         except JobError as exc:  # refused (permanent) or no answer (transient): the client's classes

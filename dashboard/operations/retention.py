@@ -35,12 +35,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
+from dashboard import options
 from dashboard.models import Alert, ArchivedJob, ArchiveFile, AuditEntry, RuleViolation
 from dashboard.operations import archive
+from dashboard.options import RetentionOptions
 from jobs import reads
 from jobs.leadership import fenced
 from jobs.models import TERMINAL_STATES, Batch, BatchCounter, Job, database_now
@@ -85,30 +86,21 @@ class _Cursor:
     after: tuple[datetime, uuid.UUID] = (_EPOCH, uuid.UUID(int=0))
 
 
-def retention_days(job_type: str, state: str) -> float:
-    policy = settings.LEITSTAND_RETENTION
-    return float(policy["types"].get(job_type, {}).get(state, policy["days"][state]))
+def _policy() -> RetentionOptions:
+    return options.current().retention
 
 
 def member_may_leave(member: Member, now: datetime) -> bool:
-    policy = settings.LEITSTAND_RETENTION
+    policy = _policy()
     if member.state not in TERMINAL_STATES or member.finished_at is None or member.batch_open:
         return False
-    days = retention_days(member.type, member.state)
+    days = policy.days_for(member.type, member.state)
     if member.has_finding:
-        days = max(days, policy["finding_days"])
+        days = max(days, policy.finding_days)
     if member.has_plan:
-        if member.plan_ended_at is None or member.plan_ended_at > now - timedelta(days=policy["plan_days"]):
+        if member.plan_ended_at is None or member.plan_ended_at > now - policy.kept_for("plan_days"):
             return False
     return member.finished_at <= now - timedelta(days=days)
-
-
-def _shortest_retention() -> float:
-    policy = settings.LEITSTAND_RETENTION
-    days = list(policy["days"].values())
-    for per_type in policy["types"].values():
-        days += list(per_type.values())
-    return min(days)
 
 
 def trees_leaving(now: datetime, *, limit: int) -> tuple[list[list[Member]], int]:
@@ -119,7 +111,7 @@ def trees_leaving(now: datetime, *, limit: int) -> tuple[list[list[Member]], int
         Member(*row)
         for row in reads.rows(
             "retention_trees",
-            horizon=now - timedelta(days=_shortest_retention()),
+            horizon=now - timedelta(days=_policy().shortest_days()),
             after_at=_Cursor.after[0],
             after_id=_Cursor.after[1],
             limit=limit,
@@ -144,7 +136,7 @@ def _files_create(trees: list[list[Member]]) -> list[ArchiveFile]:
     for tree in trees:
         for member in tree:
             groups[(member.finished_at.date(), member.type)].append(member)
-    per_file = settings.LEITSTAND_RETENTION["jobs_per_file"]
+    per_file = _policy().jobs_per_file
     files = []
     with fenced("retention.archive"):
         for (day, job_type), members in sorted(groups.items()):
@@ -206,7 +198,7 @@ def jobs_retire(report: RetentionReport, now: datetime, deadline: float) -> None
             return  # nothing is purged while a file of its round is missing
     report.purged += _purge_written()
     while time.monotonic() < deadline:
-        trees, seen = trees_leaving(now, limit=settings.LEITSTAND_RETENTION["trees_per_round"])
+        trees, seen = trees_leaving(now, limit=_policy().trees_per_round)
         report.trees_seen += seen
         report.trees_kept += seen - len(trees)
         if trees:
@@ -226,7 +218,7 @@ def audit_retire(report: RetentionReport, now: datetime, deadline: float) -> Non
     """The audit log, a day at a time, oldest first: archived to ``audit/<day>.jsonl.gz``, verified,
     then purged through ``leitstand_log_purge`` as the maintenance role. A day written but not purged
     (a crash) is purged first; a day not written is never purged."""
-    days = settings.LEITSTAND_RETENTION["audit_days"]
+    days = _policy().audit_days
     if not days:
         return
     unfinished = ArchiveFile.objects.filter(job_type=archive.AUDIT).exclude(state=ArchiveFile.State.PURGED)
@@ -267,11 +259,11 @@ def _audit_purge(file: ArchiveFile, report: RetentionReport) -> bool:
 def partitions_keep(report: RetentionReport, now: datetime) -> None:
     """Daily partitions of the history: created ahead, and dropped whole once old (as the maintenance
     role). A partition with history of a job that was neither kept nor archived is never dropped."""
-    policy = settings.LEITSTAND_RETENTION
+    policy = _policy()
     report.partitions_created = archive.maintenance_call(
-        "SELECT leitstand_partitions_ensure(%s)", [policy["partition_days_ahead"]]
+        "SELECT leitstand_partitions_ensure(%s)", [policy.partition_days_ahead]
     )
-    before = (now - timedelta(days=policy["partition_keep_days"])).astimezone(dt_timezone.utc).date()
+    before = (now - policy.kept_for("partition_keep_days")).astimezone(dt_timezone.utc).date()
     report.partitions_dropped = archive.maintenance_call("SELECT leitstand_partitions_drop(%s)", [before])
 
 
@@ -281,10 +273,10 @@ def records_trim(now: datetime) -> dict:
     from django.contrib.sessions.models import Session
     from django_q.models import Task
 
-    policy = settings.LEITSTAND_RETENTION
+    policy = _policy()
 
     def before(key: str) -> datetime:
-        return now - timedelta(days=policy[key])
+        return now - policy.kept_for(key)
 
     trimmed = {"sessions": Session.objects.filter(expire_date__lt=now).delete()[0]}
     logins = before("login_log_days")
@@ -314,7 +306,7 @@ ARCHIVE_INDEX_FILES_PER_ROUND = 100
 def archive_index_trim(now: datetime) -> int:
     """The archive index forgets the jobs of purged files older than ``archive_index_days``, a hundred
     files (≤ 100,000 entries) a round; the files stay, and ``archived_document`` reads them."""
-    days = settings.LEITSTAND_RETENTION["archive_index_days"]
+    days = _policy().archive_index_days
     if not days:
         return 0
     old = ArchiveFile.objects.filter(

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from dashboard import options as console_options
 from dashboard.operations.retention import RetentionReport, retention_sweep
 from workers.runtime.sweeps import Stage, register_unit, require, require_number
 
@@ -30,12 +29,12 @@ class RetentionConfig:
         require_number(self.every_seconds, "LEITSTAND_RETENTION_EVERY_SECONDS", minimum=0)
 
     @classmethod
-    def from_settings(cls) -> RetentionConfig:
-        retention = settings.LEITSTAND_RETENTION
+    def from_options(cls, console: console_options.ConsoleOptions) -> RetentionConfig:
+        retention = console.retention
         return cls(
-            enabled=retention["enabled"],
-            seconds_per_round=retention["seconds_per_round"],
-            every_seconds=retention["every_seconds"],
+            enabled=retention.enabled,
+            seconds_per_round=retention.seconds_per_round,
+            every_seconds=retention.every_seconds,
         )
 
 
@@ -47,4 +46,10 @@ def run_once(config: RetentionConfig) -> RetentionReport:
 
 
 def register() -> None:
-    register_unit("retention", run_once, RetentionConfig.from_settings(), stage=Stage.OBSERVE, fenced=False)
+    register_unit(
+        "retention",
+        run_once,
+        RetentionConfig.from_options(console_options.current()),
+        stage=Stage.OBSERVE,
+        fenced=False,
+    )

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 
+from dashboard import options
 from dashboard.models import Contact, Owner, Route
 
 logger = logging.getLogger(__name__)
@@ -36,13 +36,14 @@ _SEEDED_FIELDS = (
 
 def public_url(path: str) -> str:
     """``path`` as an absolute link for a notification (``LEITSTAND_PUBLIC_URL``; relative without it)."""
-    return settings.LEITSTAND_PUBLIC_URL.rstrip("/") + path
+    return options.current().alerting.public_url.rstrip("/") + path
 
 
 def routes_ensure(names: set[str]) -> None:
     """Create the routes among ``names`` (and those the setting declares) that do not exist yet."""
-    configured = settings.LEITSTAND_ALERT_ROUTES
-    wanted = set(names) | set(configured) | {settings.LEITSTAND_ALERT_FALLBACK_ROUTE}
+    alerting = options.current().alerting
+    configured = alerting.routes
+    wanted = set(names) | set(configured) | {alerting.fallback_route}
     missing = wanted - set(Route.objects.filter(name__in=wanted).values_list("name", flat=True))
     if not missing:
         return
@@ -85,7 +86,7 @@ def route_named(name: str) -> Route | None:
 
 
 def fallback_of(route: Route) -> str:
-    return route.fallback.name if route.fallback_id else settings.LEITSTAND_ALERT_FALLBACK_ROUTE
+    return route.fallback.name if route.fallback_id else options.current().alerting.fallback_route
 
 
 def route_summaries() -> list[dict]:

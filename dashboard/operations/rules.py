@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
+from dashboard import options
 from dashboard.display import ago
 from dashboard.models import RuleViolation
 from jobs.models import TERMINAL_STATES, Job, State, Transition, database_now
@@ -163,7 +163,7 @@ def rules_evaluate(*, now: datetime | None = None) -> dict:
 def _rule_check(rule, now: datetime) -> dict:
     """One rule checked and its violations brought in line, in a savepoint of its own."""
     with transaction.atomic():
-        found = {b.subject: b for b in rule.check(now, settings.LEITSTAND_BUSINESS_RULES[rule.name])}
+        found = {b.subject: b for b in rule.check(now, options.current().alerting.business_rules[rule.name])}
         open_ = {
             v.subject: v
             for v in RuleViolation.objects.select_for_update().filter(rule=rule.name, resolved_at__isnull=True)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from dashboard import options as console_options
 from dashboard.operations.rules import rules_evaluate
 from workers.runtime.sweeps import Stage, register_unit, require_number
 
@@ -20,8 +19,8 @@ class RulesConfig:
         require_number(self.every_seconds, "LEITSTAND_BUSINESS_RULES_SECONDS", minimum=1)
 
     @classmethod
-    def from_settings(cls) -> RulesConfig:
-        return cls(every_seconds=settings.LEITSTAND_BUSINESS_RULES_SECONDS)
+    def from_options(cls, console: console_options.ConsoleOptions) -> RulesConfig:
+        return cls(every_seconds=console.alerting.business_rules_seconds)
 
 
 def run_once(config: RulesConfig) -> dict:
@@ -30,4 +29,4 @@ def run_once(config: RulesConfig) -> dict:
 
 
 def register() -> None:
-    register_unit("business-rules", run_once, RulesConfig.from_settings(), stage=Stage.OBSERVE)
+    register_unit("business-rules", run_once, RulesConfig.from_options(console_options.current()), stage=Stage.OBSERVE)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from django.conf import settings
-
+from dashboard import options
 from dashboard.models import RuleViolation
 from dashboard.operations.rules import RULES
 from dashboard.pages.common import render, require
@@ -11,13 +10,14 @@ from dashboard.pages.common import render, require
 
 def business_rules(request):
     require(request, "jobs.view_job")
+    alerting = options.current().alerting
     rules = []
     for rule in RULES.values():
         violations = RuleViolation.objects.filter(rule=rule.name)
         rules.append(
             {
                 "rule": rule,
-                "options": settings.LEITSTAND_BUSINESS_RULES[rule.name],
+                "options": alerting.business_rules[rule.name],
                 "open": list(violations.filter(resolved_at__isnull=True).order_by("first_seen")[:100]),
                 "open_count": violations.filter(resolved_at__isnull=True).count(),
                 "resolved": list(violations.filter(resolved_at__isnull=False).order_by("-resolved_at")[:10]),
@@ -27,5 +27,5 @@ def business_rules(request):
         request,
         "admin/console/rules.html",
         "Business rules across jobs",
-        {"rules": rules, "every": settings.LEITSTAND_BUSINESS_RULES_SECONDS},
+        {"rules": rules, "every": alerting.business_rules_seconds},
     )

@@ -6,6 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
+from dashboard import options as console_options
 from dashboard.models import Alert, Route
 from dashboard.operations import alertmanager_sweep
 from dashboard.operations.alertmanager_sweep import AlertmanagerConfig
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_interval_comes_from_the_settings_and_a_bad_one_names_it(settings):
     settings.LEITSTAND_ALERTMANAGER_REPOST_SECONDS = 90
-    assert AlertmanagerConfig.from_settings() == AlertmanagerConfig(every_seconds=90)
+    assert AlertmanagerConfig.from_options(console_options.current()) == AlertmanagerConfig(every_seconds=90)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_ALERTMANAGER_REPOST_SECONDS must be a number"):
         AlertmanagerConfig(every_seconds=None)
     sweep = sweeps.get("alertmanager")
@@ -49,4 +50,4 @@ def test_open_alerts_are_posted_again_once_per_interval():
 
 
 def test_it_runs_with_the_config_read_from_the_settings_at_registration():
-    assert sweeps.get("alertmanager").function.args == (AlertmanagerConfig.from_settings(),)
+    assert sweeps.get("alertmanager").function.args == (AlertmanagerConfig.from_options(console_options.current()),)

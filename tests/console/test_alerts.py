@@ -43,6 +43,12 @@ def assert_clears(rules, now):
         assert Alert.objects.filter(rule=rule, state="resolved").exists(), rule
 
 
+def rule_set(settings, rule: str, **values) -> None:
+    """Override some of one rule's options (a new setting, so the console's options are read again)."""
+    alerts_setting = settings.LEITSTAND_ALERTS
+    settings.LEITSTAND_ALERTS = {**alerts_setting, rule: {**alerts_setting[rule], **values}}
+
+
 def test_a_pool_without_consumers_but_due_jobs(make_job, db_clock):
     make_job("crawl", pool="crawl")
     WorkerProcess.objects.create(
@@ -60,7 +66,7 @@ def test_a_pool_without_consumers_but_due_jobs(make_job, db_clock):
 
 
 def test_flap_suppression_holds_back_a_blip_and_a_short_clearing(settings, make_job, db_clock):
-    settings.LEITSTAND_ALERTS["pool_no_consumers"].update(for_seconds=60, clear_seconds=120)
+    rule_set(settings, "pool_no_consumers", for_seconds=60, clear_seconds=120)
     job = make_job("crawl", pool="crawl")
     alerts.alerts_evaluate(now=db_clock.now())
     assert open_alerts("pool_no_consumers")["pool:crawl"].state == "pending"
@@ -97,13 +103,13 @@ def test_queue_growing_and_oldest_due_age(make_job, db_clock):
 
 def test_dead_letters_stuck_leases_and_stale_writes(make_job, db_clock, settings):
     now = db_clock.now()
-    settings.LEITSTAND_ALERTS["dlq_growth"]["count"] = 3
+    rule_set(settings, "dlq_growth", count=3)
     for _ in range(3):
         dead = job_in_state(make_job("crawl", pool="crawl"), State.DEAD)
         Job.objects.filter(pk=dead.pk).update(finished_at=now, error_class="workers.pipeline.fetching.PageGone")
     stuck = job_in_state(make_job("crawl", pool="crawl"), State.RUNNING)
     Job.objects.filter(pk=stuck.pk).update(lease_owner="host-a:1/crawl", lease_expires_at=now - timedelta(minutes=5))
-    settings.LEITSTAND_ALERTS["stale_writes_spike"]["count"] = 2
+    rule_set(settings, "stale_writes_spike", count=2)
     for _ in range(2):
         StaleWrite.objects.create(
             job=stuck, lease_version=1, operation="heartbeat", at=now, current_lease_version=2, current_state="running"

@@ -5,6 +5,7 @@ resolves it."""
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import options as console_options
 from dashboard.models import Alert
 from dashboard.operations import alerts_sweep
 from dashboard.operations.alerts_sweep import AlertsConfig
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_interval_comes_from_the_settings_and_a_bad_one_names_it(settings):
     settings.LEITSTAND_ALERT_INTERVAL_SECONDS = 3
-    assert AlertsConfig.from_settings() == AlertsConfig(every_seconds=3)
+    assert AlertsConfig.from_options(console_options.current()) == AlertsConfig(every_seconds=3)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_ALERT_INTERVAL_SECONDS must be a number of at least 0.1"):
         AlertsConfig(every_seconds=-1)
     sweep = sweeps.get("alerts")
@@ -38,4 +39,4 @@ def test_a_pool_without_consumers_fires_and_resolves_when_one_starts(make_job):
 
 
 def test_it_runs_with_the_config_read_from_the_settings_at_registration():
-    assert sweeps.get("alerts").function.args == (AlertsConfig.from_settings(),)
+    assert sweeps.get("alerts").function.args == (AlertsConfig.from_options(console_options.current()),)

@@ -185,13 +185,15 @@ def test_an_archived_job_is_found_by_export_job_and_the_console(policy, client, 
         call_command("export_job", str(job.pk))
 
 
-def test_the_archive_index_forgets_old_files_and_export_job_still_reads_them(policy, client, django_user_model, capsys):
+def test_the_archive_index_forgets_old_files_and_export_job_still_reads_them(
+    policy, settings, client, django_user_model, capsys
+):
     from dashboard.roles import VIEWERS, roles_ensure
 
     old, recent = ended(State.DONE, 200, correlation_id="old-order"), ended(State.DONE, 20, correlation_id="new-order")
     retention.retention_sweep(seconds_per_round=60)
     assert ArchivedJob.objects.count() == 2
-    policy["archive_index_days"] = 90
+    settings.LEITSTAND_RETENTION = {**policy, "archive_index_days": 90}
     trimmed = retention.records_trim(database_now())
 
     assert trimmed["archive_index"] == 1, "the file of the job that ended 200 days ago left the index"

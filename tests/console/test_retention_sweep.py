@@ -5,6 +5,7 @@ touches nothing, an empty round, and a round that archives and purges an ended j
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import options as console_options
 from dashboard.operations import retention_sweep
 from dashboard.operations.retention_sweep import RetentionConfig
 from jobs.models import State
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_the_config_comes_from_the_settings_and_a_bad_one_names_it(settings):
     settings.LEITSTAND_RETENTION = {**settings.LEITSTAND_RETENTION, "seconds_per_round": 5, "every_seconds": 30}
-    assert RetentionConfig.from_settings() == RetentionConfig(enabled=True, seconds_per_round=5, every_seconds=30)
+    assert RetentionConfig.from_options(console_options.current()) == RetentionConfig(
+        enabled=True, seconds_per_round=5, every_seconds=30
+    )
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_RETENTION_SECONDS_PER_ROUND must be a number"):
         RetentionConfig(seconds_per_round=0)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_RETENTION_ENABLED must be true or false"):
@@ -41,4 +44,4 @@ def test_an_old_job_is_archived_and_purged_unless_retention_is_off(policy):  # n
 
 
 def test_it_runs_with_the_config_read_from_the_settings_at_registration():
-    assert sweeps.get("retention").function.args == (RetentionConfig.from_settings(),)
+    assert sweeps.get("retention").function.args == (RetentionConfig.from_options(console_options.current()),)

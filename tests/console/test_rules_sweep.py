@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard import options as console_options
 from dashboard.models import RuleViolation
 from dashboard.operations import rules_sweep
 from dashboard.operations.rules import RULES
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_interval_comes_from_the_settings_and_a_bad_one_names_it(settings):
     settings.LEITSTAND_BUSINESS_RULES_SECONDS = 120
-    assert RulesConfig.from_settings() == RulesConfig(every_seconds=120)
+    assert RulesConfig.from_options(console_options.current()) == RulesConfig(every_seconds=120)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_BUSINESS_RULES_SECONDS must be a number of at least 1"):
         RulesConfig(every_seconds=0.5)
     sweep = sweeps.get("business-rules")
@@ -43,4 +44,4 @@ def test_a_round_opens_a_violation_and_resolves_it_when_its_subject_complies(mak
 
 
 def test_it_runs_with_the_config_read_from_the_settings_at_registration():
-    assert sweeps.get("business-rules").function.args == (RulesConfig.from_settings(),)
+    assert sweeps.get("business-rules").function.args == (RulesConfig.from_options(console_options.current()),)

@@ -5,13 +5,12 @@ so a change to the flow shows up in review as a diff of that file; ``--write`` u
 import json
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from dashboard.diagram import declared_edges
 from workers.runtime.registry import registry
 
-SNAPSHOT = Path(settings.BASE_DIR) / "docs" / "flow-snapshot.json"
+SNAPSHOT = Path(__file__).resolve().parents[3] / "docs" / "flow-snapshot.json"
 
 
 def flow_declared() -> dict:
