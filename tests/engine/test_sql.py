@@ -29,7 +29,7 @@ def test_a_statement_fenced_by_the_lease_says_so_in_its_name():
         sql = getattr(queries, name)
         # A single write compares the writer's lease version; the batch completion joins each one's.
         fenced = bool(re.search(r"\bid = %\(job_id\)s AND lease_version = %\(lease_version\)s", sql))
-        fenced = fenced or "i.lease_version = j.lease_version" in sql
+        fenced = fenced or "j.lease_version = i.lease_version" in sql
         assert fenced == name.endswith("_if_lease_held"), name
 
 
