@@ -99,6 +99,7 @@ class ClaimedJob:
     priority: int
     schema_version: int
     lease_expires_at: datetime
+    due_at: datetime  # when it was due: where the claim found it in line
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,7 @@ def claim(
     limit: int = 1,
     start: bool = False,
     processing_versions: Mapping[str, str] | None = None,
+    due_from: datetime | None = None,
 ) -> list[ClaimedJob]:
     """Reserve up to ``limit`` due jobs of one pool, most urgent lane first, then oldest due.
 
@@ -311,7 +313,9 @@ def claim(
     With ``start=True`` the jobs also begin at once (reserved → running, both transitions logged,
     ``processing_versions`` recorded per type): a worker that runs what it claims saves a commit
     per job. Only an equality on the pool lets the claim walk its index in order and stop after
-    ``limit`` rows, so a claim serves one pool.
+    ``limit`` rows, so a claim serves one pool. With ``due_from``, only jobs due at or after it are
+    looked at: a caller that knows where the front of the line was starts there (see
+    ``workers.runtime.pool.ClaimFront``); without it, the whole line.
     """
     if limit < 1:
         raise ValueError(f"claim limit must be at least 1, got {limit}")
@@ -341,6 +345,7 @@ def claim(
             "owner": worker.lease_owner,
             "host": worker.host,
             "pid": worker.pid,
+            "due_from": "-infinity" if due_from is None else due_from,
         },
     )
     # Django leaves JSON undecoded on raw cursors (its fields decode it); decode it here.

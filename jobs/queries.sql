@@ -114,13 +114,17 @@ JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AN
 -- Reserve up to %(limit)s due jobs of one pool, most urgent lane first, then oldest due: raise each
 -- one's lease version (the attempt's ID and fencing token), insert its attempt and log the claim;
 -- with %(start)s also start them (both transitions logged). Jobs another claimer locked are skipped.
+-- Only jobs due at or after %(due_from)s are looked at ('-infinity': the whole line).
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 picked AS MATERIALIZED (
     -- An ordered scan of job_claim_idx (pool, priority, due_at, id) that stops after LIMIT rows.
+    -- Both bounds on due_at are index conditions: an entry due before %(due_from)s is passed over
+    -- inside the index (PostgreSQL 18 skips to it per lane), without a visit to the table.
     -- SKIP LOCKED: concurrent claimers take different jobs instead of waiting for each other.
     -- MATERIALIZED: the locking selection must run exactly once.
     SELECT j.id FROM jobs_job AS j
     WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.due_at <= (SELECT now FROM clock)
+      AND j.due_at >= %(due_from)s::timestamptz
     ORDER BY j.priority, j.due_at, j.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -162,7 +166,7 @@ logged AS (
     FROM claimed, clock WHERE %(start)s
 )
 SELECT id, type, lease_version, attempts, max_attempts, payload, correlation_id, priority, schema_version,
-       lease_expires_at
+       lease_expires_at, due_at
 FROM claimed ORDER BY priority, due_at, id
 
 

@@ -70,6 +70,18 @@ def test_claim_serves_the_urgent_lane_first_then_the_oldest_due(make_job, worker
     assert [c.lease_version for c in claimed] == [1, 1, 1, 1]
 
 
+def test_a_claim_from_the_front_passes_over_jobs_due_before_it_and_says_when_each_was_due(make_job, worker, db_clock):
+    older = make_job(due_at=db_clock.now() - timedelta(minutes=2))
+    front = make_job(due_at=db_clock.now() - timedelta(minutes=1))
+    urgent = make_job(priority=0)
+
+    claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=10, due_from=front.due_at)
+
+    assert [(c.id, c.due_at) for c in claimed] == [(urgent.id, urgent.due_at), (front.id, front.due_at)]
+    (walked,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=10)
+    assert walked.id == older.id, "without due_from the claim walks the whole line"
+
+
 def test_claim_takes_only_the_requested_types_and_at_most_the_limit(make_job, worker):
     for _ in range(3):
         make_job("crawl")

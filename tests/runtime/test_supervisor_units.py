@@ -9,6 +9,7 @@ import pytest
 
 from jobs import leases
 from jobs.models import Job, State
+from tests.support.clock import Clock
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.supervisor.rescue import Rescuer
 from workers.runtime.supervisor.stalls import Heal, StallWatch
@@ -16,14 +17,6 @@ from workers.runtime.supervisor.stalls import Heal, StallWatch
 HOST = "test-host"
 GONE = 4_194_311  # above Linux's largest pid: no process has it
 LEASE = 30
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

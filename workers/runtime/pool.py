@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psutil
 from django.db import close_old_connections, connection
@@ -34,6 +34,7 @@ from jobs.correlation import correlation
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
 from workers.runtime import lifecycle, options
+from workers.runtime.claim_front import ClaimFront
 from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.metrics import WORKER_JOBS, WORKER_WAKEUPS
 from workers.runtime.models import Pool, WorkerProcess
@@ -151,6 +152,7 @@ class PoolRuntime:
         self.types = {t.name: t for t in registry.for_pool(pool)}
         self.lease_by_type = {name: t.lease_seconds for name, t in self.types.items()}
         self.versions = {name: t.processing_version for name, t in self.types.items()}
+        self.front = ClaimFront()  # where the last claim found the front of the line
         self.held: dict = {}
         self.held_lock = threading.Lock()
         self.seconds_per_job: float | None = None  # moving average of handler run time
@@ -183,14 +185,7 @@ class PoolRuntime:
         until = time.monotonic() + options.current().wakeup_budget_seconds
         while time.monotonic() < until and not lifecycle.is_draining():
             limit = self.batch_size()
-            claimed = leases.claim(
-                pool=self.pool,
-                worker=self.worker,
-                lease_seconds=self.lease_by_type or 60,
-                limit=limit,
-                start=True,
-                processing_versions=self.versions,
-            )
+            claimed = self.front.claim(self._claim, limit)
             if not claimed:
                 break
             report.claimed += len(claimed)
@@ -205,6 +200,17 @@ class PoolRuntime:
             if getattr(report, outcome):
                 WORKER_JOBS.labels(self.pool, outcome).inc(getattr(report, outcome))
         return report
+
+    def _claim(self, limit: int, due_from: datetime | None) -> list[leases.ClaimedJob]:
+        return leases.claim(
+            pool=self.pool,
+            worker=self.worker,
+            lease_seconds=self.lease_by_type or 60,
+            limit=limit,
+            start=True,
+            processing_versions=self.versions,
+            due_from=due_from,
+        )
 
     def batch_size(self) -> int:
         """How many jobs one claim takes: enough to fill the batch budget at the measured run time."""
