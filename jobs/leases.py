@@ -314,8 +314,8 @@ def claim(
     ``processing_versions`` recorded per type): a worker that runs what it claims saves a commit
     per job. Only an equality on the pool lets the claim walk its index in order and stop after
     ``limit`` rows, so a claim serves one pool. With ``due_from``, only jobs due at or after it are
-    looked at: a caller that knows where the front of the line was starts there (see
-    ``workers.runtime.pool.ClaimFront``); without it, the whole line.
+    looked at: a caller that knows where the front of the line was starts there, and the entries
+    before it are passed over inside the index; without it, the whole line.
     """
     if limit < 1:
         raise ValueError(f"claim limit must be at least 1, got {limit}")
