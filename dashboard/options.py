@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
 
@@ -134,10 +133,6 @@ class RetentionOptions:
     def shortest_days(self) -> float:
         """The shortest retention of any type and state: no job that ended later can leave."""
         return min([*self.days.values(), *(days for per_type in self.types.values() for days in per_type.values())])
-
-    def kept_for(self, key: str) -> timedelta:
-        """One of the records' retentions (``batch_days``, ``alert_days``, …) as a duration."""
-        return timedelta(days=getattr(self, key))
 
     @classmethod
     def from_settings(cls, settings) -> RetentionOptions:

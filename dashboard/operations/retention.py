@@ -98,7 +98,7 @@ def member_may_leave(member: Member, now: datetime) -> bool:
     if member.has_finding:
         days = max(days, policy.finding_days)
     if member.has_plan:
-        if member.plan_ended_at is None or member.plan_ended_at > now - policy.kept_for("plan_days"):
+        if member.plan_ended_at is None or member.plan_ended_at > now - timedelta(days=policy.plan_days):
             return False
     return member.finished_at <= now - timedelta(days=days)
 
@@ -263,7 +263,7 @@ def partitions_keep(report: RetentionReport, now: datetime) -> None:
     report.partitions_created = archive.maintenance_call(
         "SELECT leitstand_partitions_ensure(%s)", [policy.partition_days_ahead]
     )
-    before = (now - policy.kept_for("partition_keep_days")).astimezone(dt_timezone.utc).date()
+    before = (now - timedelta(days=policy.partition_keep_days)).astimezone(dt_timezone.utc).date()
     report.partitions_dropped = archive.maintenance_call("SELECT leitstand_partitions_drop(%s)", [before])
 
 
@@ -275,22 +275,22 @@ def records_trim(now: datetime) -> dict:
 
     policy = _policy()
 
-    def before(key: str) -> datetime:
-        return now - policy.kept_for(key)
+    def before(days: float) -> datetime:
+        return now - timedelta(days=days)
 
     trimmed = {"sessions": Session.objects.filter(expire_date__lt=now).delete()[0]}
-    logins = before("login_log_days")
+    logins = before(policy.login_log_days)
     trimmed["login_logs"] = sum(
         model.objects.filter(attempt_time__lt=logins).delete()[0]
         for model in (AccessLog, AccessFailureLog, AccessAttempt)
     )
-    trimmed["task_results"] = Task.objects.filter(stopped__lt=before("task_days")).delete()[0]
-    old_alerts = Alert.objects.filter(state=Alert.State.RESOLVED, resolved_at__lt=before("alert_days"))
+    trimmed["task_results"] = Task.objects.filter(stopped__lt=before(policy.task_days)).delete()[0]
+    old_alerts = Alert.objects.filter(state=Alert.State.RESOLVED, resolved_at__lt=before(policy.alert_days))
     trimmed["alerts"] = old_alerts.delete()[1].get("dashboard.Alert", 0)  # with their events
     trimmed["rule_violations"] = RuleViolation.objects.filter(
-        resolved_at__isnull=False, resolved_at__lt=before("alert_days")
+        resolved_at__isnull=False, resolved_at__lt=before(policy.alert_days)
     ).delete()[0]
-    empty = Batch.objects.filter(finished_at__lt=before("batch_days")).exclude(
+    empty = Batch.objects.filter(finished_at__lt=before(policy.batch_days)).exclude(
         Exists(Job.objects.filter(batch=OuterRef("pk")))
     )
     with transaction.atomic():
