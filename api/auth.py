@@ -1,6 +1,7 @@
 """Authentication of API clients: ``Authorization: Bearer <token>``; a missing, unknown, revoked or
 expired token → 401, a missing scope → 403, over the token's rate → 429. Three budgets per minute:
-requests per token, jobs submitted per token, and invalid tokens presented per address."""
+requests per token, jobs submitted per token, and invalid tokens presented per address. A request
+with a valid token costs one statement for its check and both counts."""
 
 from __future__ import annotations
 
@@ -13,12 +14,20 @@ from ninja.security import HttpBearer
 from api import options
 from api.client_ip import client_ip
 from api.errors import RateLimited
-from api.tokens import address_count, jobs_count, rate_count, token_check
+from api.tokens import address_count, jobs_count, token_admit
 from jobs.services import JobInputError
 from workers.runtime.registry import UnknownJobType, registry
 
 
 class TokenAuth(HttpBearer):
+    """The token's check and its budget counts in one statement (``token_admit``). An operation that
+    submits a known number of jobs declares it (``TokenAuth(jobs=1)``): they are counted with the
+    request, against the jobs budget of a token that may write."""
+
+    def __init__(self, *, jobs: int = 0) -> None:
+        super().__init__()
+        self.jobs = jobs
+
     def __call__(self, request):
         # django-ninja's own reading logs a value that is not "Bearer …" whole when DEBUG is on (a
         # Basic credential, a token sent with the wrong scheme): read here, nothing is logged.
@@ -28,27 +37,32 @@ class TokenAuth(HttpBearer):
         return self.authenticate(request, token)
 
     def authenticate(self, request, token):
-        checked = token_check(token)
-        if checked is None:  # guessing tokens is limited per address
+        admitted = token_admit(token, jobs=self.jobs)
+        if admitted is None:  # guessing tokens is limited per address
             count, left = address_count(client_ip(request))
             limit = options.current().unauthenticated_per_minute
             if count > limit:
                 raise RateLimited(left, limit=f"this address may present {limit} invalid tokens a minute")
             return None
-        count, left = rate_count(checked)
-        limit = options.current().rate_per_minute
-        request.rate_limit = (limit, max(limit - count, 0), left)  # answered as RateLimit-* headers
-        if count > limit:
+        limit, left = options.current().rate_per_minute, admitted.seconds_left
+        request.rate_limit = (limit, max(limit - admitted.requests, 0), left)  # answered as RateLimit-* headers
+        if admitted.requests > limit:
             raise RateLimited(left, limit=f"this token may make {limit} requests a minute")
-        return checked
+        if self.jobs:
+            _jobs_budget_check(admitted.jobs, left)
+        return admitted.token
 
 
-def jobs_budget_spend(request, jobs: int) -> None:
-    """Count ``jobs`` against the token's jobs per minute: one batch request may create 1,000."""
-    count, left = jobs_count(request.auth, jobs)
+def _jobs_budget_check(count: int, left: float) -> None:
     limit = options.current().jobs_per_minute
     if count > limit:
         raise RateLimited(left, limit=f"this token may submit {limit} jobs a minute ({count} this minute)")
+
+
+def jobs_budget_spend(request, jobs: int) -> None:
+    """Count ``jobs`` against the token's jobs per minute, for an operation whose number of jobs its
+    body tells (one batch request may create 1,000)."""
+    _jobs_budget_check(*jobs_count(request.auth, jobs))
 
 
 def require(request, scope: str) -> None:
@@ -75,6 +89,12 @@ def owned(request, queryset, *, path: str = "client"):
     if "jobs:all" in request.auth.scopes:
         return queryset
     return queryset.filter(**{path: request.auth.client_id})
+
+
+def may_act_for(request, client_id: int | None) -> bool:
+    """``owned`` for one record already read: whether it belongs to this token's client (or the
+    token has ``jobs:all``)."""
+    return "jobs:all" in request.auth.scopes or client_id == request.auth.client_id
 
 
 def request_fingerprint(submission: dict) -> str:

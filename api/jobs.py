@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import base64
+import functools
+import json
 import logging
 import uuid
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Any
 
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import F, OuterRef, Value
+from django.db.models.functions import Coalesce, JSONObject
 from django.http import Http404
 from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import StrictInt
 
-from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
+from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require, submittable_require
 from api.fields import HeaderText, Text, due_at_check, utc
-from api.rechecks import RecheckPlanOut, plan_out
-from jobs.models import Job, State
+from api.rechecks import ObservationOut, RecheckPlanOut
+from jobs.models import Job, State, Transition
 from jobs.selectors import jobs_page
 from jobs.services import job_cancel
-from rechecks.models import RecheckPlan
+from rechecks.models import Observation, RecheckPlan
+from workers.pipeline.models import Finding
 from workers.runtime.registry import registry
 from workers.runtime.services import job_submit
 
@@ -97,35 +103,69 @@ class JobOut(Schema):
 _RELATED = {"attempt", "transitions", "findings", "recheck_plan"}
 
 
+def _json(model, fields: dict | list, *, order: str = "id", **filters) -> ArraySubquery:
+    """The related rows' ``fields`` (names, or output names → expressions) as JSON objects in
+    ``order``: read with the job in its statement instead of a round trip each."""
+    named = fields if isinstance(fields, dict) else {name: F(name) for name in fields}
+    return ArraySubquery(model.objects.filter(**filters).order_by(order).values(json=JSONObject(**named)))
+
+
+_TRANSITIONS = ("from_state", "to_state", "at", "lease_version", "cause", "actor")
+_FINDINGS = {
+    "id": F("id"),
+    "image_url": F("candidate__image_url"),
+    "page_url": F("candidate__page_url"),
+    "asset_id": F("asset_id"),
+    "asset_owner_ref": Coalesce(F("asset__owner_ref"), Value("")),
+    **{name: F(name) for name in ("score", "verdict", "analysis_version", "created_at")},
+}
+_PLAN = {
+    **{name: F(name) for name in RecheckPlanOut.model_fields if name != "observations"},
+    "observations": _json(Observation, list(ObservationOut.model_fields), order="sequence", plan=OuterRef("pk")),
+}
+
+
+_READ_ANY = uuid.UUID(int=0)  # stands for the job's ID in the statement compiled once
+
+
+@functools.cache
+def _read_statement() -> tuple[str, tuple]:
+    """The job read's SQL and parameters, compiled by the ORM once per process: compiling its three
+    subqueries took longer than the round trips they save."""
+    related = {
+        "transitions_read": _json(Transition, _TRANSITIONS, job=OuterRef("pk")),
+        "findings_read": _json(Finding, _FINDINGS, job=OuterRef("pk")),
+        "plan_read": _json(RecheckPlan, _PLAN, job=OuterRef("pk")),
+    }
+    return Job.objects.filter(pk=_READ_ANY).annotate(**related).query.sql_with_params()
+
+
+def job_read(job_id: uuid.UUID) -> Job | None:
+    """One job with its transitions, findings and recheck plan, in one statement."""
+    sql, params = _read_statement()
+    found = next(iter(Job.objects.raw(sql, [job_id if p == _READ_ANY else p for p in params])), None)
+    if found is not None:  # JSON in an array comes undecoded from a raw cursor
+        for name in ("transitions_read", "findings_read", "plan_read"):
+            setattr(found, name, [json.loads(item) for item in getattr(found, name)])
+    return found
+
+
 def job_out(job: Job, *, with_transitions: bool, created: bool = False) -> dict:
     """A job's record; ``with_transitions``: the single-job record, with its transitions, findings and
-    recheck plan. A job ``created`` by this request has no findings and no recheck plan yet (only its
-    analysis makes them), so they are not read."""
+    recheck plan (read with the job by ``job_read``, or here). A job ``created`` by this request has
+    no findings and no recheck plan yet (only its analysis makes them), so they are not read."""
     data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
     data.update(attempt=job.lease_version, transitions=[], findings=[], recheck_plan=None)
-    if with_transitions:
-        data["transitions"] = list(
-            job.transitions.order_by("id").values("from_state", "to_state", "at", "lease_version", "cause", "actor")
-        )
-    if with_transitions and not created:
-        data["findings"] = [finding_out(f) for f in job.findings.select_related("candidate", "asset").order_by("id")]
-        plan = RecheckPlan.objects.filter(job=job).first()
-        data["recheck_plan"] = plan_out(plan) if plan else None
+    if not with_transitions:
+        return data
+    if created:
+        data["transitions"] = list(job.transitions.order_by("id").values(*_TRANSITIONS))
+        return data
+    if not hasattr(job, "plan_read"):  # not read by ``job_read``
+        job = job_read(job.pk)
+    plans = job.plan_read
+    data.update(transitions=job.transitions_read, findings=job.findings_read, recheck_plan=plans[0] if plans else None)
     return data
-
-
-def finding_out(finding) -> dict:
-    return {
-        "id": finding.pk,
-        "image_url": finding.candidate.image_url,
-        "page_url": finding.candidate.page_url,
-        "asset_id": finding.asset_id,
-        "asset_owner_ref": finding.asset.owner_ref if finding.asset else "",
-        "score": finding.score,
-        "verdict": finding.verdict,
-        "analysis_version": finding.analysis_version,
-        "created_at": finding.created_at,
-    }
 
 
 def _visible(request):
@@ -133,14 +173,18 @@ def _visible(request):
     return owned(request, Job.objects.exclude(type__in=registry.system_only()))
 
 
-@router.post("/jobs", response={200: JobOut, 201: JobOut})
+def _may_see(request, job: Job) -> bool:
+    """Whether this token may see ``job`` (read without ``_visible``): the same rule for one job."""
+    return job.type not in registry.system_only() and may_act_for(request, job.client_id)
+
+
+@router.post("/jobs", response={200: JobOut, 201: JobOut}, auth=TokenAuth(jobs=1))
 def jobs_create(request, body: JobIn):
     """Submit a job of a type clients submit. The same idempotency key with the same request answers 200
     with the first job; with any difference (payload, priority, source, due time, correlation ID), 422.
     Keys live in this client's own namespace. The job is committed before the answer."""
     require(request, "jobs:write")
-    submittable_require(request, body.type, field="type")
-    jobs_budget_spend(request, 1)
+    submittable_require(request, body.type, field="type")  # its one job was counted with the request
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
     due_at = due_at_check(utc(body.due_at, "due_at"))
     submission = job_submit(
@@ -180,8 +224,8 @@ def jobs_create(request, body: JobIn):
 @router.get("/jobs/{job_id}", response=JobOut)
 def jobs_get(request, job_id: uuid.UUID):
     require(request, "jobs:read")
-    job = _visible(request).filter(pk=job_id).first()
-    if job is None:
+    job = job_read(job_id)
+    if job is None or not _may_see(request, job):
         raise Http404(f"no job {job_id}")
     return job_out(job, with_transitions=True)
 
@@ -245,8 +289,8 @@ def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
     if job is None:
         raise Http404(f"no job {job_id}")
     try:
-        job = job_cancel(job_id=job_id, actor=f"api:{request.auth.name}", reason=(body or CancelIn()).reason)
+        job_cancel(job_id=job_id, actor=f"api:{request.auth.name}", reason=(body or CancelIn()).reason)
     except TransitionNotAllowed:
         raise HttpError(409, f"job {job_id} is {Job.objects.get(pk=job_id).state}: it has already ended") from None
     logger.info("job %s cancelled by token %s", job_id, request.auth.name)
-    return job_out(job, with_transitions=True)
+    return job_out(job_read(job_id), with_transitions=True)

@@ -5,15 +5,17 @@ write tokens). Creating, rotating and revoking are audited by the console page t
 from __future__ import annotations
 
 import hashlib
-import hmac
+import json
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 
 from api.models import ApiToken
 from jobs.clients import client_ensure, clients_require
-from jobs.models import LeitstandNow, database_now
+from jobs.models import Client, LeitstandNow, database_now
+from jobs.reads import composed
 from jobs.services import JobInputError
 
 # ``jobs:all``: see and act on every job, batch and plan, also those of other clients and of no client
@@ -80,26 +82,99 @@ def token_rotate(*, name: str, user=None) -> tuple[ApiToken, str]:
     return ApiToken.objects.get(name=name), f"{TOKEN_PREFIX}_{prefix}_{secret}"
 
 
-def token_check(presented: str) -> ApiToken | None:
-    """The live token the presented string names, or None (malformed, unknown, wrong, revoked, expired)."""
+# A budget count is not a state change: as a statement of its own it commits without waiting for
+# the disk (``synchronous_commit`` off for that statement's transaction, set by the statement itself —
+# one round trip; a crash may forget the last milliseconds of counts, never a job), so the requests
+# of one token, which all update one row, do not queue behind each other's flush. Inside a caller's
+# transaction the setting would cover its state changes too: there ``%(relaxed)s`` is false and the
+# count commits with them.
+_RELAXED = "relaxed AS (SELECT CASE WHEN %(relaxed)s THEN set_config('synchronous_commit', 'off', true) END)"
+# Every window of an earlier minute, whoever it counted: the tables hold about one minute of rows
+# (an address that never returns leaves nothing behind).
+_TIDY_SQL = {
+    "requests": "DELETE FROM jobs_apiratewindow WHERE window_start < date_trunc('minute', leitstand_now())",
+    "address": "DELETE FROM api_apiaddresswindow WHERE window_start < date_trunc('minute', leitstand_now())",
+}
+
+# One statement per request: the live token the prefix and the secret's hash name; with ``count``,
+# also this request (and ``jobs`` submitted jobs when the token may write) added to the token's
+# window of the current minute, and ``last_used_at`` written at most once a minute (every request of
+# a token would otherwise write the same row). The hash is compared in the database: it is a SHA-256
+# of the presented secret, so how long a comparison takes tells a guesser nothing of the stored one.
+# Out of a caller's transaction the count commits without waiting for the disk (``_RELAXED``); a
+# token found but not counted (``count`` false) writes nothing. The token's client comes with it
+# (its ID and name: what a submission needs), through the engine's read of its clients.
+_ADMIT_SQL = f"""
+    WITH {_RELAXED}
+    , live AS (
+        SELECT t.*, c.name AS client_name, leitstand_now() AS now
+          FROM jobs_apitoken t JOIN ({composed("client_keys")}) AS c ON c.id = t.client_id
+         WHERE t.prefix = %(prefix)s AND t.secret_hash = %(hash)s AND t.revoked_at IS NULL
+           AND (t.expires_at IS NULL OR t.expires_at > leitstand_now()))
+    , counted AS (
+        INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
+        SELECT live.id, date_trunc('minute', live.now), 1,
+               CASE WHEN live.scopes ? 'jobs:write' THEN %(jobs)s ELSE 0 END
+          FROM live, relaxed WHERE %(count)s
+        ON CONFLICT (token_id, window_start)
+        DO UPDATE SET requests = w.requests + 1, jobs = w.jobs + EXCLUDED.jobs
+        RETURNING w.requests, w.jobs,
+                  extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now()) AS seconds_left)
+    , used AS (
+        UPDATE jobs_apitoken t SET last_used_at = live.now FROM live
+         WHERE t.id = live.id AND %(count)s
+           AND (live.last_used_at IS NULL OR live.last_used_at <= live.now - interval '1 minute')
+        RETURNING t.id)
+    SELECT live.*, counted.requests, counted.jobs, counted.seconds_left, (SELECT count(*) FROM used)
+      FROM live LEFT JOIN counted ON true"""
+_TOKEN_FIELDS = tuple(field.attname for field in ApiToken._meta.concrete_fields)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A live token and, when counted, the token's window of this minute: requests
+    and jobs so far, this request's included, and the seconds until the window ends."""
+
+    token: ApiToken
+    requests: int = 0
+    jobs: int = 0
+    seconds_left: float = 0.0
+
+
+def token_admit(presented: str, *, jobs: int = 0, count: bool = True) -> Admission | None:
+    """The live token the presented string names, or None (malformed, unknown, wrong, revoked,
+    expired); with ``count``, this request and its ``jobs`` counted in the token's window — one
+    round trip. A job is counted only for a token with ``jobs:write``: a submission it may make."""
+    from django.db import connection
+
     parts = presented.split("_", 2)
     if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
         return None
-    token = (
-        ApiToken.objects.select_related("client")
-        .annotate(now=LeitstandNow())  # database time in the same query: one round trip per request
-        .filter(prefix=parts[1], revoked_at__isnull=True)
-        .first()
-    )
-    if token is None or not hmac.compare_digest(token.secret_hash, _hash(parts[2])):
-        return None
-    now = token.now
-    if token.expires_at is not None and token.expires_at <= now:
-        return None
-    # At most once a minute: every request of a token would otherwise write the same row.
-    if token.last_used_at is None or (now - token.last_used_at).total_seconds() >= 60:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=LeitstandNow())
-    return token
+    relaxed = count and not connection.in_atomic_block
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ADMIT_SQL,
+            {"prefix": parts[1], "hash": _hash(parts[2]), "jobs": jobs, "count": count, "relaxed": relaxed},
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        columns = [column.name for column in cursor.description]
+        values = dict(zip(columns, row))
+        values["scopes"] = json.loads(values["scopes"])  # jsonb comes as text (the ORM's converter's work)
+        if count and values["requests"] == 1:  # the first count of this token's minute
+            cursor.execute(_TIDY_SQL["requests"])
+    token = ApiToken.from_db("default", _TOKEN_FIELDS, [values[field] for field in _TOKEN_FIELDS])
+    token.client = Client.from_db("default", ("id", "name"), (values["client_id"], values["client_name"]))
+    if not count:
+        return Admission(token)
+    return Admission(token, values["requests"], values["jobs"], max(float(values["seconds_left"]), 0.0))
+
+
+def token_check(presented: str) -> ApiToken | None:
+    """The live token the presented string names, or None; nothing is counted or written."""
+    admission = token_admit(presented, count=False)
+    return admission.token if admission else None
 
 
 def token_revoke(*, name: str, user=None) -> ApiToken:
@@ -111,60 +186,31 @@ def token_revoke(*, name: str, user=None) -> ApiToken:
 
 
 _COUNT_SQL = {
-    # One statement per request: add to the current minute's window and answer the new total and
-    # the seconds left in the window. A key's first count of a minute tidies up older windows.
-    "requests": """{relaxed}
+    # One statement: add to the current minute's window and answer the new total and the seconds
+    # left in the window. An address's first count of a minute tidies up older windows.
+    "jobs": f"""WITH {_RELAXED}
         INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
-        SELECT %(key)s, date_trunc('minute', leitstand_now()), %(n)s, 0 {from_relaxed}
-        ON CONFLICT (token_id, window_start) DO UPDATE SET requests = w.requests + EXCLUDED.requests
-        RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
-    "jobs": """{relaxed}
-        INSERT INTO jobs_apiratewindow AS w (token_id, window_start, requests, jobs)
-        SELECT %(key)s, date_trunc('minute', leitstand_now()), 0, %(n)s {from_relaxed}
+        SELECT %(key)s, date_trunc('minute', leitstand_now()), 0, %(n)s FROM relaxed
         ON CONFLICT (token_id, window_start) DO UPDATE SET jobs = w.jobs + EXCLUDED.jobs
         RETURNING jobs, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
-    "address": """{relaxed}
+    "address": f"""WITH {_RELAXED}
         INSERT INTO api_apiaddresswindow AS w (address, window_start, requests)
-        SELECT %(key)s, date_trunc('minute', leitstand_now()), %(n)s {from_relaxed}
+        SELECT %(key)s, date_trunc('minute', leitstand_now()), %(n)s FROM relaxed
         ON CONFLICT (address, window_start) DO UPDATE SET requests = w.requests + EXCLUDED.requests
         RETURNING requests, extract(epoch FROM w.window_start + interval '1 minute' - leitstand_now())""",
 }
-# Every window of an earlier minute, whoever it counted: the tables hold about one minute of rows
-# (an address that never returns leaves nothing behind).
-_TIDY_SQL = {
-    "requests": "DELETE FROM jobs_apiratewindow WHERE window_start < date_trunc('minute', leitstand_now())",
-    "address": "DELETE FROM api_apiaddresswindow WHERE window_start < date_trunc('minute', leitstand_now())",
-}
-
-
-# A budget count is not a state change: as a statement of its own it commits without waiting for
-# the disk (``synchronous_commit`` off for that statement's transaction, set by the statement itself —
-# one round trip; a crash may forget the last milliseconds of counts, never a job), so the requests
-# of one token, which all update one row, do not queue behind each other's flush. Inside a caller's
-# transaction the setting would cover its state changes too: there the count commits with them.
-_RELAXED = {
-    "relaxed": "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))",
-    "from_relaxed": "FROM relaxed",
-}
-_DURABLE = {"relaxed": "", "from_relaxed": ""}
 
 
 def _count(what: str, key, n: int) -> tuple[int, float]:
     """Count ``n`` in the current minute's window of ``key``; the total and the seconds left."""
     from django.db import connection
 
-    commit = _DURABLE if connection.in_atomic_block else _RELAXED
     with connection.cursor() as cursor:
-        cursor.execute(_COUNT_SQL[what].format(**commit), {"key": key, "n": n})
+        cursor.execute(_COUNT_SQL[what], {"key": key, "n": n, "relaxed": not connection.in_atomic_block})
         count, left = cursor.fetchone()
         if count == n and what in _TIDY_SQL:  # the first count of a minute
             cursor.execute(_TIDY_SQL[what])
     return count, max(float(left), 0.0)
-
-
-def rate_count(token: ApiToken) -> tuple[int, float]:
-    """This request's number in the token's current minute, and the seconds until the window ends."""
-    return _count("requests", token.pk, 1)
 
 
 def jobs_count(token: ApiToken, jobs: int) -> tuple[int, float]:

@@ -28,6 +28,11 @@ SOURCE = Path(__file__).with_name("reads.sql")
 reads = Queries.read(SOURCE, constants=CONSTANTS)
 
 
+def composed(name: str) -> str:
+    """A read's SQL, for a layer above that puts it into a statement of its own as a subquery."""
+    return getattr(reads, name)
+
+
 def rows(name: str, **params) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(getattr(reads, name), params)

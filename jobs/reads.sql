@@ -211,3 +211,10 @@ FROM recent AS r
 CROSS JOIN LATERAL (SELECT step, outcome, duration_ms FROM jobs_stepevent
                     WHERE job_id = r.job_id AND lease_version = r.lease_version OFFSET 0) s
 GROUP BY s.step
+
+
+-- name: client_keys
+-- Every API client's ID and name (its keys' namespace), as the API's token statement joins it to
+-- the token it checks (``JOIN (<this>) AS c ON c.id = t.client_id``): the token, its client and its
+-- budget counts are one round trip a request.
+SELECT id, name FROM jobs_client

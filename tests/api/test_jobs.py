@@ -12,6 +12,7 @@ from django.utils import timezone
 from api.models import ApiToken
 from api.tokens import token_create, token_revoke
 from jobs.models import Job
+from rechecks.policy import Kind
 
 pytestmark = pytest.mark.django_db
 
@@ -208,6 +209,7 @@ def test_a_match_shows_its_finding_and_recheck_plan_and_a_decision_ends_the_plan
     assert record["findings"][0]["verdict"] == "unclear" and record["findings"][0]["asset_owner_ref"] == "RH-1001"
     assert record["recheck_plan"]["id"] == plan.id and record["recheck_plan"]["state"] == "active"
     assert client.get(f"/api/v1/rechecks/{plan.id}", **reader).json()["next_check_reason"].startswith("first check")
+    assert client.get(f"/api/v1/rechecks/{plan.id}", **reader).json() == record["recheck_plan"], "read with the job"
     url = f"/api/v1/rechecks/{plan.id}/decision"
     body = json.dumps({"reason": "taken down, confirmed by the host"})
     assert client.post(url, body, content_type="application/json", **reader).status_code == 403
@@ -366,3 +368,26 @@ def test_a_batch_is_one_statement_with_every_guarantee_of_single_submissions(cli
     refused = client.post(url, json.dumps(bad), content_type="application/json", **writer)
     assert refused.status_code == 422 and refused.json()["invalid_fields"][0]["field"] == "jobs[1].payload"
     assert Job.objects.count() == 2 and Batch.objects.count() == 1, "every refusal rolled everything back"
+
+
+def test_a_job_is_read_with_its_transitions_findings_and_plan_in_one_statement(client, bearer):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from rechecks.services import plan_request
+    from tests.console.test_console import review_case
+
+    case = review_case("api")
+    plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")
+    for sequence in (2, 1):
+        plan.observations.create(sequence=sequence, http_status=200, kind=Kind.UNCHANGED, decision="keep")
+    reader = bearer("jobs:read", "jobs:all")
+    client.get("/api/v1/jobs?limit=1", **reader)  # the minute's first request also tidies older windows
+    with CaptureQueriesContext(connection) as queries:
+        record = client.get(f"/api/v1/jobs/{case.id}", **reader).json()
+    assert len(queries) == 2, [q["sql"][:80] for q in queries]  # the token with its counts, the job
+    transitions = list(case.transitions.order_by("id").values_list("to_state", flat=True))
+    assert [t["to_state"] for t in record["transitions"]] == transitions
+    assert record["findings"][0]["image_url"] == case.findings.get().candidate.image_url
+    assert [o["sequence"] for o in record["recheck_plan"]["observations"]] == [1, 2]
+    assert client.get(f"/api/v1/rechecks/{plan.id}", **reader).json() == record["recheck_plan"]

@@ -146,6 +146,30 @@ def test_a_token_has_a_budget_of_jobs_not_only_of_requests(client, bearer, setti
     assert submit(client, bearer(), {"idempotency_key": "other-token"}).status_code == 201, "budgets are per token"
 
 
+def test_a_single_submission_counts_its_job_with_the_request(client, bearer, settings):
+    settings.LEITSTAND_API_JOBS_PER_MINUTE = 2
+    writer, reader = bearer(), bearer("jobs:read")
+    answers = [submit(client, writer, {"idempotency_key": f"k{n}"}) for n in range(3)]
+    assert [a.status_code for a in answers] == [201, 201, 429]
+    assert "2 jobs a minute (3 this minute)" in answers[2].json()["detail"] and Job.objects.count() == 2
+    refused = [submit(client, reader, {"idempotency_key": f"r{n}"}).status_code for n in range(3)]
+    assert refused == [403, 403, 403], "a token that may not write spends no jobs budget"
+    assert client.get("/api/v1/jobs", **writer).status_code == 200, "reading is within the request budget"
+
+
+def test_a_valid_token_costs_one_statement_for_its_check_and_counts(client, bearer):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    writer = bearer()
+    submit(client, writer)  # the minute's first request also tidies older windows
+    for request in (lambda: client.get("/api/v1/jobs?limit=1", **writer), lambda: submit(client, writer)):
+        with CaptureQueriesContext(connection) as queries:
+            assert request().status_code in (200, 201)
+        budget = [q["sql"] for q in queries if "jobs_apitoken" in q["sql"] or "jobs_apiratewindow" in q["sql"]]
+        assert len(budget) == 1 and "INSERT INTO jobs_apiratewindow" in budget[0]
+
+
 def test_guessing_tokens_is_limited_per_address(client, bearer, settings):
     settings.LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE = 3
     guesses = [
