@@ -4,6 +4,15 @@ A handler may run twice (a redelivered wake-up, a reaped lease, a replay), so ev
 must not repeat — a finding, a notice, a webhook — is recorded under a natural key in the same
 transaction that applies it. A second run finds the key and skips the effect. When a job attempt
 applies an effect, the write is also fenced: only the attempt that holds the lease may apply it.
+
+An attempt's effect in a transaction of its own commits without waiting for the disk
+(``synchronous_commit`` off for that transaction): the attempt ends with a durable commit — its
+result, failure or release — and PostgreSQL writes its log in order, so that flush makes the effect
+durable too. A job is never recorded as done without its effect; a database crash in the
+milliseconds between the two loses both, and the job runs again with its key free. Only an effect
+whose attempt ends without writing (its lease lost) waits for the server's background flush
+(``wal_writer_delay``). One disk flush per attempt instead of two. Inside a caller's transaction
+the caller's commit decides.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ def effect_apply_once(
         raise ValueError("an effect key must be 1 to 255 characters")
     if (job_id is None) != (lease_version is None):
         raise ValueError("job_id and lease_version go together: an attempt's effect is fenced by its lease")
+    relaxed = job_id is not None and not connection.in_atomic_block
     with transaction.atomic():
         is_entitled = job_id is None or leases.lease_lock_if_held(job_id, lease_version)
         if is_entitled:
@@ -68,6 +78,7 @@ def effect_apply_once(
                         "job_id": str(job_id) if job_id else None,
                         "lease_version": lease_version,
                         "detail": Jsonb(detail or {}),
+                        "relaxed": relaxed,
                     },
                 )
                 inserted = cursor.fetchone() is not None

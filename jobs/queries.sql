@@ -740,9 +740,11 @@ RETURNING job_id
 -- name: effect_insert_unless_key_exists
 -- Record an at-most-once effect under its key (the caller holds the job's lease, checked by
 -- job_lock_if_lease_held in the same transaction). Returns its id, or no row when the key was
--- applied before.
+-- applied before. %(relaxed)s: the transaction commits without waiting for the disk (an attempt's
+-- effect, whose attempt ends with a durable commit that flushes it too: see jobs/effects.py).
+WITH relaxed AS (SELECT CASE WHEN %(relaxed)s THEN set_config('synchronous_commit', 'off', true) END)
 INSERT INTO jobs_effect (key, kind, job_id, lease_version, applied_at, detail)
-VALUES (%(key)s, %(kind)s, %(job_id)s, %(lease_version)s, leitstand_now(), %(detail)s)
+SELECT %(key)s, %(kind)s, %(job_id)s, %(lease_version)s, leitstand_now(), %(detail)s FROM relaxed
 ON CONFLICT (key) DO NOTHING
 RETURNING id
 

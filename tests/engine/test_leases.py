@@ -338,6 +338,29 @@ def test_an_effect_is_applied_once_per_key_and_only_by_the_lease_holder(make_job
     assert StaleWrite.objects.get().operation == "effect"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_attempts_effect_commits_without_waiting_for_the_disk_others_do(make_job, worker):
+    """An attempt's effect on its own commits relaxed: the attempt's durable end flushes it (jobs/effects.py).
+    An effect of no attempt, or inside a caller's transaction, leaves the commit to its usual setting."""
+    make_job()
+    claimed = claim_one(worker)
+    seen = {}
+
+    def note(name):
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            seen[name] = cursor.fetchone()[0]
+
+    fenced = {"job_id": claimed.id, "lease_version": claimed.lease_version}
+    effect_apply_once(key="finding:1", kind="finding", apply=lambda: note("attempt"), **fenced)
+    effect_apply_once(key="notice:1", kind="notice", apply=lambda: note("no attempt"))
+    with transaction.atomic():
+        effect_apply_once(key="finding:2", kind="finding", apply=lambda: note("in a transaction"), **fenced)
+    note("after")
+    assert seen == {"attempt": "off", "no attempt": "on", "in a transaction": "on", "after": "on"}
+    assert Effect.objects.count() == 3
+
+
 def test_an_effect_that_raises_is_not_recorded(db):
     def explode():
         raise RuntimeError("mail server down")
