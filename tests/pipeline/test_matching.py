@@ -159,6 +159,22 @@ def test_the_database_index_answers_as_the_memory_index_does(photos, index, regi
             assert (in_db.stage, round(in_db.score, 6)) == (in_memory.stage, round(in_memory.score, 6))
 
 
+def test_an_index_shared_by_a_batch_reads_its_state_and_each_original_once(photos, registered):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    shared = DatabaseIndex()  # as a batch of analysis jobs shares it (JobContext.shared)
+    candidates = [matching.candidate(ImageOps.mirror(photos[name])) for name in SOME]
+    with CaptureQueriesContext(connection) as first:
+        answers = [matching.compare(candidate, shared).asset_name for candidate in candidates]
+    with CaptureQueriesContext(connection) as again:
+        assert [matching.compare(candidate, shared).asset_name for candidate in candidates] == answers
+    originals = "keypoints" in " ".join(q["sql"] for q in first)
+    assert originals and "keypoints" not in " ".join(q["sql"] for q in again), "each original read once"
+    assert not any("fingerprint_version" in q["sql"] and "EXISTS" in q["sql"].upper() for q in again)
+    assert len(again) < len(first)
+
+
 def test_an_original_stores_its_fingerprint_at_upload(registered):
     asset = registered["coffee"]
     assert asset.fingerprint_version == matching.FINGERPRINT_VERSION and len(asset.pdq_hashes[0]) == 64

@@ -1,9 +1,14 @@
 """robots.txt per RFC 9309 against a real local server, cached in PostgreSQL."""
 
+from types import SimpleNamespace
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.errors import ErrorKind, classify
 from tests.support.hostile_server import HostileServer
+from workers.pipeline import robots
 from workers.pipeline.http import FetchPolicy, SafeClient
 from workers.pipeline.models import RobotsFile
 from workers.pipeline.robots import RobotsUnreachable, robots_check
@@ -87,3 +92,18 @@ def test_an_ipv6_origin_keeps_its_brackets_and_its_robots_txt_is_read():
         assert not decision.is_allowed and decision.reason.startswith("disallowed by robots.txt")
         assert server.requests == ["/robots.txt"]
         assert RobotsFile.objects.get().origin == f"http://[::1]:{server.port}"
+
+
+def test_a_batch_reads_an_origins_robots_txt_once_while_it_is_fresh(server, monkeypatch):
+    server.robots = (200, b"User-agent: *\nDisallow: /private\n", 0)
+    client, known = client_for(server), {}  # ``known``: what a batch's jobs share (JobContext.shared)
+    assert robots_check(server.url("/a"), client=client, known=known).is_allowed  # fetched and cached
+    with CaptureQueriesContext(connection) as queries:
+        decisions = [robots_check(server.url(p), client=client, known=known).is_allowed for p in ("/b", "/private/c")]
+    assert decisions == [True, False] and len(queries) == 0
+    later = robots.time.monotonic() + 24 * 3600 + 1  # past the day the file is fresh for
+    monkeypatch.setattr(robots, "time", SimpleNamespace(monotonic=lambda: later))
+    with CaptureQueriesContext(connection) as queries:
+        assert robots_check(server.url("/d"), client=client, known=known).is_allowed
+    assert any("workers_robotsfile" in q["sql"] for q in queries), "past its freshness it is read again"
+    assert server.requests == ["/robots.txt"], "still fresh in the database: not fetched again"

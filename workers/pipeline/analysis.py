@@ -206,8 +206,10 @@ def _decode(context: JobContext, body: bytes):
 
 def _compare(context: JobContext, decoded, bands, method):
     """The closest original and its score, or None when there are no originals to compare with."""
+    # The originals' state and the shortlisted originals are read once per batch of jobs.
+    index = context.shared.setdefault("originals", DatabaseIndex())
     with context.step("compare") as info:
-        comparison = compare(decoded, bands, method=method)
+        comparison = compare(decoded, bands, method=method, index=index)
         if comparison is None:
             info["skipped"] = True
             return None

@@ -66,6 +66,7 @@ class DatabaseIndex:
 
     def __init__(self, only: list[int] | None = None):
         self.only = only
+        self._originals: dict[int, matching.Original] = {}  # read before by this index's comparisons
 
     def _scope(self, alias: str, column: str = "id") -> str:
         return f"AND {alias}.{column} = ANY(%s::int[])" if self.only is not None else ""
@@ -140,17 +141,20 @@ class DatabaseIndex:
             return [pk for pk, _ in cursor.fetchall()]
 
     def originals(self, ids: list[int]) -> list[matching.Original]:
-        rows = ProtectedAsset.objects.filter(pk__in=ids, fingerprint_version=matching.FINGERPRINT_VERSION).values_list(
-            "id", "name", "fingerprint", "keypoints"
-        )
-        return [
-            matching.Original(
-                pk,
-                name,
-                tuple(meta["size"]),
-                tuple(meta["trim"]),
-                tuple(meta["whole"]),
-                *matching.Fingerprint.keypoints_from_blob(bytes(blob)),
-            )
-            for pk, name, meta, blob in rows
-        ]
+        """The shortlisted originals with their keypoints; each read once by this index (an index
+        shared by a batch of analysis jobs reads the originals their copies share once)."""
+        missing = [pk for pk in ids if pk not in self._originals]
+        if missing:
+            rows = ProtectedAsset.objects.filter(
+                pk__in=missing, fingerprint_version=matching.FINGERPRINT_VERSION
+            ).values_list("id", "name", "fingerprint", "keypoints")
+            for pk, name, meta, blob in rows:
+                self._originals[pk] = matching.Original(
+                    pk,
+                    name,
+                    tuple(meta["size"]),
+                    tuple(meta["trim"]),
+                    tuple(meta["whole"]),
+                    *matching.Fingerprint.keypoints_from_blob(bytes(blob)),
+                )
+        return [self._originals[pk] for pk in ids if pk in self._originals]

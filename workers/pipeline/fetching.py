@@ -97,8 +97,9 @@ def fetch_politely(
     A redirect to a URL robots.txt disallows is not followed: the job's answer is that refusal."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
+    known = context.shared.setdefault("robots", {})  # the files the batch's jobs read: once per batch
     with context.step("robots", url=url) as info:
-        decision = robots_check(url, client=client)
+        decision = robots_check(url, client=client, known=known)
         info.update(allowed=decision.is_allowed, reason=decision.reason)
         if not decision.is_allowed:
             info["skipped"] = True
@@ -107,7 +108,7 @@ def fetch_politely(
     def robots_refusal(target: str) -> str | None:
         # A redirect target's robots.txt within a short deadline of its own (usually the same origin,
         # whose file is cached): the page's own fetch deadline must still hold.
-        hop = robots_check(target, client=_hop_client(client))
+        hop = robots_check(target, client=_hop_client(client), known=known)
         return None if hop.is_allowed else hop.reason
 
     parts = urlsplit(url)

@@ -14,10 +14,13 @@ worker on every host, and parsed once per process and version.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
+
+from django.db.models import DurationField, ExpressionWrapper, F
 
 from jobs.errors import JobError, TransientError
 from jobs.models import LeitstandNow
@@ -50,18 +53,17 @@ class RobotsDecision:
     crawl_delay: float | None = None
 
 
-def robots_check(url: str, *, client: SafeClient | None = None) -> RobotsDecision:
+def robots_check(url: str, *, client: SafeClient | None = None, known: dict | None = None) -> RobotsDecision:
     """May ``url`` be fetched? Uses the cached robots.txt of its origin, fetching it when stale;
-    ``RobotsUnreachable`` when the site's robots.txt cannot be read now."""
+    ``RobotsUnreachable`` when the site's robots.txt cannot be read now. ``known``: the files read
+    before by the same batch of jobs (``JobContext.shared``), each used until it expires."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     host = (
         f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
     )  # an IPv6 literal keeps its brackets
     origin = f"{parts.scheme}://{host}:{port}"
-    robots = RobotsFile.objects.filter(origin=origin, expires_at__gt=LeitstandNow()).first() or _refresh(
-        origin, client or SafeClient()
-    )
+    robots = _robots_file(origin, client, {} if known is None else known)
     decision = decision_for_status(robots.status)
     if decision == "disallow_all_retry":
         raise RobotsUnreachable(
@@ -78,6 +80,26 @@ def robots_check(url: str, *, client: SafeClient | None = None) -> RobotsDecisio
     if rules.is_allowed(path, USER_AGENT_TOKEN):
         return RobotsDecision(True, f"allowed by robots.txt of {origin}", delay)
     return RobotsDecision(False, f"disallowed by robots.txt of {origin}", delay)
+
+
+def _robots_file(origin: str, client: SafeClient | None, known: dict) -> RobotsFile:
+    """The origin's cached file: as read before into ``known`` while it is fresh, else from the
+    database (with how long it stays fresh, in database time), else fetched now. Freshness in
+    ``known`` is counted on this process's monotonic clock from the read: no wall clock decides."""
+    kept = known.get(origin)
+    if kept is not None and time.monotonic() < kept[0]:
+        return kept[1]
+    robots = (
+        RobotsFile.objects.filter(origin=origin, expires_at__gt=LeitstandNow())
+        .annotate(fresh_for=ExpressionWrapper(F("expires_at") - LeitstandNow(), output_field=DurationField()))
+        .first()
+    )
+    if robots is None:
+        robots, fresh_for = _refresh(origin, client or SafeClient())
+    else:
+        fresh_for = robots.fresh_for
+    known[origin] = (time.monotonic() + fresh_for.total_seconds(), robots)
+    return robots
 
 
 _parsed_lock = threading.Lock()
@@ -104,7 +126,8 @@ def _parsed(robots: RobotsFile) -> RobotsRules:
     return rules
 
 
-def _refresh(origin: str, client: SafeClient) -> RobotsFile:
+def _refresh(origin: str, client: SafeClient) -> tuple[RobotsFile, timedelta]:
+    """The origin's robots.txt fetched and cached now, and how long it stays fresh."""
     status, body, error = None, "", ""
     try:
         # One byte more than is parsed, to tell a line cut at the limit (within_limit).
@@ -125,4 +148,4 @@ def _refresh(origin: str, client: SafeClient) -> RobotsFile:
         },
     )
     robots.refresh_from_db()
-    return robots
+    return robots, fresh_for

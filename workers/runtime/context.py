@@ -113,6 +113,10 @@ class JobContext:
     _spawn_many: Callable[..., Any] | None = field(default=None, repr=False)
     # Replaces the effect ledger (dry runs and shadow runs record what would be applied).
     _effect: Callable[..., Any] | None = field(default=None, repr=False)
+    # What the jobs of one claimed batch share (the same dictionary in each of their contexts): reads
+    # a type may make once per batch instead of once per job (the pipeline's robots.txt files and
+    # originals). Keys are the type's own; a context of its own has one of its own.
+    shared: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.log = logging.LoggerAdapter(

@@ -222,7 +222,8 @@ class PoolRuntime:
     def _run_batch(self, claimed: list[leases.ClaimedJob], report: WakeupReport) -> None:
         # Every job of the batch is in hand from its claim until its result is written, so the
         # heartbeat thread keeps the leases of those still waiting their turn alive too.
-        contexts = {job.id: self._context(job) for job in claimed}
+        shared: dict = {}  # what the batch's jobs share (JobContext.shared)
+        contexts = {job.id: self._context(job, shared) for job in claimed}
         with self.held_lock:
             for job in claimed:
                 if job.type in self.types:
@@ -258,7 +259,7 @@ class PoolRuntime:
                 report.completed += 1
                 self.jobs_done += 1
 
-    def _context(self, job: leases.ClaimedJob) -> JobContext:
+    def _context(self, job: leases.ClaimedJob, shared: dict) -> JobContext:
         return JobContext(
             job_id=job.id,
             job_type=job.type,
@@ -270,6 +271,7 @@ class PoolRuntime:
             priority=job.priority,
             _spawn=_spawn,
             _spawn_many=_spawn_many,
+            shared=shared,
         )
 
     def _run_one(self, job: leases.ClaimedJob, context: JobContext, report: WakeupReport) -> leases.Completion | None:
