@@ -150,16 +150,12 @@ def job_read(job_id: uuid.UUID) -> Job | None:
     return found
 
 
-def job_out(job: Job, *, with_transitions: bool, created: bool = False) -> dict:
+def job_out(job: Job, *, with_transitions: bool) -> dict:
     """A job's record; ``with_transitions``: the single-job record, with its transitions, findings and
-    recheck plan (read with the job by ``job_read``, or here). A job ``created`` by this request has
-    no findings and no recheck plan yet (only its analysis makes them), so they are not read."""
+    recheck plan (read with the job by ``job_read``, or here by the same statement)."""
     data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
     data.update(attempt=job.lease_version, transitions=[], findings=[], recheck_plan=None)
     if not with_transitions:
-        return data
-    if created:
-        data["transitions"] = list(job.transitions.order_by("id").values(*_TRANSITIONS))
         return data
     if not hasattr(job, "plan_read"):  # not read by ``job_read``
         job = job_read(job.pk)
@@ -217,7 +213,7 @@ def jobs_create(request, body: JobIn):
     )
     return Status(
         201 if submission.created else 200,
-        job_out(submission.job, with_transitions=True, created=submission.created),
+        job_out(submission.job, with_transitions=True),
     )
 
 
