@@ -189,22 +189,22 @@ def _as_uuid(job_id) -> UUID:
         raise JobNotFound(job_id) from None
 
 
-def _prepare() -> bool | None:
-    """Prepared once per connection: these statements run thousands of times, and planning a CTE of
-    this size costs more than executing it for a small batch. Not through PgBouncer in transaction
-    mode, where the next transaction may run on a server connection that never saw the statement."""
-    return None if options.current().pgbouncer else True
+# The engine's statements are not prepared: Django opens psycopg's connections with prepared
+# statements off, and turning them on for these statements measured within this machine's noise
+# (``bench.throughput``, docs/performance.md). So PostgreSQL plans each with its parameters' values,
+# and a partial index whose condition they match (a state) can serve it — which a prepared
+# statement's generic plan cannot prove.
 
 
 def _fetch_one(sql: str, params: dict[str, Any]) -> tuple:
     with _server_bound_cursor() as cursor:
-        cursor.execute(sql, params, prepare=_prepare())
+        cursor.execute(sql, params)
         return cursor.fetchone()
 
 
 def _fetch_all(sql: str, params: dict[str, Any]) -> list[tuple]:
     with _server_bound_cursor() as cursor:
-        cursor.execute(sql, params, prepare=_prepare())
+        cursor.execute(sql, params)
         return cursor.fetchall()
 
 
@@ -233,9 +233,6 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> Job | None:
                 "state": initial,
                 "actor": actor[:255],
             },
-            # Not prepared: it returns the row as ``*``, and a prepared ``*`` fails once a migration
-            # adds a column ("cached plan must not change result type") until the connection closes.
-            prepare=False,
         )
         row = cursor.fetchone()
         if row is None:

@@ -6,7 +6,6 @@ handed to the engine through ``current()``; nothing else in jobs/ reads ``django
 | setting | option |
 | --- | --- |
 | ``LEITSTAND_HOST_NAME`` | ``host_name``: names this host in lease owners and leader terms |
-| ``LEITSTAND_PGBOUNCER`` | ``pgbouncer``: ``transaction`` behind PgBouncer's transaction pooling |
 | ``LEITSTAND_PATHS["slow_factor"]``, ``["min_samples"]`` | ``path_slow_factor``, ``path_min_samples`` |
 | ``LEITSTAND_WEBHOOK`` | ``webhook``: the global webhook (``url``, ``secret``, ``events``, ``job_types``) |
 """
@@ -25,7 +24,7 @@ from jobs.models import State
 REPORTED_STATES = (State.DONE, State.DEAD, State.READY_FOR_REVIEW)
 # Every event a webhook may subscribe to (jobs/webhooks.py records them).
 EVENT_KINDS = (*(f"job.{state}" for state in REPORTED_STATES), "recheck_plan.ended", "batch.finished")
-SETTINGS = ("LEITSTAND_HOST_NAME", "LEITSTAND_PGBOUNCER", "LEITSTAND_PATHS", "LEITSTAND_WEBHOOK")
+SETTINGS = ("LEITSTAND_HOST_NAME", "LEITSTAND_PATHS", "LEITSTAND_WEBHOOK")
 
 
 class OptionError(ImproperlyConfigured):
@@ -68,7 +67,6 @@ class WebhookOptions:
 @dataclass(frozen=True)
 class EngineOptions:
     host_name: str
-    pgbouncer: bool = False
     path_slow_factor: float = 3.0
     path_min_samples: int = 100
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
@@ -87,7 +85,6 @@ class EngineOptions:
         hook = settings.LEITSTAND_WEBHOOK
         return cls(
             host_name=settings.LEITSTAND_HOST_NAME,
-            pgbouncer=settings.LEITSTAND_PGBOUNCER == "transaction",
             path_slow_factor=settings.LEITSTAND_PATHS["slow_factor"],
             path_min_samples=settings.LEITSTAND_PATHS["min_samples"],
             webhook=WebhookOptions(
