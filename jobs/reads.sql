@@ -86,6 +86,15 @@ SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = {state.PLANNED} AND pool = %
        EXISTS (SELECT 1 FROM workers_pool WHERE name = %(pool)s AND is_paused)
 
 
+-- name: expired_lease_types
+-- The types of leased jobs whose lease expired more than %(grace)s seconds ago (database time): the
+-- reaper's one walk of the leased set (job_leased_idx) before it releases them type by type, each
+-- with its retry policy, instead of one walk per registered type.
+WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now)
+SELECT DISTINCT j.type FROM jobs_job AS j, clock
+WHERE j.state IN {states.LEASED} AND j.lease_expires_at < clock.now - %(grace)s * interval '1 second'
+
+
 -- name: lease_owners_silent
 -- The lease owners on host %(host)s (a prefix "host:") whose leased jobs missed their heartbeats
 -- for %(silent)s seconds: workers that may be gone.

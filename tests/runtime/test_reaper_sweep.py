@@ -40,6 +40,34 @@ def test_only_leases_past_their_grace_are_released(make_job, worker, db_clock):
     assert Job.objects.get(pk=new.id).state == State.RUNNING
 
 
+def test_a_round_walks_the_leased_set_once_and_releases_each_type_with_its_policy(
+    make_job, worker, db_clock, monkeypatch
+):
+    reaps = []
+    reap = leases.reap_expired
+    monkeypatch.setattr(leases, "reap_expired", lambda **kw: reaps.append(kw.get("job_type")) or reap(**kw))
+    assert reaper_sweep.run_once(ReaperConfig(grace_seconds=10)) == 0 and reaps == [], "nothing expired: one read"
+    make_job("synthetic", pool="crawl")
+    make_job("retired-type", pool="crawl")  # a type no longer registered: the fallback policy
+    leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True, limit=2)
+    db_clock.advance(LEASE + 11)
+    assert reaper_sweep.run_once(ReaperConfig(grace_seconds=10)) == 2
+    assert reaps == ["synthetic", None], "its own type's policy, then the fallback for what is left"
+    assert set(Job.objects.values_list("state", flat=True)) == {State.FAILED}
+
+
+def test_a_long_walk_waits_ten_times_as_long_before_the_next(make_job, worker, db_clock, monkeypatch):
+    make_job("synthetic", pool="crawl")
+    leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, start=True, limit=1)
+    db_clock.advance(LEASE + 11)
+    pace = reaper_sweep._pace
+    monkeypatch.setattr(pace, "due", 0.0)
+    pace.took(2.0)  # as a walk under a long transaction elsewhere
+    assert reaper_sweep.run_once(ReaperConfig(grace_seconds=10)) == 0, "within its pace nothing is walked"
+    pace.due = 0.0
+    assert reaper_sweep.run_once(ReaperConfig(grace_seconds=10)) == 1
+
+
 def test_it_is_registered_as_the_engine_stage():
     from workers.runtime.sweeps import Stage, sweeps
 

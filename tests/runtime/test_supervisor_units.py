@@ -4,6 +4,7 @@ nothing (workers/runtime/supervisor/stalls.py). The sentinel acting on them, wit
 kills, is in tests/processes/test_self_healing.py."""
 
 import os
+import time
 
 import pytest
 
@@ -108,3 +109,21 @@ def test_orphans_are_only_those_of_this_host_and_pool_that_are_gone_and_silent(m
         mine.pk: State.RUNNING,
         other_host.pk: State.RUNNING,
     }
+
+
+def test_a_long_look_for_orphans_waits_ten_times_as_long_before_the_next(make_job, db_clock):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    gone = _held_by(make_job, GONE)
+    rescuer = Rescuer("crawl", HOST)
+    rescuer.orphans_pace.took(0.01)
+    assert rescuer.orphans_pace.ready(), "a cheap look runs every round"
+    db_clock.advance(600)
+    rescuer.orphans_pace.took(0.9)  # as at the end of a 4-minute pin
+    assert 8.9 < rescuer.orphans_pace.due - time.monotonic() <= 9.0
+    with CaptureQueriesContext(connection) as looked:
+        assert rescuer.orphans(live_pids=set()) == 0
+    assert not looked.captured_queries, "within its pace nothing is asked"
+    rescuer.orphans_pace.due = time.monotonic()
+    assert rescuer.orphans(live_pids=set()) == 1 and Job.objects.get(pk=gone.pk).state == State.PLANNED

@@ -9,6 +9,7 @@ could not hand back and tries again each round (``retry``).
 from __future__ import annotations
 
 import logging
+import time
 
 import psutil
 from django import db
@@ -19,6 +20,7 @@ from jobs.models import LeitstandNow
 from jobs.retry import FALLBACK_POLICY
 from workers.runtime import options
 from workers.runtime.models import WorkerProcess
+from workers.runtime.pace import Pace
 from workers.runtime.registry import registry
 from workers.runtime.supervisor.database import bounded
 
@@ -32,6 +34,7 @@ class Rescuer:
     def __init__(self, pool_name: str, host: str) -> None:
         self.pool_name, self.host = pool_name, host
         self.unrescued: list[tuple] = []  # (pid, reason, running) of dead workers whose jobs wait for the database
+        self.orphans_pace = Pace()  # the look for orphans walks the leased set (workers/runtime/pace.py)
 
     def rescue(self, pid: int, reason: str, *, running=True) -> int:
         """``running``: the job whose handler ran when it died (None: none; True: not known)."""
@@ -60,13 +63,18 @@ class Rescuer:
         that crashed. A worker counts as gone when no process has its pid here and its jobs missed
         two heartbeats; a live worker of another PID namespace with the same host name heartbeats,
         so it is never taken for gone. Otherwise only the reaper would find them, after lease + grace."""
+        if not self.orphans_pace.ready():
+            return 0
         silent = 2 * max((t.heartbeat_seconds for t in registry.for_pool(self.pool_name)), default=10.0)
+        started = time.monotonic()
         try:
             with bounded():
                 owners = [owner for (owner,) in reads.rows("lease_owners_silent", host=f"{self.host}:", silent=silent)]
         except DatabaseError:
             db.connections.close_all()
             return 0
+        finally:
+            self.orphans_pace.took(time.monotonic() - started)
         handed_back = 0
         for owner in owners:
             pid_text = owner[len(self.host) + 1 : -len(self.pool_name) - 1]
