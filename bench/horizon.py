@@ -21,7 +21,8 @@ every 5 s; a partitioned table's partitions summed). Figures are computed from t
 the pools have stopped (only two samplers run during it: the dead tuples every 5 s, the statements
 running in other sessions every 0.1 s — what the database is busy with); the claim's selection is
 explained (``EXPLAIN (ANALYZE, BUFFERS)``, without its lock) at the end of the baseline and just before
-the pin ends, to show what a claim walks.
+the pin ends, to show what a claim walks, with a batch completion, the reaper's statement and the
+supervisors' look for silent lease owners (each rolled back).
 """
 
 import argparse
@@ -97,15 +98,21 @@ class DeadTuples(threading.Thread):
 
 
 def _shape(sql: str) -> str:
-    """A statement's text without parameters and spacing, as far as it tells statements apart."""
-    return re.sub(r"\s+", " ", re.sub(r"%\(\w+\)s|\$\d+", "?", sql)).strip()[:100]
+    """A statement's text without parameters and spacing, as far as it tells statements apart: 600
+    characters (``pg_stat_activity`` keeps the first 1,024 bytes). At 100, the reaper, the rescue,
+    the retry promotion and the review queue were one shape, and the three bulk transitions another."""
+    return re.sub(r"\s+", " ", re.sub(r"%\(\w+\)s|\$\d+", "?", sql)).strip()[:600]
 
 
-def _names() -> dict[str, str]:
+def _layers() -> tuple:
     from jobs.reads import reads
     from jobs.sql import queries
 
-    return {_shape(getattr(q, name)): name for q in (queries, reads) for name in q.names()}
+    return queries, reads
+
+
+def _names() -> dict[str, str]:
+    return {_shape(getattr(q, name)): name for q in _layers() for name in q.names()}
 
 
 class Activity(threading.Thread):
@@ -115,6 +122,7 @@ class Activity(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.stopping, self.samples, self.names = threading.Event(), [], _names()
+        assert len(set(self.names.values())) == sum(len(q.names()) for q in _layers()), "two statements, one shape"
 
     def run(self) -> None:
         while not self.stopping.is_set():
@@ -154,7 +162,7 @@ def pinned(seconds: float) -> str:
         pin.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
         pin.execute("SELECT count(*) FROM jobs_job WHERE state = 'planned'")  # the snapshot is taken here
         time.sleep(seconds)
-        plan = claim_plan() + "\n  the batch completion of 100 jobs:\n" + completion_plan()
+        plan = claim_plan() + "\n  the batch completion of 100 jobs:\n" + completion_plan() + "\n" + sweep_plans()
         pin.execute("COMMIT")
     return plan
 
@@ -185,37 +193,67 @@ def claim_plan() -> str:
 
 
 class _Explained(Exception):
-    """Raised once the completion has been explained, to roll it back."""
+    """Raised once the statement has been explained, to roll back what ran it."""
+
+
+def _explained(statement: str, run) -> list[str]:
+    """The plan of ``statement`` (one of the engine's) as PostgreSQL ran it inside ``run()``, which is
+    rolled back at once: nothing it did stays."""
+    from django.db import transaction
+
+    from jobs import leases
+
+    plan, fetch_all = [], leases._fetch_all
+
+    def explained(sql, params):
+        if sql is not statement:
+            return fetch_all(sql, params)
+        plan.extend(row[0] for row in fetch_all(EXPLAIN + sql, params))
+        raise _Explained
+
+    leases._fetch_all = explained
+    try:
+        with transaction.atomic():
+            run()
+    except _Explained:
+        pass
+    finally:
+        leases._fetch_all = fetch_all
+    return plan
 
 
 def completion_plan() -> str:
     """The batch completion of 100 jobs (jobs_store_results_if_lease_held), as PostgreSQL ran it: this
     process claims them like a worker, completes them under EXPLAIN (ANALYZE, BUFFERS) and rolls both
     back, so the jobs stay where they were."""
-    from django.db import transaction
-
     from jobs import leases
     from jobs.sql import queries
 
-    plan, fetch_all = [], leases._fetch_all
-
-    def explained(sql, params):
-        if sql is not queries.jobs_store_results_if_lease_held:
-            return fetch_all(sql, params)
-        plan.extend(row[0] for row in fetch_all(EXPLAIN + sql, params))
-        raise _Explained
-
     worker = leases.WorkerIdentity(host="bench-explain", pid=os.getpid(), pool="crawl")
-    leases._fetch_all = explained
-    try:
-        with transaction.atomic():
-            claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=60, limit=100, start=True)
-            leases.complete_many([leases.Completion(c.id, c.lease_version) for c in claimed], actor="bench")
-    except _Explained:
-        pass
-    finally:
-        leases._fetch_all = fetch_all
-    return "\n".join(f"    {line}" for line in plan)
+
+    def complete():
+        claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=60, limit=100, start=True)
+        leases.complete_many([leases.Completion(c.id, c.lease_version) for c in claimed], actor="bench")
+
+    return "\n".join(f"    {line}" for line in _explained(queries.jobs_store_results_if_lease_held, complete))
+
+
+def sweep_plans() -> str:
+    """The reaper's pass (its statement explained, then rolled back) and the supervisor's look for
+    silent lease owners, as PostgreSQL ran them: both walk the leased set (``job_leased_idx``)."""
+    from jobs import leases
+    from jobs.reads import composed
+    from jobs.retry import RetryPolicy
+    from jobs.sql import queries
+
+    plan = _explained(
+        queries.jobs_reap_if_lease_expired, lambda: leases.reap_expired(grace_seconds=5, policy=RetryPolicy())
+    )
+    lines = ["  the reaper's pass:", *(f"    {line}" for line in plan)]
+    with connection.cursor() as cursor:
+        cursor.execute(EXPLAIN + composed("lease_owners_silent"), {"host": "bench:", "silent": 20})
+        lines += ["  the silent lease owners:", *(f"    {line}" for (line,) in cursor.fetchall())]
+    return "\n".join(lines)
 
 
 def window(label: str, begin, end, samples: list) -> dict:
@@ -288,7 +326,11 @@ def main() -> None:
         marks = [("baseline", database_time())]
         time.sleep(args.baseline)
         plans = {
-            "at the end of the baseline": claim_plan() + "\n  the batch completion of 100 jobs:\n" + completion_plan()
+            "at the end of the baseline": claim_plan()
+            + "\n  the batch completion of 100 jobs:\n"
+            + completion_plan()
+            + "\n"
+            + sweep_plans()
         }
         marks.append(("pinned", database_time()))
         plans["at the end of the pin"] = pinned(args.pin)
