@@ -125,8 +125,7 @@ _ADMIT_SQL = f"""
          WHERE t.id = live.id AND %(count)s
            AND (live.last_used_at IS NULL OR live.last_used_at <= live.now - interval '1 minute')
         RETURNING t.id)
-    SELECT live.*, counted.requests, counted.jobs, counted.seconds_left, (SELECT count(*) FROM used)
-      FROM live LEFT JOIN counted ON true"""
+    SELECT live.*, counted.requests, counted.jobs, counted.seconds_left FROM live LEFT JOIN counted ON true"""
 _TOKEN_FIELDS = tuple(field.attname for field in ApiToken._meta.concrete_fields)
 
 

@@ -201,3 +201,17 @@ def test_the_rate_windows_hold_about_a_minute_of_rows(client, bearer, db_clock):
     client.get("/api/v1/jobs", HTTP_AUTHORIZATION="Bearer lst_00000000000f_x", REMOTE_ADDR="203.0.113.99")
     client.get("/api/v1/jobs", **bearer())
     assert (ApiAddressWindow.objects.count(), ApiRateWindow.objects.count()) == (1, 1), "older minutes are gone"
+
+
+def test_a_tokens_last_use_is_written_at_most_once_a_minute(client, bearer, db_clock):
+    from api.models import ApiToken
+
+    reader = bearer("jobs:read", name="reader")
+    client.get("/api/v1/jobs", **reader)
+    first = ApiToken.objects.get(name="reader").last_used_at
+    db_clock.advance(30)
+    client.get("/api/v1/jobs", **reader)
+    assert first is not None and ApiToken.objects.get(name="reader").last_used_at == first, "not within the minute"
+    db_clock.advance(31)
+    client.get("/api/v1/jobs", **reader)
+    assert ApiToken.objects.get(name="reader").last_used_at > first
