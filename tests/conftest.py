@@ -17,6 +17,15 @@ from tests.support.db import (
 from workers.runtime.pool import PoolRuntime
 
 
+@pytest.fixture(autouse=True)
+def _reaper_unpaced():
+    """Each test's reaper walks when asked: a walk that took long in an earlier test (a slow moment
+    of the machine) would otherwise pace the next test's (workers/runtime/pace.py)."""
+    from workers.runtime import reaper_sweep
+
+    reaper_sweep._pace.due = 0.0
+
+
 @pytest.fixture
 def worker():
     return leases.WorkerIdentity(host="test-host", pid=4242, pool="crawl")
