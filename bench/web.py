@@ -2,16 +2,20 @@
 config/gunicorn_conf.py, as ``scripts/serve`` runs it) side by side with Django's ``runserver`` in
 the same run, on the same database.
 
-Run: .venv/bin/python -m bench.web [--clients 50] [--seconds 60] [--preload 200000]
+Run: .venv/bin/python -m bench.web [--clients 50] [--seconds 60] [--preload 200000] [--rate 100]
 (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
 
 Each server runs in its own process group on a loopback port with ``LEITSTAND_DEBUG=false``; the
 load comes from this process: ``--clients`` concurrent clients (asyncio, httpx), each looping for
 ``--seconds`` over a mix like the PHP core's and the console's — 20 % single submissions
 (``POST /api/v1/jobs``), 45 % reads of one job, 25 % list pages (``GET /api/v1/jobs?limit=50``), 10 %
-the console home's live part (``GET /admin/`` with ``HX-Request``, as a logged-in operator). Reported
-per server and kind: requests, throughput, p50 and p99 latency (client-side: queueing included), errors
-(any status other than the expected, and connection failures). The load generator shares the
+the console home's live part (``GET /admin/`` with ``HX-Request``, as a logged-in operator). Two phases
+per server: **capacity**, each client in a closed loop (it sends when its last answer came), and then
+**a fixed arrival rate** of ``--rate`` requests per second of the same mix, spread over the same clients,
+latency taken from each request's scheduled send time (no coordinated omission). Reported per server,
+phase and kind (and "reads": reads, lists and the console together): requests, throughput, p50 and p99
+latency (client-side: queueing included), errors (any status other than the expected, and connection
+failures). The load generator shares the
 machine's two cores with the server and PostgreSQL: figures are for comparing the two servers, not
 absolute capacity.
 """
@@ -50,6 +54,7 @@ from tests.support.db import PROJECT_ROOT, child_env  # noqa: E402
 from tests.support.servers import free_port, wait_until_answers  # noqa: E402
 
 MIX = (("submit", 0.20), ("read", 0.45), ("list", 0.25), ("console", 0.10))
+READS = ("read", "list", "console")
 
 
 def start(kind: str, port: int, **extra: str) -> subprocess.Popen:
@@ -103,38 +108,56 @@ def stop(server: subprocess.Popen) -> None:
         os.killpg(server.pid, signal.SIGKILL)
 
 
-async def client_loop(base, token, session, job_ids, seconds, results):
+async def send(http, kind, api, console, job_ids) -> bool:
+    """One request of the mix; whether it got the answer it should."""
+    try:
+        if kind == "submit":
+            body = {"type": "synthetic", "payload": {}, "idempotency_key": uuid.uuid4().hex}
+            response = await http.post("/api/v1/jobs", json=body, headers=api)
+            return response.status_code == 201
+        if kind == "read":
+            response = await http.get(f"/api/v1/jobs/{random.choice(job_ids)}", headers=api)
+            return response.status_code == 200
+        if kind == "list":
+            response = await http.get("/api/v1/jobs", params={"limit": 50}, headers=api)
+            return response.status_code == 200
+        response = await http.get("/admin/", headers=console)
+        return response.status_code == 200 and b"console-nav" in response.content
+    except httpx.HTTPError:
+        return False
+
+
+async def load_run(base, token, session, job_ids, args, results, rate=None):
+    """``args.clients`` clients for ``args.seconds``: in a closed loop (each sends when its last answer
+    came), or, with ``rate``, together at that many requests per second, each client every
+    ``clients / rate`` seconds, offset from the others, and latency taken from the scheduled send time
+    (a send that could not leave on time counts as waiting: no coordinated omission)."""
     api = {"Authorization": f"Bearer {token}"}
     console = {"HX-Request": "true", "Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"}
     kinds, weights = zip(*MIX)
-    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            kind = random.choices(kinds, weights)[0]
-            started = time.perf_counter()
-            try:
-                if kind == "submit":
-                    body = {"type": "synthetic", "payload": {}, "idempotency_key": uuid.uuid4().hex}
-                    response = await http.post("/api/v1/jobs", json=body, headers=api)
-                    ok = response.status_code == 201
-                elif kind == "read":
-                    response = await http.get(f"/api/v1/jobs/{random.choice(job_ids)}", headers=api)
-                    ok = response.status_code == 200
-                elif kind == "list":
-                    response = await http.get("/api/v1/jobs", params={"limit": 50}, headers=api)
-                    ok = response.status_code == 200
-                else:
-                    response = await http.get("/admin/", headers=console)
-                    ok = response.status_code == 200 and b"console-nav" in response.content
-            except httpx.HTTPError:
-                ok = False
-            results.append((kind, (time.perf_counter() - started) * 1000, ok))
 
+    async def client(n: int):
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            await http.get("/healthz")  # the connection is open before the clock starts
+            if rate is None:
+                end = time.monotonic() + args.seconds
+                while time.monotonic() < end:
+                    kind = random.choices(kinds, weights)[0]
+                    started = time.perf_counter()
+                    ok = await send(http, kind, api, console, job_ids)
+                    results.append((kind, (time.perf_counter() - started) * 1000, ok))
+                return
+            interval = args.clients / rate
+            start = time.perf_counter() + 0.5 + n * interval / args.clients
+            for k in range(int(args.seconds * rate / args.clients)):
+                scheduled = start + k * interval
+                if (delay := scheduled - time.perf_counter()) > 0:
+                    await asyncio.sleep(delay)
+                kind = random.choices(kinds, weights)[0]
+                ok = await send(http, kind, api, console, job_ids)
+                results.append((kind, (time.perf_counter() - scheduled) * 1000, ok))
 
-async def load_run(base, token, session, job_ids, args, results):
-    await asyncio.gather(
-        *(client_loop(base, token, session, job_ids, args.seconds, results) for _ in range(args.clients))
-    )
+    await asyncio.gather(*(client(n) for n in range(args.clients)))
 
 
 def percentile(values, share):
@@ -148,6 +171,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--preload", type=int, default=200_000)
     parser.add_argument("--servers", default="gunicorn,runserver", help="any of gunicorn, granian, runserver")
+    parser.add_argument("--rate", type=float, default=100, help="the fixed-rate phase's requests per second (0: none)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     if args.preload:
@@ -180,25 +204,32 @@ def main() -> None:
                 for _ in range(50)
             ]
             results: list = []
-
             asyncio.run(load_run(base, token, session.session_key, job_ids, args, results))
+            timed: list = []
+            if args.rate:
+                asyncio.run(load_run(base, token, session.session_key, job_ids, args, timed, rate=args.rate))
         finally:
             stop(server)
-        report[kind] = results
+        report[kind] = results, timed
     print(
-        f"\n{args.clients} clients for {args.seconds:g} s each server; {args.preload:,} jobs preloaded; "
+        f"\n{args.clients} clients for {args.seconds:g} s each server and phase; {args.preload:,} jobs preloaded; "
         f"{Job.objects.count():,} jobs after"
     )
-    print(f"{'server':<10} {'kind':<9} {'requests':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
-    for kind, results in report.items():
-        for name in ("all", *dict(MIX)):
-            rows = [r for r in results if name == "all" or r[0] == name]
-            latencies = [ms for _, ms, _ in rows]
-            errors = sum(1 for *_, ok in rows if not ok)
-            print(
-                f"{kind:<10} {name:<9} {len(rows):>9,} {len(rows) / args.seconds:>8.0f} "
-                f"{statistics.median(latencies) if latencies else float('nan'):>8.1f} {percentile(latencies, 0.99):>8.1f} {errors:>7}"
-            )
+    phases = (("capacity", 0), (f"{args.rate:g}/s", 1)) if args.rate else (("capacity", 0),)
+    print(
+        f"{'server':<10} {'phase':<9} {'kind':<9} {'requests':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
+    )
+    for kind, runs in report.items():
+        for phase, n in phases:
+            for name in ("all", "reads", *dict(MIX)):
+                rows = [r for r in runs[n] if name == "all" or r[0] == name or (name == "reads" and r[0] in READS)]
+                latencies = [ms for _, ms, _ in rows]
+                errors = sum(1 for *_, ok in rows if not ok)
+                print(
+                    f"{kind:<10} {phase:<9} {name:<9} {len(rows):>9,} {len(rows) / args.seconds:>8.0f} "
+                    f"{statistics.median(latencies) if latencies else float('nan'):>8.1f} "
+                    f"{percentile(latencies, 0.99):>8.1f} {errors:>7}"
+                )
 
 
 if __name__ == "__main__":
