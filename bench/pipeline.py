@@ -23,7 +23,10 @@ worker — per core, and one request in flight per host as politeness always all
   answer ``--latency-ms`` late (50: a fast real site's response time).
 
 Rates are taken between the first and the last completion (start-up not counted), as in
-``bench.throughput``.
+``bench.throughput``. Last, what each kind of job cost the database, from its candidate's or its
+submission's insert to the pool's last completion: commits, rows inserted, updated and deleted, and
+WAL per job (the whole machinery, the control process's sweeps and a crawl's spawned analysis jobs
+included).
 """
 
 import argparse
@@ -34,7 +37,7 @@ import uuid
 from django.conf import settings
 from django.db import transaction
 
-from bench.throughput import count, measure, start, stop  # sets Django up
+from bench.throughput import count, database_costs, measure, per_job, start, stop  # sets Django up
 from workers.pipeline import analysis, demoweb, images
 from workers.pipeline.crawl import extract
 from workers.pipeline.models import Candidate
@@ -120,13 +123,14 @@ def main() -> None:
         tag = uuid.uuid4().hex[:8]
 
         # Analysis, per version: the candidates, their jobs, the pool; then the same images bare.
-        analyses = []
+        analyses, costs = [], {}
         for version in VERSIONS:
             image_urls = [
                 (sources[site].pk, f"{web.base_url(site)}{path[1:]}?n={n}&v={version}")
                 for n in range(args.images)
                 for site, path in [IMAGES[n % len(IMAGES)]]
             ]
+            before = database_costs()
             with transaction.atomic():
                 candidates = Candidate.objects.bulk_create(
                     [Candidate(image_url=url, page_url=url, source_id=source) for source, url in image_urls]
@@ -139,6 +143,7 @@ def main() -> None:
             )
             pool_env = {**env, "LEITSTAND_ANALYSIS_WORKERS": "1", "LEITSTAND_ANALYSIS_VERSION": version}
             rate = run_pool("analysis", pool_env, len(candidates))
+            costs[f"{version} job"] = per_job(before, database_costs(), len(candidates))
             import httpx
 
             bodies = [httpx.get(url).content for _, url in image_urls]
@@ -164,8 +169,10 @@ def main() -> None:
                 }
                 for job in page_jobs
             ]
+            before = database_costs()
             submit(jobs)
             crawl = run_pool("crawl", env, len(jobs))
+            costs[f"crawl job ({latency_ms} ms)"] = per_job(before, database_costs(), len(jobs))
             crawls.append((latency_ms, crawl, bare_crawl([job["payload"]["url"] for job in jobs])))
         spawned = count("SELECT count(*) FROM jobs_job WHERE type = 'analysis' AND parent_id IS NOT NULL")
 
@@ -181,6 +188,9 @@ def main() -> None:
         print(f"{f'crawl, bare httpx loop: fetch and parse ({args.pages}; {site})':<62} {crawl_bare:>8.1f} {1:>8.2f}")
         print(f"{f'crawl jobs, end to end ({args.pages}; {site})':<62} {crawl:>8.1f} {crawl / crawl_bare:>8.2f}")
     print(f"(the crawl jobs spawned {spawned} analysis jobs, left unrun)")
+    print("\nwhat a real job costs the database, from its candidate or submission to its end (spawns included)")
+    for name, cost in costs.items():
+        print(f"{name:<24} {cost}")
 
 
 if __name__ == "__main__":
