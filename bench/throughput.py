@@ -1,7 +1,8 @@
 """End-to-end throughput of a real pool: synthetic no-op jobs vs bare django-q2 no-op tasks.
 
 Run: .venv/bin/python -m bench.throughput [--jobs 20000] [--tasks 2000] [--workers 2] [--pgbouncer]
-(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set). With ``--pgbouncer`` Leitstand's
+[--wal-profile] (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set). ``--wal-profile``
+adds where the no-op jobs' WAL went, by record kind and by relation (``pg_waldump``). With ``--pgbouncer`` Leitstand's
 side runs a second time in the same run through Debian's PgBouncer in transaction mode (pool size
 4, ``LEITSTAND_PGBOUNCER=transaction``), beside the direct connection.
 
@@ -17,10 +18,12 @@ rows for every job.
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.test_settings")
@@ -150,6 +153,45 @@ def per_job(before: tuple, after: tuple, jobs: int) -> str:
     )
 
 
+WAL_RECORD = re.compile(
+    r"rmgr: (\S+)\s+len \(rec/tot\):\s+\d+/\s*(\d+).*?desc: (\S+)(?:.*?blkref #0: rel \d+/\d+/(\d+))?"
+)
+
+
+def wal_profile(start: str, end: str, jobs: int, top: int = 24) -> str:
+    """What the WAL between two positions was written for, in bytes per job: by record kind and by
+    relation (the one its first block belongs to; full-page images included), read by ``pg_waldump``
+    from the throwaway embedded server's WAL."""
+    from config import test_settings
+    from devtools.embedded_db import client_program
+
+    server = getattr(test_settings, "_server", None)
+    if server is None:
+        raise SystemExit("--wal-profile reads the throwaway embedded server's WAL: run it without DATABASE_URL")
+    dump = subprocess.run(
+        [client_program("pg_waldump"), "-p", str(server.pgdata / "pg_wal"), "-s", start, "-e", end],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    by_kind, by_node = Counter(), Counter()
+    for match in WAL_RECORD.finditer(dump):
+        rmgr, size, desc, node = match.groups()
+        by_kind[f"{rmgr} {desc}"] += int(size)
+        by_node[node or "(no relation)"] += int(size)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relfilenode::text, relname FROM pg_class WHERE relfilenode = ANY(%s::oid[])",
+            [[node for node in by_node if node.isdigit()]],
+        )
+        names = dict(cursor.fetchall())
+    lines = [f"WAL per job by record ({sum(by_kind.values()) / jobs:,.0f} bytes read by pg_waldump):"]
+    lines += [f"  {kind:<40} {size / jobs:>8,.0f}" for kind, size in by_kind.most_common(top)]
+    lines.append("WAL per job by relation:")
+    lines += [f"  {names.get(node, node):<40} {size / jobs:>8,.0f}" for node, size in by_node.most_common(top)]
+    return "\n".join(lines)
+
+
 def leitstand_jobs(jobs: int, workers: int, **extra: str) -> float:
     with transaction.atomic():
         for _ in range(jobs):
@@ -173,13 +215,15 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pgbouncer", action="store_true", help="also through PgBouncer in transaction mode")
+    parser.add_argument("--wal-profile", action="store_true", help="where the no-op jobs' WAL went (pg_waldump)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     bare = bare_django_q(args.tasks, args.workers, stock=True)
     supervised = bare_django_q(args.tasks, args.workers)
     costs_before = database_costs()
     ours = leitstand_jobs(args.jobs, args.workers)
-    costs = per_job(costs_before, database_costs(), args.jobs)
+    costs_after = database_costs()
+    costs = per_job(costs_before, costs_after, args.jobs)
     if args.pgbouncer:
         from devtools import pgbouncer
 
@@ -195,6 +239,8 @@ def main() -> None:
     )
     print(f"{f'leitstand synthetic no-op jobs, end to end ({args.jobs})':<58} {ours:>8.0f} {ours / bare:>7.2f}")
     print(f"  {costs}")
+    if args.wal_profile:
+        print(wal_profile(costs_before[4], costs_after[4], args.jobs))
     if args.pgbouncer:
         label = f"the same through PgBouncer, transaction mode ({args.jobs})"
         print(f"{label:<58} {pooled:>8.0f} {pooled / bare:>7.2f}  ({pooled / ours:.2f} of direct)")
