@@ -132,7 +132,10 @@ class Job(ConcurrentTransitionMixin, models.Model):
         db_index=False,
         help_text="Who owns it: the API client that submitted it or its parent; empty for the system's own.",
     )
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    # Indexed only where it is set (job_parent_idx): root jobs, the most, cost no entry.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children", db_index=False
+    )
     batch = models.ForeignKey(
         "Batch",
         null=True,
@@ -217,6 +220,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
                 condition=Q(state="ready_for_review"),
             ),
             models.Index(fields=["correlation_id"], name="job_correlation_idx"),
+            # A job's children (the console, PROTECT on delete): only jobs that have a parent. The
+            # foreign key's own index kept an entry for every version of every root job's row.
+            models.Index(fields=["parent"], name="job_parent_idx", condition=Q(parent__isnull=False)),
             # Throughput (done/h per type) for the console snapshot: only finished jobs are indexed.
             models.Index(
                 fields=["finished_at", "type"], name="job_finished_idx", condition=Q(finished_at__isnull=False)
@@ -429,9 +435,11 @@ class Attempt(models.Model):
             models.UniqueConstraint(fields=["job", "lease_version"], name="attempt_one_per_lease_version"),
         ]
         indexes = [
-            models.Index(
-                fields=["id"], name="attempt_unchecked_idx", condition=Q(path_checked=False, finished_at__isnull=False)
-            ),
+            # The path check's queue (attempts_unchecked_lock_skip_locked): every attempt until it is
+            # checked. Its end (finished_at) is not in the condition, so ending an attempt changes no
+            # indexed column and can be a HOT update (jobs_attempt's fillfactor leaves the room); the
+            # few attempts still running are passed over by the walk.
+            models.Index(fields=["id"], name="attempt_to_check_idx", condition=Q(path_checked=False)),
             models.Index(fields=["id"], name="attempt_divergent_idx", condition=Q(path_conforms=False)),
             models.Index(fields=["job_type", "-id"], name="attempt_type_checked_idx", condition=Q(path_checked=True)),
         ]
