@@ -7,7 +7,8 @@ role; 10 M jobs need about 20 GB of free disk while it runs and about 35 minutes
 
 1. **History**: builds, server-side with ``generate_series``, the history of ``--jobs`` ended jobs
    spread evenly over the ``--days`` days before today — each job with an attempt, four transitions
-   and a step event, as a no-op job writes them — into the daily partitions of the transition log
+   and a step event, as a no-op job writes them, its ID a UUIDv7 of its time as the engine gives it
+   (``uuidv7``: PostgreSQL 18) — into the daily partitions of the transition log
    and the step events, then ``VACUUM ANALYZE`` (where autovacuum would be by then). It reports rows
    and bytes per million jobs.
 2. **Pools over it, retention active**: retention is set so that the oldest day is past its time
@@ -100,7 +101,7 @@ def build(jobs: int, days: int) -> float:
             WITH made AS (
                 INSERT INTO jobs_job (id, type, pool, idempotency_key, correlation_id, state, created_at,
                                       state_changed_at, finished_at, attempts, lease_version)
-                SELECT gen_random_uuid(), 'synthetic', 'crawl', 'soak-' || %(back)s || '-' || n, 'soak-' || n, 'done',
+                SELECT uuidv7(d - now()), 'synthetic', 'crawl', 'soak-' || %(back)s || '-' || n, 'soak-' || n, 'done',
                        d - interval '1 minute', d, d, 1, 1
                 FROM generate_series(1, %(per_day)s) AS n,
                      LATERAL (SELECT (current_date - %(back)s) + (n * interval '86399 seconds' / %(per_day)s) AS d) AS t

@@ -105,15 +105,17 @@ def bare_django_q(tasks: int, workers: int, *, stock: bool = False) -> float:
 
 
 def plan_synthetic(*, pool: str, tag: str, payload: dict, max_attempts: int = 5, job_id=None) -> uuid.UUID:
-    """One planned synthetic job straight through the engine (no API, no validation): the benches' work."""
+    """One planned synthetic job straight through the engine (no API, no validation): the benches' work.
+    Its ID is one the engine gives; its idempotency key random, as a producer's keys are."""
     from jobs import leases
+    from jobs.models import job_id_new
 
-    job_id = job_id or uuid.uuid4()
+    job_id = job_id or job_id_new()
     leases.insert_planned(
         id=job_id,
         type="synthetic",
         pool=pool,
-        idempotency_key=f"{tag}-{job_id}",
+        idempotency_key=f"{tag}-{uuid.uuid4()}",
         correlation_id=tag,
         parent_id=None,
         schema_version=1,

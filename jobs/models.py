@@ -15,6 +15,7 @@ import uuid
 from django.db import connection, models
 from django.db.models import Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+from uuid_utils.compat import uuid7
 
 
 class LeitstandNow(models.Func):
@@ -101,8 +102,16 @@ class Client(models.Model):
         return f"client:{self.name}"
 
 
+def job_id_new() -> uuid.UUID:
+    """A new job's ID: a UUIDv7 (RFC 9562), its first 48 bits the creation's Unix time in
+    milliseconds, then 74 random bits. Every index keyed by job ID (the job's own, its attempts',
+    transitions' and step events') gets its new entries at its right edge, in pages that stay cached,
+    instead of at random places all over an index of millions of entries (docs/architecture.md)."""
+    return uuid7()
+
+
 class Job(ConcurrentTransitionMixin, models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(primary_key=True, default=job_id_new, editable=False)
     type = models.CharField(max_length=64, help_text="Job type, e.g. crawl, analysis, recheck.")
     pool = models.CharField(max_length=64, help_text="The worker pool that runs it (claims are per pool).")
     idempotency_key = models.CharField(

@@ -27,6 +27,7 @@ from jobs.models import (
     ReviewEscalation,
     ReviewLease,
     State,
+    job_id_new,
 )
 from jobs.sql import queries
 
@@ -189,7 +190,7 @@ def job_create(
         pool=pool or type,
     )
     pool = pool or type
-    job_id = uuid.uuid4()
+    job_id = job_id_new()
     # No transaction of its own: the insert is one statement, and the read of a taken key's job
     # needs none; a caller's transaction covers both (and a savepoint here would cost two round trips).
     if parent_id is not None:
@@ -304,7 +305,7 @@ def job_create_many(
         rows.append(
             {
                 **job,
-                "id": uuid.uuid4(),
+                "id": job_id_new(),
                 "payload_json": encoded.decode(),
                 "subject": subject_of(job["type"], job["payload"]),
             }

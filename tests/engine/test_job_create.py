@@ -67,3 +67,19 @@ def test_a_reason_is_required_for_human_actions(db):
     job = create().job
     with pytest.raises(services.JobInputError, match="reason"):
         services.job_cancel(job_id=job.id, actor="op", reason="  ")
+
+
+def test_new_jobs_get_time_ordered_ids(db):
+    """UUIDv7 (jobs.models.job_id_new): each new job's ID sorts after the ones created before it, alone
+    or many at once, so indexes keyed by job ID grow at their right edge."""
+    single = [create(idempotency_key=f"one-{n}").job.id for n in range(3)]
+    job = {"type": "crawl", "payload": {"url": "https://a.example/"}, "priority": 5, "source": "", "max_attempts": 5}
+    job.update(pool="crawl", schema_version=1, request_hash="")
+    made = services.job_create_many(
+        [{**job, "idempotency_key": f"many-{n}"} for n in range(3)], actor="test", correlation_id="case"
+    )
+    many = [submission.job_id for submission in made]
+    ids = single + many
+    assert {job_id.version for job_id in ids} == {7}
+    assert ids == sorted(ids) and len(set(ids)) == 6
+    assert list(Job.objects.order_by("id").values_list("id", flat=True)) == ids
