@@ -102,12 +102,20 @@ SELECT DISTINCT lease_owner FROM jobs_job WHERE state IN {states.LEASED}
 AND starts_with(lease_owner, %(host)s) AND heartbeat_at < leitstand_now() - %(silent)s * interval '1 second'
 
 
+-- name: attempt_newest_id
+-- The highest attempt ID (0 without attempts): where pool_busy_time's window of the newest ends.
+SELECT coalesce(max(id), 0) FROM jobs_attempt
+
+
 -- name: pool_busy_time
--- (pool, attempts, busy seconds) of the attempts among the newest %(recent)s of pools %(pools)s that
--- ended after %(since)s with one of %(outcomes)s.
+-- (pool, attempts, busy seconds) of the attempts above ID %(above)s (the newest so many: the caller
+-- reads attempt_newest_id first) of pools %(pools)s that ended after %(since)s with one of
+-- %(outcomes)s. The bound arrives as a value the planner sizes from the key's statistics; as a
+-- subquery it could not, assumed a third of the table, and at 10 M attempts read all of it
+-- (bench.soak: the batches page 52 → 956 ms).
 SELECT pool, count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
 FROM jobs_attempt
-WHERE id > (SELECT coalesce(max(id), 0) FROM jobs_attempt) - %(recent)s AND pool = ANY(%(pools)s)
+WHERE id > %(above)s AND pool = ANY(%(pools)s)
   AND finished_at > %(since)s AND started_at IS NOT NULL AND outcome = ANY(%(outcomes)s)
 GROUP BY pool
 

@@ -90,7 +90,7 @@ def batch_size_recommendations(*, pools: list[str], target_minutes: float, windo
         pool: (attempts, float(seconds))
         for pool, attempts, seconds in reads.rows(
             "pool_busy_time",
-            recent=RECENT_ATTEMPTS,
+            above=reads.row("attempt_newest_id")[0] - RECENT_ATTEMPTS,
             pools=pools,
             since=since,
             outcomes=[*RAN_TO_AN_END, Attempt.Outcome.FAILED, Attempt.Outcome.DEAD],
