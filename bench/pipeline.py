@@ -1,6 +1,6 @@
 """Real work, engine included, against the same work done bare: analysis and crawl on the demo web.
 
-Run: .venv/bin/python -m bench.pipeline [--images 900] [--pages 500] [--latency-ms 50]
+Run: .venv/bin/python -m bench.pipeline [--images 900] [--pages 500] [--latency-ms 50] [--wal-profile]
 (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
 
 The demo web (``workers/pipeline/demoweb.py``, both sites) is served from this process on loopback;
@@ -26,7 +26,7 @@ Rates are taken between the first and the last completion (start-up not counted)
 ``bench.throughput``. Last, what each kind of job cost the database, from its candidate's or its
 submission's insert to the pool's last completion: commits, rows inserted, updated and deleted, and
 WAL per job (the whole machinery, the control process's sweeps and a crawl's spawned analysis jobs
-included).
+included); with ``--wal-profile`` where that WAL went, as ``bench.throughput`` shows it.
 """
 
 import argparse
@@ -37,7 +37,7 @@ import uuid
 from django.conf import settings
 from django.db import transaction
 
-from bench.throughput import count, database_costs, measure, per_job, start, stop  # sets Django up
+from bench.throughput import count, database_costs, measure, per_job, start, stop, wal_profile  # sets Django up
 from workers.pipeline import analysis, demoweb, images
 from workers.pipeline.crawl import extract
 from workers.pipeline.models import Candidate
@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=900)
     parser.add_argument("--pages", type=int, default=500)
     parser.add_argument("--latency-ms", type=int, default=50, help="the crawl's second run: each answer this late")
+    parser.add_argument("--wal-profile", action="store_true", help="where each kind's WAL went (pg_waldump)")
     args = parser.parse_args()
     from django.core.management import call_command
 
@@ -143,7 +144,7 @@ def main() -> None:
             )
             pool_env = {**env, "LEITSTAND_ANALYSIS_WORKERS": "1", "LEITSTAND_ANALYSIS_VERSION": version}
             rate = run_pool("analysis", pool_env, len(candidates))
-            costs[f"{version} job"] = per_job(before, database_costs(), len(candidates))
+            costs[f"{version} job"] = before, database_costs(), len(candidates)
             import httpx
 
             bodies = [httpx.get(url).content for _, url in image_urls]
@@ -172,7 +173,7 @@ def main() -> None:
             before = database_costs()
             submit(jobs)
             crawl = run_pool("crawl", env, len(jobs))
-            costs[f"crawl job ({latency_ms} ms)"] = per_job(before, database_costs(), len(jobs))
+            costs[f"crawl job ({latency_ms} ms)"] = before, database_costs(), len(jobs)
             crawls.append((latency_ms, crawl, bare_crawl([job["payload"]["url"] for job in jobs])))
         spawned = count("SELECT count(*) FROM jobs_job WHERE type = 'analysis' AND parent_id IS NOT NULL")
 
@@ -189,8 +190,10 @@ def main() -> None:
         print(f"{f'crawl jobs, end to end ({args.pages}; {site})':<62} {crawl:>8.1f} {crawl / crawl_bare:>8.2f}")
     print(f"(the crawl jobs spawned {spawned} analysis jobs, left unrun)")
     print("\nwhat a real job costs the database, from its candidate or submission to its end (spawns included)")
-    for name, cost in costs.items():
-        print(f"{name:<24} {cost}")
+    for name, (before, after, jobs) in costs.items():
+        print(f"{name:<24} {per_job(before, after, jobs)}")
+        if args.wal_profile:
+            print(wal_profile(before[4], after[4], jobs, top=12))
 
 
 if __name__ == "__main__":

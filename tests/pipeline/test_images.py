@@ -105,3 +105,17 @@ def test_a_decode_that_runs_past_its_own_budget_is_refused_but_the_jobs_own_limi
     monkeypatch.setattr(images, "DECODE_SECONDS", 30.0)
     with pytest.raises(JobTimeout), time_limit(0.05):
         images.decode(data)
+
+
+def test_the_thumbnail_is_the_pixels_alone_as_a_small_jpeg():
+    """Re-encoded from the decoded pixels: no byte of the original, its metadata or its transparency
+    survives; at most 320 px, a transparent image laid onto white."""
+    original = artwork(3, (1200, 900))
+    exif = Image.Exif()
+    exif[0x010E] = "secret description"  # ImageDescription
+    thumbnail = Image.open(io.BytesIO(decode(encoded(original, "JPEG", quality=95, exif=exif)).thumbnail))
+    assert (thumbnail.format, thumbnail.mode, thumbnail.size) == ("JPEG", "RGB", (320, 240))
+    assert not thumbnail.getexif() and "exif" not in thumbnail.info
+    clear = Image.new("RGBA", (40, 40), (255, 0, 0, 0))
+    pixel = Image.open(io.BytesIO(decode(encoded(clear, "PNG")).thumbnail)).convert("RGB").getpixel((20, 20))
+    assert all(channel >= 250 for channel in pixel), pixel
