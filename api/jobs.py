@@ -18,7 +18,7 @@ from django.http import Http404
 from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
-from pydantic import StrictInt
+from pydantic import BaseModel, StrictInt
 
 from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require, submittable_require
 from api.fields import HeaderText, Text, due_at_check, utc
@@ -45,7 +45,10 @@ class JobIn(Schema):
     due_at: datetime | None = None
 
 
-class TransitionOut(Schema):
+# The answers' records are plain pydantic models, not django-ninja's ``Schema``: they are built as
+# dicts (``job_out``) and validated as they are, where a ``Schema`` wraps each in its ``DjangoGetter``
+# for attribute lookups (1,550 of them for a page of 50 jobs, ~2 ms; docs/performance.md).
+class TransitionOut(BaseModel):
     from_state: str
     to_state: str
     at: datetime
@@ -54,7 +57,7 @@ class TransitionOut(Schema):
     actor: str
 
 
-class FindingOut(Schema):
+class FindingOut(BaseModel):
     id: int
     image_url: str
     page_url: str
@@ -66,7 +69,7 @@ class FindingOut(Schema):
     created_at: datetime
 
 
-class JobOut(Schema):
+class JobOut(BaseModel):
     id: uuid.UUID
     type: str
     state: str
@@ -226,7 +229,7 @@ def jobs_get(request, job_id: uuid.UUID):
     return job_out(job, with_transitions=True)
 
 
-class JobPage(Schema):
+class JobPage(BaseModel):
     items: list[JobOut]
     next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
 
