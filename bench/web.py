@@ -15,9 +15,8 @@ per server: **capacity**, each client in a closed loop (it sends when its last a
 latency taken from each request's scheduled send time (no coordinated omission). Reported per server,
 phase and kind (and "reads": reads, lists and the console together): requests, throughput, p50 and p99
 latency (client-side: queueing included), errors (any status other than the expected, and connection
-failures). The load generator shares the
-machine's two cores with the server and PostgreSQL: figures are for comparing the two servers, not
-absolute capacity.
+failures). The load generator shares the machine's two cores with the server and PostgreSQL: figures
+are for comparing servers and revisions, not absolute capacity.
 """
 
 import argparse
