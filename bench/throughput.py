@@ -1,10 +1,10 @@
 """End-to-end throughput of a real pool: synthetic no-op jobs vs bare django-q2 no-op tasks.
 
 Run: .venv/bin/python -m bench.throughput [--jobs 20000] [--tasks 2000] [--workers 2] [--pgbouncer]
-[--wal-profile] (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set). ``--wal-profile``
-adds where the no-op jobs' WAL went, by record kind and by relation (``pg_waldump``). With ``--pgbouncer`` Leitstand's
-side runs a second time in the same run through Debian's PgBouncer in transaction mode (pool size
-4, ``LEITSTAND_PGBOUNCER=transaction``), beside the direct connection.
+[--wal-profile] (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set). With
+``--pgbouncer`` Leitstand's side runs a second time in the same run through Debian's PgBouncer in
+transaction mode (pool size 4, ``LEITSTAND_PGBOUNCER=transaction``), beside the direct connection.
+``--wal-profile`` adds where the no-op jobs' WAL went, by record kind and by relation (``pg_waldump``).
 
 The baseline is stock django-q2 (`manage.py qcluster`, its own Sentinel) running no-op tasks; the
 same tasks then run through `runpool` (Leitstand's supervisor with per-worker hand-offs). Every side

@@ -111,8 +111,8 @@ SELECT coalesce(max(id), 0) FROM jobs_attempt
 -- (pool, attempts, busy seconds) of the attempts above ID %(above)s (the newest so many: the caller
 -- reads attempt_newest_id first) of pools %(pools)s that ended after %(since)s with one of
 -- %(outcomes)s. The bound arrives as a value the planner sizes from the key's statistics; as a
--- subquery it could not, assumed a third of the table, and at 10 M attempts read all of it
--- (bench.soak: the batches page 52 → 956 ms).
+-- subquery it cannot, and assumes a third of the table (bench.soak at 10 M attempts: the batches
+-- page 52 → 956 ms by the end of the run).
 SELECT pool, count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
 FROM jobs_attempt
 WHERE id > %(above)s AND pool = ANY(%(pools)s)
