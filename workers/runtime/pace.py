@@ -8,6 +8,8 @@ one connection's time; a cheap look runs every round as before."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -23,3 +25,12 @@ class Pace:
     def took(self, seconds: float) -> None:
         """The last look took ``seconds``: the next waits ``factor`` times as long, if that was long."""
         self.due = time.monotonic() + (self.factor * seconds if seconds > self.free_seconds else 0.0)
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        """Time the look inside: it sets when the next may run, also when it fails."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.took(time.monotonic() - started)

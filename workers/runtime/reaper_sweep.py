@@ -5,7 +5,6 @@ attempt, or goes to the dead-letter queue. The old attempt's next write is refus
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from jobs import leases, reads
@@ -36,9 +35,9 @@ def run_once(config: ReaperConfig) -> int:
     transaction elsewhere each walk visits a dead entry of every job leased meanwhile."""
     if not _pace.ready():
         return 0
-    grace, started = config.grace_seconds, time.monotonic()
-    expired = {job_type for (job_type,) in reads.rows("expired_lease_types", grace=grace)}
-    _pace.took(time.monotonic() - started)
+    grace = config.grace_seconds
+    with _pace.timed():
+        expired = {job_type for (job_type,) in reads.rows("expired_lease_types", grace=grace)}
     types = {t.name: t for t in registry.all() if t.name in expired}
     reaped = sum(len(leases.reap_expired(grace_seconds=grace, policy=t.retry, job_type=t.name)) for t in types.values())
     if expired - set(types):  # a type no longer registered: the fallback policy, for whatever is left

@@ -9,7 +9,6 @@ could not hand back and tries again each round (``retry``).
 from __future__ import annotations
 
 import logging
-import time
 
 import psutil
 from django import db
@@ -66,15 +65,12 @@ class Rescuer:
         if not self.orphans_pace.ready():
             return 0
         silent = 2 * max((t.heartbeat_seconds for t in registry.for_pool(self.pool_name)), default=10.0)
-        started = time.monotonic()
         try:
-            with bounded():
+            with self.orphans_pace.timed(), bounded():
                 owners = [owner for (owner,) in reads.rows("lease_owners_silent", host=f"{self.host}:", silent=silent)]
         except DatabaseError:
             db.connections.close_all()
             return 0
-        finally:
-            self.orphans_pace.took(time.monotonic() - started)
         handed_back = 0
         for owner in owners:
             pid_text = owner[len(self.host) + 1 : -len(self.pool_name) - 1]
