@@ -9,7 +9,8 @@ while a feeder submits synthetic jobs with a ledger effect. Every ``--every`` se
 strikes, drawn at random: kill -9 of an idle worker, a busy worker, every worker of a pool, the
 pusher, the monitor, the supervisor, the pool's main process (started again a second later), one
 of the control processes (likewise; half the time the leader), SIGSTOP of a busy worker past its
-lease + grace, or an immediate PostgreSQL restart. Afterwards every job must end, and the drill
+lease + grace, or an immediate PostgreSQL restart (a submission whose answer it cuts off is sent
+again with the same idempotency key, as a client would). Afterwards every job must end, and the drill
 prints: jobs lost, effects duplicated, results that disagree with their effect, stale writes
 refused, the longest time the pools completed nothing while jobs were due, and per fault kind the
 delay from the fault to the next start of each job the victim held.
@@ -161,6 +162,7 @@ class Drill:
         self.processes = Processes()
         self.correlation = f"fault-drill-{uuid.uuid4().hex[:8]}"
         self.submitted = 0
+        self.resubmitted = 0  # submissions sent again after their answer was lost
         self.faults: list[Fault] = []
         self.stop = threading.Event()
         self.longest_stall = (0.0, "")
@@ -174,17 +176,26 @@ class Drill:
         interval = 1 / self.args.rate
         while not self.stop.is_set():
             payload = {"pool": "crawl", "duration_ms": self.random.randint(0, 400), "effect": True}
-            try:
-                job_submit(
-                    job_type="synthetic",
-                    payload=payload,
-                    idempotency_key=f"drill-{uuid.uuid4().hex}",
-                    actor="fault-drill",
-                    correlation_id=self.correlation,
-                )
-                self.submitted += 1
-            except DatabaseError:
-                connections["default"].close()
+            key, sent_again = f"drill-{uuid.uuid4().hex}", False
+            # A submission whose answer was lost (the database restarted around its commit) may or may
+            # not be stored: like any client, the feeder sends it again with the same key until it is
+            # answered, and the key makes it one job either way.
+            while True:
+                try:
+                    job_submit(
+                        job_type="synthetic",
+                        payload=payload,
+                        idempotency_key=key,
+                        actor="fault-drill",
+                        correlation_id=self.correlation,
+                    )
+                    break
+                except DatabaseError:
+                    connections["default"].close()
+                    sent_again = True
+                    time.sleep(0.1)
+            self.submitted += 1
+            self.resubmitted += sent_again
             self.stop.wait(interval)
         connections["default"].close()
 
@@ -343,6 +354,7 @@ class Drill:
                     delays[fault.kind].append(float(row[0]) - fault.at)
         return {
             "verdict": self._verdict(),
+            "resubmitted": self.resubmitted,
             "dead": dead,
             "delays": delays,
             "faults": [f.kind for f in self.faults],
@@ -374,6 +386,7 @@ def main() -> None:
         f"({time.monotonic() - started:.0f} s in all)"
     )
     print(f"jobs lost                          {verdict.lost}")
+    print(f"submissions sent again             {report['resubmitted']} (their answer lost in a restart; same key)")
     print(f"jobs dead                          {sum(n for _, n in report['dead'])} {report['dead'] or ''}")
     print(f"effects missing                    {verdict.effects_missing}")
     print(f"effects applied more than once     {verdict.effects_duplicated}")
