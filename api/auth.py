@@ -15,6 +15,7 @@ from api import options
 from api.client_ip import client_ip
 from api.errors import RateLimited
 from api.tokens import address_count, jobs_count, token_admit
+from jobs import logs
 from jobs.services import JobInputError
 from workers.runtime.registry import UnknownJobType, registry
 
@@ -50,6 +51,7 @@ class TokenAuth(HttpBearer):
             raise RateLimited(left, limit=f"this token may make {limit} requests a minute")
         if self.jobs:
             _jobs_budget_check(admitted.jobs, left)
+        logs.bind(token=admitted.token.name, client=admitted.token.client.name)  # on the request's log lines
         return admitted.token
 
 

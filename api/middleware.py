@@ -6,7 +6,7 @@ import uuid
 
 from api import options
 from api.errors import problem
-from jobs.correlation import correlation as correlation_context
+from jobs import logs
 
 
 class ApiRequestMiddleware:
@@ -44,7 +44,7 @@ class ApiRequestMiddleware:
                 kind="/problems/payload-too-large",
             )
         else:
-            with correlation_context(correlation):
+            with logs.bound(correlation_id=correlation):
                 response = self.get_response(request)
         response["X-Correlation-ID"] = correlation
         if hasattr(request, "rate_limit"):  # the token's request budget (IETF RateLimit header fields)

@@ -9,9 +9,15 @@ class ConfigApp(AppConfig):
     verbose_name = "Leitstand configuration"
 
     def ready(self):
+        from django.conf import settings
         from django.db.models.signals import post_migrate
 
         from config import checks  # noqa: F401  (registers the timing-invariant checks)
+
+        if settings.LEITSTAND_LOG_FORMAT == "json":  # no line of another shape (jobs/logs.py)
+            from jobs.logs import capture_uncaught
+
+            capture_uncaught()
 
         post_migrate.connect(_grants_after_migrating, dispatch_uid="leitstand-db-grants")
 

@@ -26,6 +26,28 @@ forwarded_allow_ips = os.environ.get("LEITSTAND_WEB_FORWARDED_ALLOW_IPS", "127.0
 accesslog = os.environ.get("LEITSTAND_WEB_ACCESS_LOG", "-") or None  # empty: no access log
 errorlog = "-"
 proc_name = "leitstand-web"
+# gunicorn's own lines (the error log, the access log) in the format of the application's
+# (LEITSTAND_LOG_FORMAT, jobs/logs.py): with "json", one JSON object per line from every process.
+if os.environ.get("LEITSTAND_LOG_FORMAT", "plain").strip().lower() == "json":
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "jobs.logs.JsonFormatter"}},
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"},
+            "error_console": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"},
+        },
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": ["error_console"], "propagate": False},
+            # A configured logging turns gunicorn's access log on: kept quiet when it is off.
+            "gunicorn.access": {
+                "level": "INFO" if accesslog else "WARNING",
+                "handlers": ["console"],
+                "propagate": False,
+            },
+        },
+        "root": {"level": "INFO", "handlers": ["console"]},
+    }
 # gunicorn's control socket (gunicornc: add workers, reload) is off: nothing here uses it, and two
 # servers on one host would share its default path ($HOME/.gunicorn/gunicorn.ctl).
 control_socket_disable = True

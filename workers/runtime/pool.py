@@ -29,8 +29,7 @@ import psutil
 from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
-from jobs import leases
-from jobs.correlation import correlation
+from jobs import leases, logs
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
 from workers.runtime import lifecycle, options
@@ -241,7 +240,11 @@ class PoolRuntime:
                     # jobs ahead of it are written first, so another death cannot make them run again.
                     self._complete(completions, report)
                     completions = []
-                completion = self._run_one(job, contexts[job.id], report)
+                # Every line written while it runs names the job (jobs/logs.py), whichever module writes it.
+                with logs.bound(
+                    job_id=str(job.id), attempt=job.lease_version, job_type=job.type, correlation_id=job.correlation_id
+                ):
+                    completion = self._run_one(job, contexts[job.id], report)
                 if completion is not None:
                     completions.append(completion)
             self._complete(completions, report)
@@ -302,7 +305,7 @@ class PoolRuntime:
         """Run the handler and turn how it ended into a completion (or a failure or release written)."""
         started = time.monotonic()
         try:
-            with time_limit(job_type.timeout_seconds), correlation(job.correlation_id):
+            with time_limit(job_type.timeout_seconds):
                 outcome = job_type.handler(context)
         except Interrupted:
             return self._interrupted(job, context, report)
@@ -380,6 +383,9 @@ class PoolRuntime:
             self._release(job, context.stop_reason, report)
 
     def _fail(self, job, context, kind, error_class, message, delay, report) -> None:
+        # One line per failed attempt (its job bound to it: jobs/logs.py); the message as a quoted
+        # one-line text, cut to 500 characters: it may come from a hostile page.
+        logger.warning("attempt failed (%s): %s: %.500r", kind.value, error_class, message)
         self._flush_steps(job, context, report)
         if self._write_or_count_refusal(
             report,

@@ -7,6 +7,7 @@ itself with the variable set. SIGTERM or Ctrl-C to this process stops the pool w
 new; what is still running then is killed and its jobs handed back (``workers.runtime.supervisor``).
 """
 
+import logging
 import os
 import signal
 import sys
@@ -14,6 +15,10 @@ import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from jobs import logs
+
+logger = logging.getLogger("leitstand.runpool")
 
 
 class Command(BaseCommand):
@@ -41,14 +46,18 @@ class Command(BaseCommand):
         from workers.runtime.supervisor.main import PoolCluster
 
         main_pid = os.getpid()
+        logs.bind_process(pool=pool)  # every line of this pool's processes names it (jobs/logs.py)
         os.environ[lifecycle.MAIN_PID_VARIABLE] = str(main_pid)  # inherited by the forked workers
         lifecycle.drain_clear(main_pid)
         cluster = PoolCluster(main_pid)
         try:
             cluster.start()
-            self.stdout.write(
-                f"pool {pool}: {settings.LEITSTAND_POOLS[pool]['workers']} workers, pid {main_pid}, "
-                f"supervisor {cluster.sentinel.pid}"
+            logger.info(
+                "pool %s: %s workers, pid %s, supervisor %s",
+                pool,
+                settings.LEITSTAND_POOLS[pool]["workers"],
+                main_pid,
+                cluster.sentinel.pid,
             )
             cluster.run()
         finally:
@@ -64,5 +73,5 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        self.stdout.write(f"control: pid {os.getpid()}, sweeps every {settings.LEITSTAND_CONTROL_INTERVAL_SECONDS} s")
+        logger.info("control: pid %s, sweeps every %s s", os.getpid(), settings.LEITSTAND_CONTROL_INTERVAL_SECONDS)
         control.run(stop)

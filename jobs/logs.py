@@ -1,0 +1,132 @@
+"""What a log line says about the work in hand, and the two formats lines are written in.
+
+Whoever starts a piece of work binds what a log pipeline needs to join its lines with a job, a
+request or a trace: the worker runtime a job's ID, attempt (its lease version), type and
+correlation ID while its handler runs; the API a request's correlation ID and, once its token is
+checked, the client and token; the console its user; a pool process its pool for its whole life.
+``ContextFilter`` puts what is bound on every record (a record's own ``extra`` wins), so any logger
+in any module writes them, not only the job's own.
+
+``LEITSTAND_LOG_FORMAT`` chooses the format (config/settings.py): ``plain``, the default, a line for
+a person with the correlation ID in brackets; ``json``, one JSON object per line for a log pipeline
+(python-json-logger: ``time`` in ISO 8601 UTC, ``level``, ``logger``, ``message``, ``process``, every
+bound field and every ``extra``, and a traceback as ``exception``), the same in the web server, the
+pools and the control process."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
+
+from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
+
+# The fields a log line may carry about its work, by the name they have in a JSON line.
+FIELDS = ("correlation_id", "job_id", "attempt", "job_type", "pool", "client", "token", "user")
+
+_EMPTY: Mapping = MappingProxyType({})
+_bound: ContextVar[Mapping] = ContextVar("log_context", default=_EMPTY)
+# Fields of the whole process (a pool process's pool), which threads started later see too: a new
+# thread starts with the context variables' defaults.
+_process: dict = {}
+
+
+def _kept(fields: Mapping) -> dict:
+    return {name: value for name, value in fields.items() if value is not None and value != ""}
+
+
+@contextmanager
+def bound(**fields) -> Iterator[None]:
+    """Bind ``fields`` to every log line written inside the block (by this thread or task); empty
+    values bind nothing. A value may be a function of no arguments, called when a line is written
+    (the console's user, read only if something is logged)."""
+    token = _bound.set({**_bound.get(), **_kept(fields)})
+    try:
+        yield
+    finally:
+        _bound.reset(token)
+
+
+def bind(**fields) -> None:
+    """Add ``fields`` to what is bound until the enclosing ``bound`` block ends (an API request's
+    client, known once its token is checked inside the request)."""
+    _bound.set({**_bound.get(), **_kept(fields)})
+
+
+def bind_process(**fields) -> None:
+    """Bind ``fields`` to every line this process writes from now on, in every thread."""
+    _process.update(_kept(fields))
+
+
+class ContextFilter(logging.Filter):
+    """Puts the bound fields on every record that does not carry them already."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for fields in (_bound.get(), _process):
+            for name, value in fields.items():
+                if name not in record.__dict__:
+                    value = _called(value)
+                    if value is not None and value != "":
+                        setattr(record, name, value)
+        return True
+
+
+def _called(value: object) -> object:
+    if not callable(value):
+        return value
+    try:
+        return value()
+    except Exception:  # a field that cannot be read never costs the log line
+        return None
+
+
+class JsonFormatter(_JsonFormatter):
+    """One JSON object per line: ``time``, ``level``, ``logger``, ``message``, ``process``, then the
+    bound fields and the record's ``extra`` (python-json-logger adds every attribute a record has
+    beyond the standard ones), a traceback as ``exception``."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(
+            ["levelname", "name", "message", "process"],
+            rename_fields={"levelname": "level", "name": "logger", "exc_info": "exception"},
+            timestamp="time",
+            **kwargs,
+        )
+
+
+def capture_uncaught() -> None:
+    """Send what would bypass logging through it, so a JSON log has no line of another shape: Python's
+    warnings (``py.warnings``) and an exception no code caught, in the main thread or another
+    (``leitstand.uncaught``, CRITICAL, with its traceback)."""
+    logging.captureWarnings(True)
+    uncaught = logging.getLogger("leitstand.uncaught")
+
+    def on_exception(kind, value, traceback) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            sys.__excepthook__(kind, value, traceback)
+            return
+        uncaught.critical("uncaught exception", exc_info=(kind, value, traceback))
+
+    def on_thread_exception(args) -> None:
+        if args.exc_type is SystemExit:
+            return
+        uncaught.critical(
+            "uncaught exception in thread %s",
+            args.thread.name if args.thread else "?",
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        )
+
+    sys.excepthook = on_exception
+    threading.excepthook = on_thread_exception
+
+
+def formatter(log_format: str, plain: str) -> logging.Formatter:
+    """The formatter of ``log_format`` ('plain' or 'json'; settings.LOGGING's): ``plain`` the format
+    string for a person, with ``-`` where a line has no correlation ID."""
+    if log_format == "json":
+        return JsonFormatter()
+    return logging.Formatter(plain, defaults={"correlation_id": "-"})
