@@ -23,6 +23,7 @@ from pydantic import BaseModel, StrictInt
 from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require, submittable_require
 from api.fields import HeaderText, Text, due_at_check, utc
 from api.rechecks import ObservationOut, RecheckPlanOut
+from jobs import tracing
 from jobs.models import Job, State, Transition
 from jobs.selectors import jobs_page
 from jobs.services import job_cancel
@@ -98,12 +99,16 @@ class JobOut(BaseModel):
     error_class: str
     error_message: str
     completion_reason: str
+    trace_id: str = Field(
+        description="The W3C trace ID of the trace it was created in: the submission's `traceparent`, its "
+        "parent's for a sub-job; empty without one."
+    )
     transitions: list[TransitionOut] = []
     findings: list[FindingOut] = []
     recheck_plan: RecheckPlanOut | None = None
 
 
-_RELATED = {"attempt", "transitions", "findings", "recheck_plan"}
+_RELATED = {"attempt", "trace_id", "transitions", "findings", "recheck_plan"}
 
 
 def _json(model, fields: dict | list, *, order: str = "id", **filters) -> ArraySubquery:
@@ -157,7 +162,13 @@ def job_out(job: Job, *, with_transitions: bool) -> dict:
     """A job's record; ``with_transitions``: the single-job record, with its transitions, findings and
     recheck plan (read with the job by ``job_read``, or here by the same statement)."""
     data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
-    data.update(attempt=job.lease_version, transitions=[], findings=[], recheck_plan=None)
+    data.update(
+        attempt=job.lease_version,
+        trace_id=tracing.trace_id(job.trace_parent),
+        transitions=[],
+        findings=[],
+        recheck_plan=None,
+    )
     if not with_transitions:
         return data
     if not hasattr(job, "plan_read"):  # not read by ``job_read``

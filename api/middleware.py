@@ -6,7 +6,7 @@ import uuid
 
 from api import options
 from api.errors import problem
-from jobs import logs
+from jobs import logs, tracing
 
 
 class ApiRequestMiddleware:
@@ -44,8 +44,14 @@ class ApiRequestMiddleware:
                 kind="/problems/payload-too-large",
             )
         else:
-            with logs.bound(correlation_id=correlation):
-                response = self.get_response(request)
+            # The caller's W3C trace context (an invalid one is ignored) is current for the request:
+            # the jobs it creates keep it (jobs/tracing.py); the answer names it (Trace Context Level 2).
+            with tracing.attached(request.headers.get("traceparent", ""), request.headers.get("tracestate", "")):
+                traceparent, _ = tracing.current()
+                with logs.bound(correlation_id=correlation, trace_id=tracing.trace_id(traceparent)):
+                    response = self.get_response(request)
+            if traceparent:
+                response["traceresponse"] = traceparent
         response["X-Correlation-ID"] = correlation
         if hasattr(request, "rate_limit"):  # the token's request budget (IETF RateLimit header fields)
             limit, remaining, reset = request.rate_limit

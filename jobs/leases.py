@@ -100,6 +100,8 @@ class ClaimedJob:
     schema_version: int
     lease_expires_at: datetime
     due_at: datetime  # when it was due: where the claim found it in line
+    trace_parent: str = ""  # the W3C trace context it was created in (jobs/tracing.py)
+    trace_state: str = ""
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,8 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> Job | None:
                 "request_hash": "",
                 "client_id": None,
                 "subject": "",
+                "trace_parent": "",
+                "trace_state": "",
                 **columns,
                 "parent_id": _as_uuid(parent_id) if parent_id else None,
                 "payload": Jsonb(payload),
@@ -252,12 +256,21 @@ def _from_db(field, value):
 
 
 def insert_planned_many(
-    *, rows: list[dict], actor: str, key_namespace: str, client_id, correlation_id: str, batch_id, parent_id=None
+    *,
+    rows: list[dict],
+    actor: str,
+    key_namespace: str,
+    client_id,
+    correlation_id: str,
+    batch_id,
+    parent_id=None,
+    trace_parent: str = "",
+    trace_state: str = "",
 ) -> set:
     """Insert many jobs (``rows``: id, type, pool, idempotency_key, request_hash, schema_version,
     priority, source, subject, payload) in one statement with their creation transitions, each unless
-    its key exists; the IDs inserted. ``parent_id``: the parent of them all, if any. Input is
-    validated by ``jobs.services``."""
+    its key exists; the IDs inserted. ``parent_id``: the parent of them all, if any; the trace context
+    is theirs all too. Input is validated by ``jobs.services``."""
     columns = {
         "ids": "id",
         "types": "type",
@@ -278,6 +291,8 @@ def insert_planned_many(
         correlation_id=correlation_id,
         batch_id=batch_id,
         parent_id=_as_uuid(parent_id) if parent_id else None,
+        trace_parent=trace_parent,
+        trace_state=trace_state,
         state=Job._meta.get_field("state").default,
         actor=actor[:255],
     )

@@ -26,7 +26,7 @@ from types import MappingProxyType
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
 # The fields a log line may carry about its work, by the name they have in a JSON line.
-FIELDS = ("correlation_id", "job_id", "attempt", "job_type", "pool", "client", "token", "user")
+FIELDS = ("correlation_id", "trace_id", "job_id", "attempt", "job_type", "pool", "client", "token", "user")
 
 _EMPTY: Mapping = MappingProxyType({})
 _bound: ContextVar[Mapping] = ContextVar("log_context", default=_EMPTY)

@@ -170,6 +170,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
         help_text="What the job is about, as its type declares it (a crawl's or an analysis's URL, a recheck's plan).",
     )
     payload = models.JSONField(db_default={}, default=dict)
+    # The W3C trace context it was created in (jobs/tracing.py): an API request's, its parent's run.
+    trace_parent = models.CharField(max_length=55, blank=True, db_default="", default="")
+    trace_state = models.CharField(max_length=512, blank=True, db_default="", default="")
 
     created_at = models.DateTimeField(db_default=LeitstandNow())
     due_at = models.DateTimeField(db_default=LeitstandNow(), help_text="Not claimed before this time.")

@@ -56,10 +56,11 @@ target AS (
 WITH created AS (
     INSERT INTO jobs_job (id, type, pool, key_namespace, idempotency_key, request_hash, client_id, correlation_id,
                           parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
-                          due_at, state)
+                          due_at, state, trace_parent, trace_state)
     VALUES (%(id)s, %(type)s, %(pool)s, %(key_namespace)s, %(idempotency_key)s, %(request_hash)s, %(client_id)s,
             %(correlation_id)s, %(parent_id)s, %(batch_id)s, %(schema_version)s, %(priority)s, %(source)s,
-            %(subject)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s)
+            %(subject)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s,
+            %(trace_parent)s, %(trace_state)s)
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
     RETURNING *
 ),
@@ -87,10 +88,10 @@ WITH input AS (
 created AS (
     INSERT INTO jobs_job (id, type, pool, key_namespace, idempotency_key, request_hash, client_id, correlation_id,
                           parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
-                          due_at, state)
+                          due_at, state, trace_parent, trace_state)
     SELECT id, type, pool, %(key_namespace)s, idempotency_key, request_hash, %(client_id)s, %(correlation_id)s,
            %(parent_id)s::uuid, %(batch_id)s, schema_version, priority, source, subject, payload, max_attempts,
-           leitstand_now(), %(state)s
+           leitstand_now(), %(state)s, %(trace_parent)s, %(trace_state)s
     FROM input ORDER BY position
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
     RETURNING id, state, lease_version
@@ -147,7 +148,7 @@ claimed AS (
     FROM picked, clock
     WHERE j.id = picked.id
     RETURNING j.id, j.type, j.lease_version, j.attempts, j.max_attempts, j.payload, j.correlation_id,
-              j.priority, j.schema_version, j.lease_expires_at, j.due_at
+              j.priority, j.schema_version, j.lease_expires_at, j.due_at, j.trace_parent, j.trace_state
 ),
 attempt AS (
     INSERT INTO jobs_attempt (job_id, lease_version, job_type, lease_owner, worker_host, worker_pid, pool, claimed_at,
@@ -166,7 +167,7 @@ logged AS (
     FROM claimed, clock WHERE %(start)s
 )
 SELECT id, type, lease_version, attempts, max_attempts, payload, correlation_id, priority, schema_version,
-       lease_expires_at, due_at
+       lease_expires_at, due_at, trace_parent, trace_state
 FROM claimed ORDER BY priority, due_at, id
 
 

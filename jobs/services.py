@@ -16,7 +16,7 @@ from datetime import datetime
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
-from jobs import leases
+from jobs import leases, tracing
 from jobs.correlation import header_safe
 from jobs.models import (
     ESCALATED_REVIEW_PERMISSION,
@@ -196,6 +196,7 @@ def job_create(
     if parent_id is not None:
         correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
     correlation_id = header_safe(correlation_id)
+    trace_parent, trace_state = tracing.current()  # the trace it is created in (jobs/tracing.py)
     job = leases.insert_planned(
         id=job_id,
         subject=subject_of(type, payload),
@@ -214,6 +215,8 @@ def job_create(
         payload=payload,
         max_attempts=max_attempts,
         due_at=due_at,
+        trace_parent=trace_parent,
+        trace_state=trace_state,
         actor=actor,
     )
     if job is not None:
@@ -310,6 +313,7 @@ def job_create_many(
                 "subject": subject_of(job["type"], job["payload"]),
             }
         )
+    trace_parent, trace_state = tracing.current()
     with transaction.atomic():
         inserted = leases.insert_planned_many(
             rows=rows,
@@ -319,6 +323,8 @@ def job_create_many(
             correlation_id=correlation_id,
             batch_id=batch_id,
             parent_id=parent_id,
+            trace_parent=trace_parent,
+            trace_state=trace_state,
         )
         repeated = [row for row in rows if row["id"] not in inserted]
         existing = {}

@@ -124,8 +124,11 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
     assert results["first_submit_attempts"] == 2, "the lost answer was retried"
     assert results["first_submit_created"] is False, "the retry found the job the lost answer had created"
     job = Job.objects.get(idempotency_key="php-order-1")
-    assert Job.objects.filter(type="synthetic", batch__isnull=True).count() == 1 and str(job.pk) == results["job_id"]
+    once = Job.objects.filter(type="synthetic", batch__isnull=True).exclude(idempotency_key="php-traced-1")
+    assert once.count() == 1 and str(job.pk) == results["job_id"]
     assert Job.objects.filter(batch_id=results["batch_id"]).count() == 2
+    traced = Job.objects.get(pk=results["traced_job_id"])  # a header with a line break is not sent
+    assert (traced.trace_parent, traced.trace_state) == ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
     assert len(results["rejected"]) == 4 and any("old" in reason for reason in results["rejected"])
 
     # The job ends; its webhook goes to the PHP receiver, which verifies and records it.

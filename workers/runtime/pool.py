@@ -29,7 +29,7 @@ import psutil
 from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
-from jobs import leases, logs
+from jobs import leases, logs, tracing
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
 from workers.runtime import lifecycle, options
@@ -241,8 +241,16 @@ class PoolRuntime:
                     self._complete(completions, report)
                     completions = []
                 # Every line written while it runs names the job (jobs/logs.py), whichever module writes it.
-                with logs.bound(
-                    job_id=str(job.id), attempt=job.lease_version, job_type=job.type, correlation_id=job.correlation_id
+                # Its trace is current while it runs (its children are created in it: jobs/tracing.py).
+                with (
+                    logs.bound(
+                        job_id=str(job.id),
+                        attempt=job.lease_version,
+                        job_type=job.type,
+                        correlation_id=job.correlation_id,
+                        trace_id=tracing.trace_id(job.trace_parent),
+                    ),
+                    tracing.attached(job.trace_parent, job.trace_state),
                 ):
                     completion = self._run_one(job, contexts[job.id], report)
                 if completion is not None:

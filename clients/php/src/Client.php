@@ -11,6 +11,11 @@ namespace Leitstand;
  *     $job = $leitstand->submitJob('crawl', ['url' => 'https://site.example/'], 'order-4711');
  *     $job = $leitstand->waitForJob($job['id'], ['done', 'dead', 'cancelled', 'ready_for_review']);
  *
+ * With the option `trace_context` (a function returning the caller's W3C trace context as headers,
+ * e.g. OpenTelemetry's `TraceContextPropagator::getInstance()->inject($carrier)` into an array) every
+ * request carries `traceparent` and `tracestate`: a job keeps the trace it was submitted in
+ * (`trace_id` in its record), and the answer's `traceresponse` is in `$lastTraceResponse`.
+ *
  * Every request is retried on network errors, 429 (after Retry-After) and 502/503/504, with
  * exponential backoff. That is safe: a job submission carries its idempotency key, so a retry of a
  * submission that did arrive answers 200 with the same job instead of creating a second one.
@@ -30,10 +35,15 @@ final class Client
     public ?string $lastCorrelationId = null;
     /** How many attempts the last request took. */
     public int $lastAttempts = 0;
+    /** The `traceresponse` of the last answer: the trace the request ran in, if any. */
+    public ?string $lastTraceResponse = null;
+    /** @var (callable(): array<string, string>)|null */
+    private $traceContext;
 
     /**
      * @param array{max_attempts?: int, backoff_seconds?: float, max_backoff_seconds?: float,
-     *              timeout_seconds?: int, connect_timeout_seconds?: int, sleep?: callable(float): void} $options
+     *              timeout_seconds?: int, connect_timeout_seconds?: int, sleep?: callable(float): void,
+     *              trace_context?: callable(): array<string, string>} $options
      */
     public function __construct(string $baseUrl, string $token, array $options = [])
     {
@@ -50,6 +60,7 @@ final class Client
         $this->sleep = $options['sleep'] ?? static function (float $seconds): void {
             usleep((int) ($seconds * 1e6));
         };
+        $this->traceContext = $options['trace_context'] ?? null;
     }
 
     /**
@@ -191,6 +202,15 @@ final class Client
         if ($correlationId !== null && $correlationId !== '') {
             $headers[] = 'X-Correlation-ID: ' . $correlationId;
         }
+        if ($this->traceContext !== null) {
+            $carrier = ($this->traceContext)();
+            foreach (['traceparent', 'tracestate'] as $name) {
+                $value = $carrier[$name] ?? '';
+                if (is_string($value) && $value !== '' && !preg_match('/[\r\n]/', $value)) {
+                    $headers[] = $name . ': ' . $value;
+                }
+            }
+        }
         $lastError = '';
         for ($attempt = 1; $attempt <= $this->maxAttempts; $attempt++) {
             $this->lastAttempts = $attempt;
@@ -209,6 +229,7 @@ final class Client
                 }
             } else {
                 $this->lastCorrelationId = $responseHeaders['x-correlation-id'] ?? null;
+                $this->lastTraceResponse = $responseHeaders['traceresponse'] ?? null;
                 $decoded = self::decode($text);
                 if ($status >= 200 && $status < 300 && $decoded !== null) {
                     return [$status, $decoded];

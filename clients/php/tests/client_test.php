@@ -72,6 +72,17 @@ check($batch['created'] && !$repeat['created'] && $repeat['id'] === $batch['id']
 check($client->getBatch($batch['id'])['counters']['total'] === 2, 'the batch counts its two jobs');
 $results['batch_id'] = $batch['id'];
 
+// 6c. A caller with a trace: the client sends its W3C context, the job keeps the trace.
+$traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+$traced = new Client((string) getenv('LEITSTAND_URL'), (string) getenv('LEITSTAND_TOKEN'),
+                     ['backoff_seconds' => 0.05, 'trace_context' => static fn (): array => [
+                         'traceparent' => $traceparent, 'tracestate' => "vendor=php\r\nX-Injected: 1"]]);
+$tracedJob = $traced->submitJob('synthetic', [], 'php-traced-1');
+check($tracedJob['trace_id'] === '4bf92f3577b34da6a3ce929d0e0e4736', 'the job keeps the caller\'s trace ID');
+check($traced->lastTraceResponse === $traceparent, 'the answer names the trace the request ran in');
+check($client->getJob($tracedJob['id'])['trace_id'] === '4bf92f3577b34da6a3ce929d0e0e4736', 'its record shows it');
+$results['traced_job_id'] = $tracedJob['id'];
+
 // 7. Signature checks on a delivery signed here as Leitstand signs it.
 $secret = (string) getenv('LEITSTAND_WEBHOOK_SECRET');
 $body = '{"id":"evt_1","type":"job.done"}';

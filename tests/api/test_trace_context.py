@@ -1,0 +1,136 @@
+"""W3C trace context in and through (jobs/tracing.py): a submission's ``traceparent`` and
+``tracestate`` are kept on its job and named in the answer, batch members and children carry the
+trace they were created in, and a hostile or broken header is ignored — never an error."""
+
+import json
+import logging
+import uuid
+
+import pytest
+
+from api.tokens import token_create
+from jobs import tracing
+from jobs.logs import ContextFilter
+from jobs.models import Job
+from jobs.retry import RetryPolicy
+from workers.runtime.context import Done
+from workers.runtime.registry import JobType, registry
+
+pytestmark = pytest.mark.django_db
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
+
+
+@pytest.fixture
+def headers():
+    _, clear = token_create(name="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"])
+    return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
+
+
+def submit(client, headers, key="k-1", **extra):
+    return client.post(
+        "/api/v1/jobs",
+        json.dumps({"type": "synthetic", "payload": {}, "idempotency_key": key}),
+        content_type="application/json",
+        **headers,
+        **extra,
+    )
+
+
+def test_a_submission_s_trace_is_kept_on_its_job_and_named_in_the_answer(client, headers):
+    response = submit(client, headers, HTTP_TRACEPARENT=TRACEPARENT, HTTP_TRACESTATE="vendor=a1,other=b2")
+    assert response.status_code == 201
+    assert response["traceresponse"] == TRACEPARENT
+    assert response.json()["trace_id"] == TRACE
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.trace_parent, job.trace_state) == (TRACEPARENT, "vendor=a1,other=b2")
+    read = client.get(f"/api/v1/jobs/{job.pk}", **headers)
+    assert read.json()["trace_id"] == TRACE
+    listed = client.get("/api/v1/jobs", **headers).json()["items"]
+    assert [item["trace_id"] for item in listed] == [TRACE]
+
+
+@pytest.mark.parametrize(
+    "traceparent",
+    [
+        "",
+        "garbage",
+        f"ff-{TRACE}-00f067aa0ba902b7-01",  # version ff is invalid
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  # an all-zero trace ID
+        f"00-{TRACE}-0000000000000000-01",  # an all-zero parent ID
+        f"00-{TRACE.upper()}-00f067aa0ba902b7-01",  # upper case is not allowed
+        f"00-{TRACE}-00f067aa0ba902b7-01" + "x" * 8000,
+        f"00-{TRACE}\r\n-00f067aa0ba902b7-01",
+    ],
+)
+def test_a_broken_or_hostile_traceparent_is_ignored_and_the_job_is_created(client, headers, traceparent):
+    response = submit(client, headers, HTTP_TRACEPARENT=traceparent, HTTP_TRACESTATE="vendor=a1")
+    assert response.status_code == 201, response.content
+    assert "traceresponse" not in response and response.json()["trace_id"] == ""
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.trace_parent, job.trace_state) == ("", "")
+
+
+def test_a_tracestate_too_long_to_keep_is_dropped_and_the_trace_kept(client, headers):
+    long_state = ",".join(f"v{n}={'x' * 20}" for n in range(30))  # 30 members, 713 characters
+    response = submit(client, headers, HTTP_TRACEPARENT=TRACEPARENT, HTTP_TRACESTATE=long_state)
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.trace_parent, job.trace_state) == (TRACEPARENT, "")
+
+
+def test_a_batch_s_members_carry_the_submission_s_trace(client, headers):
+    response = client.post(
+        "/api/v1/batches",
+        json.dumps(
+            {
+                "key": "b-1",
+                "name": "traced import",
+                "jobs": [{"type": "synthetic", "payload": {}, "idempotency_key": f"m-{n}"} for n in range(3)],
+            }
+        ),
+        content_type="application/json",
+        HTTP_TRACEPARENT=TRACEPARENT,
+        **headers,
+    )
+    assert response.status_code in (200, 201), response.content
+    assert set(Job.objects.filter(batch__isnull=False).values_list("trace_parent", flat=True)) == {TRACEPARENT}
+
+
+def test_a_child_carries_its_parent_s_trace_and_the_run_s_log_lines_name_it(make_job, pool_runtime):
+    seen = []
+    handler = logging.Handler(level=logging.INFO)
+    handler.addFilter(ContextFilter())
+    handler.emit = seen.append
+
+    def spawning(context):
+        logging.getLogger("leitstand.test.handler").warning("spawning")
+        context.spawn("synthetic", payload={"pool": "analysis"}, key=f"child-{context.job_id}")
+        return Done(reason="spawned")
+
+    declared = registry.register(
+        JobType(
+            name="trace_test",
+            handler=spawning,
+            pool="crawl",
+            timeout_seconds=20,
+            lease_seconds=30,
+            heartbeat_seconds=5,
+            retry=RetryPolicy(),
+            processing_version="trace@1",
+            expected_paths=("x",),
+        )
+    )
+    logging.getLogger("leitstand.test.handler").addHandler(handler)
+    try:
+        with tracing.attached(TRACEPARENT, "vendor=a1"):
+            parent = make_job("trace_test", pool="crawl", payload={})
+        untraced = make_job("trace_test", pool="crawl", payload={}, idempotency_key=str(uuid.uuid4()))
+        pool_runtime("crawl").wake()
+    finally:
+        logging.getLogger("leitstand.test.handler").removeHandler(handler)
+        registry.unregister(declared.name)
+    child = Job.objects.get(parent=parent)
+    assert (child.trace_parent, child.trace_state) == (TRACEPARENT, "vendor=a1")
+    assert Job.objects.get(parent=untraced).trace_parent == "", "outside any trace, none is invented"
+    assert sorted(getattr(record, "trace_id", "") for record in seen) == ["", TRACE]
