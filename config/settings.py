@@ -548,6 +548,8 @@ LEITSTAND_BUSINESS_RULES = {
 # /metrics (see docs/operations.md): a bearer token, or the addresses allowed to scrape; with
 # neither set the endpoint answers 404. Multi-process mode: set PROMETHEUS_MULTIPROC_DIR.
 LEITSTAND_METRICS_TOKEN = env_str("LEITSTAND_METRICS_TOKEN", "")
+# A job page links its trace here: a URL template with {trace_id} (Jaeger: https://jaeger.example/trace/{trace_id}).
+LEITSTAND_TRACE_URL = env_str("LEITSTAND_TRACE_URL", "").strip()
 LEITSTAND_METRICS_ALLOWED_IPS = env_list("LEITSTAND_METRICS_ALLOWED_IPS", [])
 
 # Alert routes (see docs/operations.md): JSON, e.g.

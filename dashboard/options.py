@@ -16,6 +16,7 @@ leaves the database when, and where the archive is).
 | ``review_lease_seconds`` (``LEITSTAND_REVIEW_LEASE_SECONDS``) | how long a reviewer holds an opened case |
 | ``rollup_days`` (``LEITSTAND_ROLLUP_DAYS``) | how long the trend charts' rollups are kept |
 | ``LEITSTAND_METRICS_TOKEN``, ``LEITSTAND_METRICS_ALLOWED_IPS`` | ``metrics_token``, ``metrics_allowed_ips``: who may scrape |
+| ``LEITSTAND_TRACE_URL`` | ``trace_url``: a job page's link to its trace (``{trace_id}`` in a URL template) |
 | ``LEITSTAND_ALERTS``, ``LEITSTAND_ALERT_INTERVAL_SECONDS`` | ``alerting.rules``, ``alerting.interval_seconds`` |
 | ``LEITSTAND_ALERT_ROUTES``, ``LEITSTAND_ALERT_FALLBACK_ROUTE`` | ``alerting.routes``, ``alerting.fallback_route`` |
 | ``LEITSTAND_ALERTMANAGER_REPOST_SECONDS``, ``LEITSTAND_PUBLIC_URL`` | ``alerting.alertmanager_repost_seconds``, ``alerting.public_url`` |
@@ -38,6 +39,7 @@ SETTINGS = (
     "LEITSTAND_CONSOLE",
     "LEITSTAND_METRICS_TOKEN",
     "LEITSTAND_METRICS_ALLOWED_IPS",
+    "LEITSTAND_TRACE_URL",
     "LEITSTAND_ALERTS",
     "LEITSTAND_ALERT_INTERVAL_SECONDS",
     "LEITSTAND_ALERT_ROUTES",
@@ -213,12 +215,23 @@ class ConsoleOptions:
     rollup_days: float = 8.0
     metrics_token: str = ""
     metrics_allowed_ips: frozenset[str] = frozenset()
+    trace_url: str = ""
     alerting: AlertingOptions = field(default_factory=AlertingOptions)
     retention: RetentionOptions = field(default_factory=RetentionOptions)
 
     def __post_init__(self) -> None:
         for name, (setting, minimum) in CONSOLE_KEYS.items():
             require_number(getattr(self, name), setting, minimum=minimum)
+        if self.trace_url and (
+            not self.trace_url.startswith(("https://", "http://")) or self.trace_url.count("{trace_id}") != 1
+        ):
+            raise OptionError(
+                f"LEITSTAND_TRACE_URL is an http(s) URL with {{trace_id}} once in it, got {self.trace_url!r}"
+            )
+
+    def trace_link(self, trace_id: str) -> str:
+        """The URL of a trace in the tracing system (``LEITSTAND_TRACE_URL``); '' without one."""
+        return self.trace_url.replace("{trace_id}", trace_id) if self.trace_url and trace_id else ""
 
     @classmethod
     def from_settings(cls, settings) -> ConsoleOptions:
@@ -231,6 +244,7 @@ class ConsoleOptions:
             **console,
             metrics_token=settings.LEITSTAND_METRICS_TOKEN,
             metrics_allowed_ips=frozenset(settings.LEITSTAND_METRICS_ALLOWED_IPS),
+            trace_url=settings.LEITSTAND_TRACE_URL,
             alerting=AlertingOptions.from_settings(settings),
             retention=RetentionOptions.from_settings(settings),
         )

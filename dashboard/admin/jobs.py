@@ -35,7 +35,7 @@ from dashboard.operations.archive import AUDIT, ArchiveUnreadable, archived_docu
 from dashboard.operations.deadletters import STEP, ended_in_step
 from dashboard.operations.export import export_json, job_export_json
 from dashboard.paths import attempt_timeline
-from jobs import leases, services
+from jobs import leases, services, tracing
 from jobs.leases import JobNotFound
 from jobs.models import (
     OPERATE_PERMISSION,
@@ -361,7 +361,7 @@ class JobAdmin(ReadOnlyAdmin):
     list_per_page = 50
     actions = [cancel_jobs, retry_jobs_now]
     inlines = [AttemptInline, StepEventInline, TransitionInline, EffectInline, RecheckPlanInline]
-    readonly_fields = ("children", "attempts_counted")
+    readonly_fields = ("children", "attempts_counted", "trace")
     change_form_template = "admin/jobs/job/console_change_form.html"
 
     def get_object(self, request, object_id, from_field=None):
@@ -372,8 +372,23 @@ class JobAdmin(ReadOnlyAdmin):
 
     def get_fields(self, request, obj=None):
         """The record's fields, with the attempts counter explained where it is (not at the end)."""
-        fields = [f for f in super().get_fields(request, obj) if f != "attempts_counted"]
-        return [name for f in fields for name in ((f, "attempts_counted") if f == "attempts" else (f,))]
+        # The trace context's two columns are shown as the one trace, beside the correlation ID.
+        fields = [
+            f
+            for f in super().get_fields(request, obj)
+            if f not in ("attempts_counted", "trace", "trace_parent", "trace_state")
+        ]
+        after = {"attempts": ("attempts", "attempts_counted"), "correlation_id": ("correlation_id", "trace")}
+        return [name for f in fields for name in after.get(f, (f,))]
+
+    @admin.display(description="trace")
+    def trace(self, job):
+        """The W3C trace it was created in, linked to the tracing system when LEITSTAND_TRACE_URL is set."""
+        trace_id = tracing.trace_id(job.trace_parent)
+        if not trace_id:
+            return "none (created outside any trace)"
+        link = options.current().trace_link(trace_id)
+        return format_html('<a href="{}" rel="noreferrer">{}</a>', link, trace_id) if link else trace_id
 
     @admin.display(description="attempt rows")
     def attempts_counted(self, job):

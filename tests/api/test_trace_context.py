@@ -134,3 +134,25 @@ def test_a_child_carries_its_parent_s_trace_and_the_run_s_log_lines_name_it(make
     assert (child.trace_parent, child.trace_state) == (TRACEPARENT, "vendor=a1")
     assert Job.objects.get(parent=untraced).trace_parent == "", "outside any trace, none is invented"
     assert sorted(getattr(record, "trace_id", "") for record in seen) == ["", TRACE]
+
+
+def test_the_job_page_shows_its_trace_linked_to_the_tracing_system(client, headers, settings, django_user_model):
+    traced = Job.objects.get(pk=submit(client, headers, HTTP_TRACEPARENT=TRACEPARENT).json()["id"])
+    untraced = Job.objects.get(pk=submit(client, headers, key="k-2").json()["id"])
+    client.force_login(django_user_model.objects.create_superuser("operator"))
+    page = client.get(f"/admin/jobs/job/{traced.pk}/change/").content.decode()
+    assert TRACE in page and "jaeger" not in page, "without LEITSTAND_TRACE_URL, the trace ID alone"
+    settings.LEITSTAND_TRACE_URL = "https://jaeger.example/trace/{trace_id}"
+    page = client.get(f"/admin/jobs/job/{traced.pk}/change/").content.decode()
+    assert f'<a href="https://jaeger.example/trace/{TRACE}" rel="noreferrer">{TRACE}</a>' in page
+    assert "none (created outside any trace)" in client.get(f"/admin/jobs/job/{untraced.pk}/change/").content.decode()
+
+
+@pytest.mark.parametrize(
+    "template", ["jaeger.example/{trace_id}", "https://jaeger.example/trace", "javascript:{trace_id}"]
+)
+def test_a_trace_url_that_is_no_http_template_is_refused_by_name(settings, template):
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="LEITSTAND_TRACE_URL is an http"):
+        settings.LEITSTAND_TRACE_URL = template

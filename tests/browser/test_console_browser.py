@@ -270,3 +270,18 @@ def test_an_operator_sends_a_route_test_confirms_it_and_sees_the_receipt(
     expect(row).to_contain_text("by user:operator-1 (console)")
     page.screenshot(path="/tmp/routes-page.png", full_page=True)
     no_policy_violations(page)
+
+
+def test_an_operator_follows_a_job_s_trace_to_the_tracing_system(page_as, live_server, settings):
+    from jobs import tracing
+    from jobs.services import job_create
+
+    settings.LEITSTAND_TRACE_URL = "https://tempo.example/explore?traceId={trace_id}"
+    with tracing.attached("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"):
+        job = job_create(type="synthetic", idempotency_key="traced", payload={}, actor="php-core").job
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")
+    link = page.get_by_role("link", name="4bf92f3577b34da6a3ce929d0e0e4736")
+    expect(link).to_have_attribute("href", "https://tempo.example/explore?traceId=4bf92f3577b34da6a3ce929d0e0e4736")
+    page.screenshot(path="/tmp/job-trace-page.png", full_page=True)
+    assert not [m for m in page.console_messages if "Content Security Policy" in m]
