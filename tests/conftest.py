@@ -1,9 +1,12 @@
+import logging
 import uuid
 
 import pytest
 
 from jobs import leases, services
+from jobs.logs import ContextFilter
 from jobs.models import Attempt, Job
+from jobs.retry import RetryPolicy
 from tests.support.db import (
     MOVABLE_CLOCK,
     OWNER,
@@ -15,6 +18,7 @@ from tests.support.db import (
     test_database_url,
 )
 from workers.runtime.pool import PoolRuntime
+from workers.runtime.registry import JobType, registry
 
 
 @pytest.fixture(autouse=True)
@@ -147,3 +151,44 @@ def _flush_retries_a_deadlock():
     flush.Command.handle = retrying_on_deadlock(original)
     yield
     flush.Command.handle = original
+
+
+@pytest.fixture
+def job_type():
+    """Register a job type for this test only: ``job_type(name, handler, **fields)``, in the crawl
+    pool with relaxed timings unless ``fields`` say otherwise."""
+    declared = []
+
+    def register(name: str, handler, **fields) -> JobType:
+        defaults = {
+            "pool": "crawl",
+            "timeout_seconds": 20,
+            "lease_seconds": 30,
+            "heartbeat_seconds": 5,
+            "retry": RetryPolicy(),
+            "processing_version": f"{name}@1",
+            "expected_paths": ("x",),
+        }
+        declared.append(registry.register(JobType(name=name, handler=handler, **{**defaults, **fields})))
+        return declared[-1]
+
+    yield register
+    for each in declared:
+        registry.unregister(each.name)
+
+
+@pytest.fixture
+def log_records():
+    """The records the root logger handles from now on (INFO and above), with the bound fields on them
+    as production's handler gets them (jobs.logs.ContextFilter)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(level=logging.INFO)
+    handler.addFilter(ContextFilter())
+    handler.emit = records.append
+    root = logging.getLogger()
+    root.addHandler(handler)
+    previous = root.level
+    root.setLevel(logging.INFO)
+    yield records
+    root.removeHandler(handler)
+    root.setLevel(previous)

@@ -10,11 +10,8 @@ import pytest
 
 from api.tokens import token_create
 from jobs import tracing
-from jobs.logs import ContextFilter
 from jobs.models import Job
-from jobs.retry import RetryPolicy
 from workers.runtime.context import Done
-from workers.runtime.registry import JobType, registry
 
 pytestmark = pytest.mark.django_db
 
@@ -97,43 +94,24 @@ def test_a_batch_s_members_carry_the_submission_s_trace(client, headers):
     assert set(Job.objects.filter(batch__isnull=False).values_list("trace_parent", flat=True)) == {TRACEPARENT}
 
 
-def test_a_child_carries_its_parent_s_trace_and_the_run_s_log_lines_name_it(make_job, pool_runtime):
-    seen = []
-    handler = logging.Handler(level=logging.INFO)
-    handler.addFilter(ContextFilter())
-    handler.emit = seen.append
-
+def test_a_child_carries_its_parent_s_trace_and_the_run_s_log_lines_name_it(
+    make_job, pool_runtime, job_type, log_records
+):
     def spawning(context):
         logging.getLogger("leitstand.test.handler").warning("spawning")
         context.spawn("synthetic", payload={"pool": "analysis"}, key=f"child-{context.job_id}")
         return Done(reason="spawned")
 
-    declared = registry.register(
-        JobType(
-            name="trace_test",
-            handler=spawning,
-            pool="crawl",
-            timeout_seconds=20,
-            lease_seconds=30,
-            heartbeat_seconds=5,
-            retry=RetryPolicy(),
-            processing_version="trace@1",
-            expected_paths=("x",),
-        )
-    )
-    logging.getLogger("leitstand.test.handler").addHandler(handler)
-    try:
-        with tracing.attached(TRACEPARENT, "vendor=a1"):
-            parent = make_job("trace_test", pool="crawl", payload={})
-        untraced = make_job("trace_test", pool="crawl", payload={}, idempotency_key=str(uuid.uuid4()))
-        pool_runtime("crawl").wake()
-    finally:
-        logging.getLogger("leitstand.test.handler").removeHandler(handler)
-        registry.unregister(declared.name)
+    job_type("trace_test", spawning)
+    with tracing.attached(TRACEPARENT, "vendor=a1"):
+        parent = make_job("trace_test", pool="crawl", payload={})
+    untraced = make_job("trace_test", pool="crawl", payload={}, idempotency_key=str(uuid.uuid4()))
+    pool_runtime("crawl").wake()
     child = Job.objects.get(parent=parent)
     assert (child.trace_parent, child.trace_state) == (TRACEPARENT, "vendor=a1")
     assert Job.objects.get(parent=untraced).trace_parent == "", "outside any trace, none is invented"
-    assert sorted(getattr(record, "trace_id", "") for record in seen) == ["", TRACE]
+    spawning_lines = [record for record in log_records if record.getMessage() == "spawning"]
+    assert sorted(getattr(record, "trace_id", "") for record in spawning_lines) == ["", TRACE]
 
 
 def test_the_job_page_shows_its_trace_linked_to_the_tracing_system(client, headers, settings, django_user_model):

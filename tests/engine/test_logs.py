@@ -18,21 +18,16 @@ from tests.support.db import PROJECT_ROOT, child_env
 
 
 @pytest.fixture
-def lines():
+def lines(log_records):
     """What the root logger writes from now on, formatted as JSON lines and parsed back."""
-    written = []
-    handler = logging.Handler(level=logging.INFO)
-    handler.addFilter(logs.ContextFilter())
-    handler.setFormatter(logs.formatter("json", ""))
-    handler.emit = lambda record: written.append(handler.format(record))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    previous = root.level
-    root.setLevel(logging.INFO)
-    yield lambda: [json.loads(line) for line in written]
-    root.removeHandler(handler)
-    root.setLevel(previous)
-    assert all("\n" not in line for line in written), "one line per record"
+    json_lines = logs.formatter("json", "")
+
+    def parsed() -> list[dict]:
+        written = [json_lines.format(record) for record in log_records]
+        assert all("\n" not in line for line in written), "one line per record"
+        return [json.loads(line) for line in written]
+
+    return parsed
 
 
 def test_a_json_line_names_time_level_logger_message_and_what_is_bound(lines):
