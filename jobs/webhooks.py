@@ -19,10 +19,11 @@ events and job types are delivered is the global setting's.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 
 from django.db import connection, transaction
 
-from jobs import options
+from jobs import options, tracing
 from jobs.models import Batch, Client, Job, Transition, WebhookEvent
 from jobs.options import EVENT_KINDS, WebhookOptions
 from jobs.services import job_create
@@ -110,15 +111,17 @@ def _delivery_create(
         payload["client"] = client.name  # its own webhook, signed with its own secret
     elif not hook.url or (client is not None and not client.uses_global_webhook):
         return 0  # nobody chose a receiver for this client's events
-    job_create(
-        type=DELIVERY_TYPE,
-        pool="notify",
-        idempotency_key=f"webhook-event-{event.pk}",
-        payload=payload,
-        actor=ACTOR,
-        correlation_id=correlation_id,  # stored header-safe (jobs.correlation.header_safe)
-        priority=1,
-    )
+    # The delivery is created in its job's trace (jobs/tracing.py), and so carries it to the receiver.
+    with tracing.attached(job.trace_parent, job.trace_state) if job is not None else nullcontext():
+        job_create(
+            type=DELIVERY_TYPE,
+            pool="notify",
+            idempotency_key=f"webhook-event-{event.pk}",
+            payload=payload,
+            actor=ACTOR,
+            correlation_id=correlation_id,  # stored header-safe (jobs.correlation.header_safe)
+            priority=1,
+        )
     return 1
 
 

@@ -25,6 +25,7 @@ from workers.runtime.webhook import sign
 
 PHP_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "php"
 SECRET = "php-webhook-secret-3"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"  # the trace clients/php/tests sends
 pytestmark = pytest.mark.django_db(transaction=True)
 
 if shutil.which("php") is None:  # ./scripts/test installs php-cli and php-curl; a bare pytest run names them
@@ -128,7 +129,7 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
     assert once.count() == 1 and str(job.pk) == results["job_id"]
     assert Job.objects.filter(batch_id=results["batch_id"]).count() == 2
     traced = Job.objects.get(pk=results["traced_job_id"])  # a header with a line break is not sent
-    assert (traced.trace_parent, traced.trace_state) == ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
+    assert (traced.trace_parent, traced.trace_state) == (TRACEPARENT, "")
     assert len(results["rejected"]) == 4 and any("old" in reason for reason in results["rejected"])
 
     # The job ends; its webhook goes to the PHP receiver, which verifies and records it.
@@ -136,6 +137,7 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
     settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": receiver_url, "secret": SECRET}
     client_webhook_set(client_id=job.client_id, url="", actor="test")  # the operator: the global webhook is its
     pool_runtime("synthetic").wake()
+    Job.objects.filter(pk=job.pk).update(trace_parent=TRACEPARENT)  # as if submitted in a trace
     job_confirm(job_id=job.pk, actor="php-test")
     assert webhook_sweep() == 1
     pool_runtime("notify").wake()
@@ -148,6 +150,7 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
         str(job.pk),
         "php-case-1",
     )
+    assert event.pop("trace_context") == {"traceparent": TRACEPARENT}, "the receiver reads the job's trace"
 
     # A forged delivery is refused; a repeated one is acknowledged and recorded once.
     body = json.dumps(event).encode()

@@ -250,3 +250,14 @@ def test_only_safe_validators_are_kept_for_the_next_conditional_request(etag, ke
     assert validators.etag == kept
     assert validators.request_headers()["If-Modified-Since"] == "Mon, 30 Nov 2026 08:00:00 GMT"
     assert ("If-None-Match" in validators.request_headers()) == bool(kept)
+
+
+def test_a_fetch_in_a_traced_job_hands_the_site_no_trace_context(server):
+    """The crawler never tells the sites it fetches its callers' trace IDs (docs/api.md, "Trace context")."""
+    from jobs import tracing
+
+    with tracing.attached("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "php=core"):
+        assert tracing.current()[0], "the trace is current while the fetch runs"
+        allowing(server).fetch(f"http://{server.target}/ok")
+    (names,) = server.header_names
+    assert "user-agent" in names and not names & {"traceparent", "tracestate", "baggage"}

@@ -149,3 +149,21 @@ def test_a_non_ascii_correlation_id_of_an_older_job_does_not_silence_its_webhook
     ((headers, body),) = receiver.deliveries
     assert headers["X-Correlation-ID"] == "bestellung-m%C3%BCller-4711"
     assert json.loads(body)["job"]["correlation_id"] == "bestellung-müller-4711"
+
+
+def test_a_webhook_carries_the_trace_its_job_was_created_in(make_job, hook, pool_runtime):
+    from jobs import tracing
+
+    receiver = hook(200)
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with tracing.attached(traceparent, "php=core"):
+        traced = make_job("synthetic", pool="crawl", payload={})
+    untraced = make_job("synthetic", pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    for job in (traced, untraced):
+        job_confirm(job_id=job.pk, actor="test")
+    assert webhook_sweep() == 2
+    pool_runtime("notify").wake()
+    by_job = {json.loads(body)["job"]["id"]: headers for headers, body in receiver.deliveries}
+    assert (by_job[str(traced.pk)]["traceparent"], by_job[str(traced.pk)]["tracestate"]) == (traceparent, "php=core")
+    assert "traceparent" not in by_job[str(untraced.pk)], "no trace is invented for a job outside one"

@@ -17,6 +17,7 @@ class HostileServer:
         self.address = address
         self.requests: list[str] = []
         self.hosts: list[str] = []  # the Host header of every request
+        self.header_names: list[set[str]] = []  # the names of every request's headers, lower case
         # What /robots.txt answers: (status, body, seconds to wait before answering).
         self.robots: tuple[int, bytes, float] = (404, b"", 0.0)
         # /slow: how many requests were in flight at once, at most, and when each began.
@@ -35,6 +36,7 @@ class HostileServer:
             def do_GET(self):
                 server.requests.append(self.path)
                 server.hosts.append(self.headers.get("Host", ""))
+                server.header_names.append({name.lower() for name in self.headers.keys()})
                 route = self.path.split("?")[0]
                 name = route.strip("/").split("/")[0].replace("-", "_").replace(".", "_")
                 getattr(self, "route_" + name, self.route_missing)()

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from jobs import options as engine_options
+from jobs import tracing
 from jobs.correlation import header_safe
 from jobs.errors import JobError, PermanentError, TransientError
 from jobs.models import Client
@@ -113,6 +114,10 @@ def handle_api_webhook(context: JobContext):
         raise PermanentError('the payload is {"event": {"id": "evt_…", "type": "…", …}}')
     client_name = context.payload.get("client")
     url, secret = _receiver(client_name)
+    # The trace of the job the event is about (its delivery runs in it): the PHP core's receiver sees
+    # the webhook in the trace of the request that submitted the job (W3C trace context).
+    traceparent, tracestate = tracing.current()
+    trace = {"traceparent": traceparent, **({"tracestate": tracestate} if tracestate else {})} if traceparent else {}
     return post_signed(
         context,
         url=url,
@@ -125,6 +130,7 @@ def handle_api_webhook(context: JobContext):
             "X-Leitstand-Event-Type": event["type"],
             "X-Correlation-ID": header_safe(context.correlation_id),
             **({"X-Leitstand-Client": header_safe(event["client"])} if event.get("client") else {}),
+            **trace,
         },
     )
 

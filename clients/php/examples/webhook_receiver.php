@@ -19,6 +19,8 @@ if (!is_dir($directory)) {
 $file = $directory . '/' . preg_replace('/[^A-Za-z0-9_]/', '', (string) $event['id']) . '.json';
 $handle = @fopen($file, 'x');  // 'x': fails when the event was recorded before
 if ($handle !== false) {
+    // The trace the job was submitted in: pass it to OpenTelemetry's propagator (extract) to continue it.
+    $event['trace_context'] = Leitstand\Webhook::traceContext();
     fwrite($handle, json_encode($event, JSON_UNESCAPED_SLASHES | JSON_PRETTY_PRINT));
     fclose($handle);
     // Here the core would act on it: $event['type'] is job.done, job.dead, job.ready_for_review or

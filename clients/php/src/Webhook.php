@@ -60,6 +60,26 @@ final class Webhook
     }
 
     /**
+     * The W3C trace context a delivery carries — the trace its job was submitted in — as headers for an
+     * OpenTelemetry propagator's `extract()`: `['traceparent' => …, 'tracestate' => …]`, empty without
+     * one. Reads the current request (`$server`: `$_SERVER` unless given).
+     *
+     * @param array<string, mixed>|null $server
+     * @return array<string, string>
+     */
+    public static function traceContext(?array $server = null): array
+    {
+        $server ??= $_SERVER;
+        $context = [];
+        foreach (['traceparent' => 'HTTP_TRACEPARENT', 'tracestate' => 'HTTP_TRACESTATE'] as $name => $key) {
+            if (isset($server[$key]) && is_string($server[$key]) && $server[$key] !== '') {
+                $context[$name] = $server[$key];
+            }
+        }
+        return $context;
+    }
+
+    /**
      * Reads the current request (PHP's web SAPI), verifies it and returns the event; answers 401 and
      * exits when it does not verify.
      *
