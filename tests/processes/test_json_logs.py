@@ -31,10 +31,12 @@ def test_pools_and_the_control_process_write_json_lines_that_name_their_job(tmp_
         processes.start("crawl")
         done = submit({"steps": ["fetch", "store"]}, correlation_id="php-request-1")
         failing = submit({"fail": "permanent"}, correlation_id="php-request-2")
+        unclear = submit({"fail": "unclear"})
         wait_for(
-            lambda: state_of(done) == "result_stored" and state_of(failing) == "dead",
+            lambda: (state_of(done), state_of(failing)) == ("result_stored", "dead")
+            and state_of(unclear) in ("unclear", "ready_for_review"),
             timeout=60,
-            message="one job stored, one dead",
+            message="one job stored, one dead, one for a person",
         )
     finally:
         processes.stop_all()
@@ -43,6 +45,8 @@ def test_pools_and_the_control_process_write_json_lines_that_name_their_job(tmp_
     assert any(line["message"].startswith("control: pid") for line in control)
     assert any(line["message"].startswith("pool crawl:") for line in crawl)
     assert all(line.get("pool") == "crawl" for line in crawl), "a pool's every line names it"
+    (asking,) = [line for line in crawl if line["message"].startswith("attempt needs a person (unclear)")]
+    assert asking["level"] == "INFO" and asking["job_id"] == str(unclear.pk), "a business outcome is no fault"
     (failed,) = [line for line in crawl if line["message"].startswith("attempt failed")]
     assert failed["level"] == "WARNING" and "PermanentError" in failed["message"]
     job = Job.objects.get(pk=failing.pk)

@@ -392,8 +392,12 @@ class PoolRuntime:
 
     def _fail(self, job, context, kind, error_class, message, delay, report) -> None:
         # One line per failed attempt (its job bound to it: jobs/logs.py); the message as a quoted
-        # one-line text, cut to 500 characters: it may come from a hostile page.
-        logger.warning("attempt failed (%s): %s: %.500r", kind.value, error_class, message)
+        # one-line text, cut to 500 characters: it may come from a hostile page. An unclear outcome is
+        # the business asking a person, not a fault: a line of its own, at INFO.
+        if kind is ErrorKind.UNCLEAR:
+            logger.info("attempt needs a person (unclear): %s: %.500r", error_class, message)
+        else:
+            logger.warning("attempt failed (%s): %s: %.500r", kind.value, error_class, message)
         self._flush_steps(job, context, report)
         if self._write_or_count_refusal(
             report,
