@@ -44,12 +44,18 @@ class ApiRequestMiddleware:
                 kind="/problems/payload-too-large",
             )
         else:
-            # The caller's W3C trace context (an invalid one is ignored) is current for the request:
-            # the jobs it creates keep it (jobs/tracing.py); the answer names it (Trace Context Level 2).
-            with tracing.attached(request.headers.get("traceparent", ""), request.headers.get("tracestate", "")):
+            # The caller's W3C trace context (an invalid one is ignored) is current for the request, as
+            # the parent of its server span when traces are recorded: the jobs it creates keep it
+            # (jobs/tracing.py); the answer names it (Trace Context Level 2).
+            with (
+                tracing.attached(request.headers.get("traceparent", ""), request.headers.get("tracestate", "")),
+                tracing.server_span(request.method, request.path) as span,
+            ):
                 traceparent, _ = tracing.current()
                 with logs.bound(correlation_id=correlation, trace_id=tracing.trace_id(traceparent)):
                     response = self.get_response(request)
+                match = getattr(request, "resolver_match", None)
+                tracing.served(span, request.method, f"/{match.route}" if match else "", response.status_code)
             if traceparent:
                 response["traceresponse"] = traceparent
         response["X-Correlation-ID"] = correlation

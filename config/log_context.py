@@ -1,10 +1,14 @@
 """Bind the console's user to every log line a request writes (``jobs.logs``): a line about a bulk
 retry or a refused form names who did it. The name is read only when a line is written, so a request
-that logs nothing costs no look-up of its session's user."""
+that logs nothing costs no look-up of its session's user.
+
+With traces recorded (jobs/tracing.py), a console action (any request but GET and HEAD) is a server
+span, so the jobs it creates (a retry, a replay, a run of a source) start a trace of their own; the
+console's reads and live parts, polled every few seconds, are not traced."""
 
 from __future__ import annotations
 
-from jobs import logs
+from jobs import logs, tracing
 
 
 class UserLogMiddleware:
@@ -13,7 +17,13 @@ class UserLogMiddleware:
 
     def __call__(self, request):
         with logs.bound(user=lambda: _username(request)):
-            return self.get_response(request)
+            if request.method in ("GET", "HEAD") or request.path.startswith("/api/") or not tracing.enabled():
+                return self.get_response(request)
+            with tracing.server_span(request.method, request.path) as span:
+                response = self.get_response(request)
+                match = getattr(request, "resolver_match", None)
+                tracing.served(span, request.method, f"/{match.route}" if match else "", response.status_code)
+                return response
 
 
 def _username(request) -> str:

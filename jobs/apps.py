@@ -10,7 +10,7 @@ class JobsConfig(AppConfig):
         # one of them gets the engine's options read again.
         from django.conf import settings
 
-        from jobs import options
+        from jobs import options, tracing
 
         def configure():
             try:
@@ -19,3 +19,7 @@ class JobsConfig(AppConfig):
                 pass  # reported by the system checks (config/checks.py, leitstand.E009), naming the setting
 
         options.follow_settings(options.SETTINGS, configure, uid="jobs.options")
+
+        # Spans are recorded and exported only when the standard OTEL_* environment names a collector
+        # (docs/operations.md, "Traces"); an export this build cannot make stops the start, named.
+        tracing.configure_from_environment()

@@ -493,6 +493,24 @@ class Step:
 
 
 @dataclass(frozen=True)
+class AttemptNotes:
+    """What an attempt keeps beside its outcome: its span's ``traceparent`` when traces are recorded
+    (jobs/tracing.py) and the log lines it kept (jobs/logs.py, ``Kept.stored``)."""
+
+    trace_span: str = ""
+    log_lines: dict | None = None
+
+    def params(self) -> dict:
+        return {
+            "trace_span": self.trace_span[:55],
+            "log_lines": Jsonb(self.log_lines, dumps=_dumps) if self.log_lines is not None else None,
+        }
+
+
+NO_NOTES = AttemptNotes()
+
+
+@dataclass(frozen=True)
 class Completion:
     """One job's result in a batch completion, with the step events of its run."""
 
@@ -507,6 +525,7 @@ class Completion:
     # The handler skipped the work (robots.txt forbade it, nothing changed): the attempt's outcome
     # says so; ``settled`` carries the reason for people.
     skipped: bool = False
+    notes: AttemptNotes = NO_NOTES
 
 
 def complete_many(completions: list[Completion], *, actor: str) -> list[WriteResult | Exception]:
@@ -546,6 +565,8 @@ def complete_many(completions: list[Completion], *, actor: str) -> list[WriteRes
                         ),
                         "cause": "result stored; recheck planned" if c.recheck else "result stored",
                         "settled": _text(c.settled, 500) or None,
+                        "trace_span": c.notes.trace_span[:55],
+                        "log_lines": c.notes.log_lines,
                     }
                     for c in completions
                 ],
@@ -594,6 +615,7 @@ def fail(
     error_class: str,
     message: str,
     retry_delay_seconds: float = 0.0,
+    notes: AttemptNotes = NO_NOTES,
 ) -> WriteResult:
     """Record a failure and route it by its class.
 
@@ -627,12 +649,21 @@ def fail(
             "outcome_failed": Attempt.Outcome.FAILED,
             "outcome_dead": Attempt.Outcome.DEAD,
             "outcome_unclear": Attempt.Outcome.UNCLEAR,
+            **notes.params(),
         },
     )
     return result
 
 
-def release(job_id, lease_version: int, *, actor: str, reason: str, delay_seconds: float = 0.0) -> WriteResult:
+def release(
+    job_id,
+    lease_version: int,
+    *,
+    actor: str,
+    reason: str,
+    delay_seconds: float = 0.0,
+    notes: AttemptNotes = NO_NOTES,
+) -> WriteResult:
     """Hand the job back cleanly (on SIGTERM; or deferred while a host is busy): → planned; the
     attempt is not counted against the retry budget.
 
@@ -652,9 +683,16 @@ def release(job_id, lease_version: int, *, actor: str, reason: str, delay_second
             "reason": _text(reason, 10_000),
             "delay": max(delay_seconds, 0.0),
             "outcome": Attempt.Outcome.RELEASED,
+            **notes.params(),
         },
     )
     return result
+
+
+def attempt_span_previous(job_id, lease_version: int) -> str:
+    """The ``traceparent`` of the newest earlier attempt's span, or '' (none recorded one)."""
+    row = _fetch_one(queries.attempt_trace_span_previous, {"job_id": _as_uuid(job_id), "lease_version": lease_version})
+    return row[0] if row else ""
 
 
 # --- sweeps run by the control process ---------------------------------------------------------

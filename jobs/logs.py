@@ -18,15 +18,18 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from types import MappingProxyType
 
+from opentelemetry import trace
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
 # The fields a log line may carry about its work, by the name they have in a JSON line.
-FIELDS = ("correlation_id", "trace_id", "job_id", "attempt", "job_type", "pool", "client", "token", "user")
+FIELDS = ("correlation_id", "trace_id", "span_id", "job_id", "attempt", "job_type", "pool", "client", "token", "user")
 
 _EMPTY: Mapping = MappingProxyType({})
 _bound: ContextVar[Mapping] = ContextVar("log_context", default=_EMPTY)
@@ -66,6 +69,10 @@ class ContextFilter(logging.Filter):
     """Puts the bound fields on every record that does not carry them already."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        span = trace.get_current_span()
+        if span.is_recording():  # a span recorded by the SDK (jobs/tracing.py): the line names it
+            context = span.get_span_context()
+            record.trace_id, record.span_id = format(context.trace_id, "032x"), format(context.span_id, "016x")
         for fields in (_bound.get(), _process):
             for name, value in fields.items():
                 if name not in record.__dict__:
@@ -130,3 +137,89 @@ def formatter(log_format: str, plain: str) -> logging.Formatter:
     if log_format == "json":
         return JsonFormatter()
     return logging.Formatter(plain, defaults={"correlation_id": "-"})
+
+
+# --- the lines an attempt keeps ---------------------------------------------------------------
+
+# What one attempt keeps of the lines written while its handler runs (shown beside its steps on the
+# job page, exported and archived with it): warnings and errors, and as many info lines as its type
+# allows (``JobType.log_info_lines``), at most LINES_KEPT in all; a message is cut to MESSAGE_CHARS,
+# a traceback to EXCEPTION_CHARS (its end: where it was raised). What did not fit is counted.
+LINES_KEPT = 50
+MESSAGE_CHARS = 2000
+EXCEPTION_CHARS = 8000
+
+
+class Kept:
+    """The lines one attempt keeps (``kept``), as stored on the attempt (``stored``)."""
+
+    __slots__ = ("lines", "dropped", "info_left")
+
+    def __init__(self, info_lines: int) -> None:
+        self.lines: list[dict] = []
+        self.dropped = 0
+        self.info_left = info_lines
+
+    def add(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.WARNING:
+            if self.info_left <= 0:
+                return
+            self.info_left -= 1
+        if len(self.lines) >= LINES_KEPT:
+            self.dropped += 1
+            return
+        try:
+            message = record.getMessage()
+        except Exception as exc:  # a call with arguments its format does not take
+            message = f"{record.msg!r} (unformattable: {type(exc).__name__})"
+        line = {
+            "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": message[:MESSAGE_CHARS],
+        }
+        if record.exc_info and record.exc_info[0] is not None:
+            text = "".join(traceback.format_exception(*record.exc_info))
+            line["exception"] = text[-EXCEPTION_CHARS:]
+        self.lines.append(line)
+
+    def stored(self) -> dict | None:
+        """What the attempt stores: ``{"lines": [...], "dropped": n}``, or None when nothing was kept."""
+        if not self.lines and not self.dropped:
+            return None
+        return {"lines": self.lines, "dropped": self.dropped}
+
+
+_keeping: ContextVar[Kept | None] = ContextVar("log_kept", default=None)
+
+
+@contextmanager
+def kept(info_lines: int = 0) -> Iterator[Kept]:
+    """Keep the lines this thread writes inside the block (``KeepHandler`` must be installed)."""
+    keeping = Kept(info_lines)
+    token = _keeping.set(keeping)
+    try:
+        yield keeping
+    finally:
+        _keeping.reset(token)
+
+
+class KeepHandler(logging.Handler):
+    """Hands each line to the attempt keeping lines in this thread, if any. ``skip``: loggers whose
+    lines the attempt shows otherwise (the runtime's own line about its outcome)."""
+
+    def __init__(self, skip: frozenset[str] = frozenset()) -> None:
+        super().__init__(logging.INFO)
+        self.skip = skip
+
+    def emit(self, record: logging.LogRecord) -> None:
+        keeping = _keeping.get()
+        if keeping is not None and record.name not in self.skip:
+            keeping.add(record)
+
+
+def keep_install(skip: frozenset[str] = frozenset()) -> None:
+    """Install ``KeepHandler`` on the root logger, once per process."""
+    root = logging.getLogger()
+    if not any(isinstance(handler, KeepHandler) for handler in root.handlers):
+        root.addHandler(KeepHandler(skip))

@@ -425,6 +425,10 @@ class Attempt(models.Model):
     outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
     error_class = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True)
+    # Its span when traces are recorded (jobs/tracing.py): a W3C traceparent naming trace and span.
+    trace_span = models.CharField(max_length=55, blank=True, default="", db_default="")
+    # The lines its handler logged that it kept (jobs/logs.py, ``Kept.stored``): {"lines": [...], "dropped": n}.
+    log_lines = models.JSONField(null=True, blank=True)
     refused_writes = models.PositiveIntegerField(default=0, help_text="Writes refused because this attempt was stale.")
     last_refused_at = models.DateTimeField(null=True, blank=True)
     last_refused_op = models.CharField(max_length=32, blank=True)

@@ -274,7 +274,8 @@ SELECT EXISTS (SELECT 1 FROM changed),
 
 -- name: jobs_store_results_if_lease_held
 -- A batch completion: each job of %(completions)s (one JSON document) whose lease version is
--- current stores its result, ends its lease and attempt, and writes its step events (%(steps)s);
+-- current stores its result, ends its lease and attempt (with the attempt's span and kept log lines),
+-- and writes its step events (%(steps)s);
 -- a settled one (the handler's rule decided the outcome) goes on to %(settled_state)s, both steps
 -- logged. Each refused completion is recorded. Returns (written, job_id, from_state, to_state,
 -- lease_version, current_lease_version, current_state) per job.
@@ -283,7 +284,7 @@ input AS MATERIALIZED (
     -- The batch travels as one JSON document: far cheaper to send than a set of parallel arrays.
     SELECT * FROM jsonb_to_recordset(%(completions)s)
         AS i(id uuid, lease_version bigint, result_ref text, result_checksum text, target text, outcome text,
-             cause text, settled text)
+             cause text, settled text, trace_span text, log_lines jsonb)
 ),
 target AS MATERIALIZED (
     -- One lookup by primary key per member, in id order (the order every locker takes rows in),
@@ -292,7 +293,8 @@ target AS MATERIALIZED (
     -- transaction began (a long report or backup keeps hundreds of thousands), and such a scan
     -- visits them all (bench.horizon: 286,000 buffers for a completion of 100 jobs at the end of a
     -- four-minute pin). The bulk transitions below look their jobs up the same way.
-    SELECT j.id, j.state, i.result_ref, i.result_checksum, i.target, i.outcome, i.cause, i.settled
+    SELECT j.id, j.state, i.result_ref, i.result_checksum, i.target, i.outcome, i.cause, i.settled,
+           i.trace_span, i.log_lines
     FROM (SELECT * FROM input ORDER BY id) AS i
     CROSS JOIN LATERAL (
         SELECT j.id, j.state FROM jobs_job AS j
@@ -310,7 +312,8 @@ changed AS (
     FROM target, clock
     WHERE j.id = target.id
     RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, j.correlation_id,
-              target.outcome, target.cause, target.target AS stored_state, target.settled
+              target.outcome, target.cause, target.target AS stored_state, target.settled,
+              target.trace_span, target.log_lines
 ),
 steps AS (
     -- Step events travel with the result, and are written only for the jobs whose write was entitled.
@@ -324,7 +327,8 @@ steps AS (
     ORDER BY s.n
 ),
 attempt AS (
-    UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = changed.outcome
+    UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = changed.outcome,
+        trace_span = coalesce(changed.trace_span, ''), log_lines = changed.log_lines
     FROM changed, clock
     WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
 ),
@@ -350,7 +354,8 @@ SELECT FALSE, job_id, NULL, NULL, lease_version, current_lease_version, current_
 -- Record a failure and route it by its kind: unclear (%(is_unclear)s) → %(unclear)s (a person decides);
 -- permanent (%(is_permanent)s) → %(dead)s at once; transient → %(failed)s with the next attempt after
 -- %(delay)s seconds while retry budget is left (attempts < max_attempts, the condition of
--- ``Job.has_retry_budget``), else %(dead)s. The attempt's outcome names where the job went.
+-- ``Job.has_retry_budget``), else %(dead)s. The attempt's outcome names where the job went; the attempt
+-- keeps its span (%(trace_span)s) and the log lines it kept (%(log_lines)s).
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 target AS (
     SELECT id, state FROM jobs_job
@@ -384,6 +389,7 @@ changed AS (
 attempt AS (
     UPDATE jobs_attempt AS a
     SET finished_at = clock.now, error_class = %(error_class)s, error_message = %(message)s,
+        trace_span = %(trace_span)s, log_lines = %(log_lines)s,
         outcome = CASE changed.to_state WHEN %(failed)s THEN %(outcome_failed)s
                                         WHEN %(dead)s THEN %(outcome_dead)s
                                         ELSE %(outcome_unclear)s END
@@ -405,7 +411,8 @@ SELECT EXISTS (SELECT 1 FROM changed),
 -- name: job_release_if_lease_held
 -- Hand the job back cleanly (on SIGTERM, or deferred while a host is busy): → %(target)s; the
 -- attempt is not counted against the retry budget. Without a delay the job keeps its due time and so
--- its place in line; deferred by %(delay)s seconds, it is due that much later.
+-- its place in line; deferred by %(delay)s seconds, it is due that much later. The attempt keeps its
+-- span and log lines as in a failure.
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 target AS (
     SELECT id, state FROM jobs_job
@@ -422,7 +429,8 @@ changed AS (
     RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version, j.lease_expires_at
 ),
 attempt AS (
-    UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = %(outcome)s, error_message = %(reason)s
+    UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = %(outcome)s, error_message = %(reason)s,
+        trace_span = %(trace_span)s, log_lines = %(log_lines)s
     FROM changed, clock
     WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
 ),
@@ -788,6 +796,13 @@ UPDATE jobs_attempt a SET path_checked = true, path_signature = r.signature, pat
 FROM jsonb_to_recordset(%(results)s) AS r(id bigint, signature text, conforms boolean, divergence text, kind text,
                                           duration_ms double precision, slow_reason text)
 WHERE a.id = r.id
+
+
+-- name: attempt_trace_span_previous
+-- The span of the newest earlier attempt of a job that ended with one: what a retry's span links to.
+SELECT trace_span FROM jobs_attempt
+WHERE job_id = %(job_id)s AND lease_version < %(lease_version)s AND trace_span <> ''
+ORDER BY lease_version DESC LIMIT 1
 
 
 -- name: attempt_run_time_p99_by_type

@@ -10,11 +10,21 @@ stores is the span that created it.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, Tracer, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from jobs.errors import error_class_name
 
 _propagator = TraceContextTextMapPropagator()
 # What a job keeps of a ``tracestate`` (W3C: a vendor should propagate at least 512 characters);
@@ -48,3 +58,241 @@ def trace_id(traceparent: str) -> str:
     """The trace ID (32 lower-case hex digits) of a stored ``traceparent``; '' without one."""
     parts = traceparent.split("-")
     return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""
+
+
+# --- spans (recorded only when an SDK is configured) --------------------------------------------
+
+_tracer: Tracer | None = None
+_provider: TracerProvider | None = None
+
+
+class TracingError(ValueError):
+    """The ``OTEL_*`` environment asks for an export this build cannot make."""
+
+
+def enabled() -> bool:
+    return _tracer is not None
+
+
+def configure_from_environment() -> bool:
+    """Record spans and export them over OTLP/HTTP when the standard ``OTEL_*`` environment names a
+    collector (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``); without
+    one, or with ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``, tracing stays off and
+    no span is made. The SDK and its exporter read the rest themselves: ``OTEL_SERVICE_NAME``
+    (default ``leitstand``), ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``(``_ARG``),
+    ``OTEL_BSP_*``, ``OTEL_EXPORTER_OTLP_HEADERS``, ``…_TIMEOUT``, ``…_COMPRESSION``. Returns
+    whether tracing is on."""
+    env = os.environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if exporter == "none" or not endpoint:
+        return False
+    if exporter != "otlp":
+        raise TracingError(f"OTEL_TRACES_EXPORTER={exporter!r}: only 'otlp' (or 'none') is supported")
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+    if protocol not in ("", "http/protobuf"):
+        raise TracingError(f"OTLP protocol {protocol!r}: only 'http/protobuf' is supported (no gRPC exporter)")
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    configure(BatchSpanProcessor(OTLPSpanExporter()))
+    return True
+
+
+def configure(processor: SpanProcessor) -> TracerProvider:
+    """Record spans into ``processor`` from now on (the OTLP export, or a test's in-memory one)."""
+    global _tracer, _provider
+    resource = Resource.create(
+        {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "leitstand", "host.name": socket.gethostname()}
+    )
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(processor)
+    if _provider is None and not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(provider)  # what libraries' own instrumentation finds (once per process)
+    _provider, _tracer = provider, provider.get_tracer("leitstand")
+    return provider
+
+
+def unconfigure() -> None:
+    """Stop recording spans (tests)."""
+    global _tracer, _provider
+    if _provider is not None:
+        _provider.shutdown()
+    _tracer = _provider = None
+
+
+def flush(timeout_seconds: float = 5.0) -> None:
+    """Export the spans still queued: before a process ends without ``atexit`` (a pool's worker)."""
+    if _provider is not None:
+        _provider.force_flush(int(timeout_seconds * 1000))
+
+
+@contextmanager
+def span(
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: dict | None = None,
+    quiet: tuple[type[BaseException], ...] = (),
+) -> Iterator[Span | None]:
+    """A span around the block, current inside it; None (and nothing made) when tracing is off. An
+    exception leaving the block marks it an error (``error.type``, status ERROR), unless it is one of
+    ``quiet`` (not a failure: a job deferred)."""
+    if _tracer is None:
+        yield None
+        return
+    with _tracer.start_as_current_span(
+        name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as made:
+        try:
+            yield made
+        except BaseException as exc:
+            if not isinstance(exc, quiet):
+                failed(made, exc)
+            raise
+
+
+def failed(made: Span | None, exc: BaseException | str) -> None:
+    """Mark a span an error: ``error.type`` (the exception's class, as attempts name it, or an HTTP
+    status) and status ERROR with the reason."""
+    if made is None:
+        return
+    error = exc if isinstance(exc, str) else error_class_name(exc)
+    made.set_attribute("error.type", error)
+    made.set_status(Status(StatusCode.ERROR, str(exc)[:500] if not isinstance(exc, str) else None))
+
+
+def note(**attributes) -> None:
+    """Set attributes on the current span (``leitstand.`` prefixed), if one is recorded."""
+    current_span = trace.get_current_span()
+    if current_span.is_recording():
+        for name, value in attributes.items():
+            current_span.set_attribute(f"leitstand.{name}", value)
+
+
+def current_span_failed(error_class: str, message: str) -> None:
+    current_span = trace.get_current_span()
+    if current_span.is_recording():
+        current_span.set_attribute("error.type", error_class)
+        current_span.set_status(Status(StatusCode.ERROR, message[:500]))
+
+
+@contextmanager
+def attempt(job, *, pool: str, previous: str = "") -> Iterator[str]:
+    """The attempt of a claimed ``job`` (``leases.ClaimedJob``): its creation's context is current
+    inside the block (the jobs it creates are created in it). With tracing on, the attempt is a span
+    of kind CONSUMER (OpenTelemetry's messaging conventions, ``process <type>``): the first attempt a
+    child of the context the job was created in; a retry (attempt 2 and on) the root of a new trace
+    with links to that context and to ``previous`` (the last attempt's own span, when it ended with
+    one): a retry hours later is not hidden inside its submitter's trace, and the links lead back.
+    Yields the attempt span's ``traceparent`` ('' when tracing is off), kept on the attempt."""
+    if _tracer is None:
+        with attached(job.trace_parent, job.trace_state):
+            yield ""
+        return
+    creation = _extract(job.trace_parent, job.trace_state)
+    links = []
+    if job.attempt > 1:
+        for traceparent, role in ((job.trace_parent, "creation"), (previous, "previous attempt")):
+            linked = trace.get_current_span(_extract(traceparent, "")).get_span_context()
+            if linked.is_valid:
+                links.append(Link(linked, {"leitstand.link": role}))
+        parent = otel_context.Context()  # a new trace
+    else:
+        parent = creation
+    waited = max(0.0, (datetime.now(UTC) - job.due_at).total_seconds()) if job.due_at else 0.0
+    attributes = {
+        "messaging.system": "leitstand",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": pool,
+        "messaging.message.id": str(job.id),
+        "leitstand.job.type": job.type,
+        "leitstand.job.attempt": job.attempt,
+        "leitstand.job.lease_version": job.lease_version,
+        "leitstand.job.priority": job.priority,
+        "leitstand.job.correlation_id": job.correlation_id,
+        # The claim's wait: from when the job was due to when this attempt started.
+        "leitstand.job.wait_ms": round(waited * 1000, 3),
+    }
+    with _tracer.start_as_current_span(
+        f"process {job.type}",
+        context=parent,
+        kind=SpanKind.CONSUMER,
+        links=links,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as made:
+        yield traceparent_of(made)
+
+
+def traceparent_of(made: Span | None) -> str:
+    if made is None:
+        return ""
+    carrier: dict[str, str] = {}
+    _propagator.inject(carrier, context=trace.set_span_in_context(made))
+    return carrier.get("traceparent", "")
+
+
+def headers() -> dict[str, str]:
+    """``traceparent`` (and ``tracestate``) of the current context, for a request to a receiver that
+    should join the trace (the PHP core's webhooks); {} outside any trace."""
+    traceparent, tracestate = current()
+    if not traceparent:
+        return {}
+    return {"traceparent": traceparent, **({"tracestate": tracestate} if tracestate else {})}
+
+
+def _extract(traceparent: str, tracestate: str):
+    if not traceparent:
+        return otel_context.Context()
+    return _propagator.extract({"traceparent": traceparent, "tracestate": tracestate}, context=otel_context.Context())
+
+
+@contextmanager
+def client_span(method: str, host: str, port: int | None, url: str = "") -> Iterator[Span | None]:
+    """An outgoing HTTP request (OpenTelemetry's HTTP client conventions): ``url`` only where it may be
+    seen (a crawled page's; a receiver's may carry credentials in its path)."""
+    attributes = {"http.request.method": method, "server.address": host}
+    if port:
+        attributes["server.port"] = port
+    if url:
+        attributes["url.full"] = url
+    with span(method, kind=SpanKind.CLIENT, attributes=attributes) as made:
+        yield made
+
+
+def answered(made: Span | None, status: int) -> None:
+    """The answer's status on a client span; 4xx and 5xx make it an error, as the conventions ask."""
+    if made is None:
+        return
+    made.set_attribute("http.response.status_code", status)
+    if status >= 400:
+        failed(made, str(status))
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+@contextmanager
+def server_span(method: str, path: str) -> Iterator[Span | None]:
+    """A request this process serves (OpenTelemetry's HTTP server conventions), a child of the
+    context current (the caller's, once ``attached``). Named by ``served`` after its route is known."""
+    method = method if method in _METHODS else "_OTHER"  # a name a caller cannot multiply
+    attributes = {"http.request.method": method, "url.path": path[:500]}
+    with span(method, kind=SpanKind.SERVER, attributes=attributes) as made:
+        yield made
+
+
+def served(made: Span | None, method: str, route: str, status: int) -> None:
+    """A served request's route and status; a 5xx makes it an error (a 4xx is the caller's)."""
+    if made is None:
+        return
+    made.set_attribute("http.response.status_code", status)
+    if route:
+        made.set_attribute("http.route", route)
+        made.update_name(f"{method if method in _METHODS else '_OTHER'} {route}")
+    if status >= 500:
+        failed(made, str(status))

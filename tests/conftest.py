@@ -192,3 +192,18 @@ def log_records():
     yield records
     root.removeHandler(handler)
     root.setLevel(previous)
+
+
+@pytest.fixture
+def spans():
+    """Spans recorded from now on (jobs/tracing.py with the SDK's in-memory exporter): as the OTLP
+    export would send them, handed over as each ends."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from jobs import tracing
+
+    exporter = InMemorySpanExporter()
+    tracing.configure(SimpleSpanProcessor(exporter))
+    yield exporter
+    tracing.unconfigure()

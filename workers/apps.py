@@ -31,7 +31,9 @@ class WorkersConfig(AppConfig):
         from workers.runtime.webhook import guarded_post_register
 
         guarded_post_register(
-            lambda url, body, headers, timeout: notification_client(timeout).post(url, body=body, headers=headers)
+            lambda url, body, headers, timeout, propagate=False: notification_client(timeout).post(
+                url, body=body, headers=headers, propagate=propagate
+            )
         )
         post_migrate.connect(_pools_ensure, sender=self)
         post_spawn.connect(_worker_spawned)

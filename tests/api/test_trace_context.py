@@ -134,3 +134,22 @@ def test_a_trace_url_that_is_no_http_template_is_refused_by_name(settings, templ
 
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_TRACE_URL is an http"):
         settings.LEITSTAND_TRACE_URL = template
+
+
+def test_with_spans_a_request_is_a_server_span_of_its_caller_and_its_job_a_child_of_it(client, headers, spans):
+    from opentelemetry.trace import SpanKind
+
+    response = submit(client, headers, HTTP_TRACEPARENT=TRACEPARENT)
+    assert response.status_code == 201
+    (server,) = [span for span in spans.get_finished_spans() if span.kind is SpanKind.SERVER]
+    own = f"00-{TRACE}-{format(server.context.span_id, '016x')}-01"
+    assert server.name == "POST /api/v1/jobs" and server.attributes["http.route"] == "/api/v1/jobs"
+    assert format(server.parent.span_id, "016x") == "00f067aa0ba902b7"
+    assert server.attributes["http.response.status_code"] == 201
+    assert response["traceresponse"] == own, "the answer names the request's own span"
+    assert Job.objects.get(pk=response.json()["id"]).trace_parent == own
+    refused = client.get("/api/v1/jobs/not-a-uuid", **headers)
+    assert refused.status_code in (404, 422)
+    last = [span for span in spans.get_finished_spans() if span.kind is SpanKind.SERVER][-1]
+    assert last.status.status_code.name == "UNSET", "a caller's mistake is not the server's error"
+    assert last.parent is None, "a request without a traceparent starts a trace"

@@ -261,3 +261,21 @@ def test_a_fetch_in_a_traced_job_hands_the_site_no_trace_context(server):
         allowing(server).fetch(f"http://{server.target}/ok")
     (names,) = server.header_names
     assert "user-agent" in names and not names & {"traceparent", "tracestate", "baggage"}
+
+
+def test_with_spans_each_hop_of_a_fetch_is_a_client_span_and_the_site_still_learns_nothing(server, spans):
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    from jobs import tracing
+
+    with tracing.span("process crawl") as attempt:
+        result = allowing(server).fetch(f"http://{server.target}/redirect?to=/ok")
+        assert allowing(server).fetch(f"http://{server.target}/missing").status == 404
+    assert result.status == 200
+    hops = [span for span in spans.get_finished_spans() if span.kind is SpanKind.CLIENT]
+    statuses = [(span.name, span.attributes["http.response.status_code"]) for span in hops]
+    assert statuses == [("GET", 302), ("GET", 200), ("GET", 404)]
+    assert all(span.parent.span_id == attempt.get_span_context().span_id for span in hops)
+    assert hops[0].attributes["url.full"] == f"http://{server.target}/redirect?to=/ok"
+    assert hops[2].status.status_code is StatusCode.ERROR and hops[2].attributes["error.type"] == "404"
+    assert all(not names & {"traceparent", "tracestate", "baggage"} for names in server.header_names)

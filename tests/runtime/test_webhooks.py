@@ -167,3 +167,32 @@ def test_a_webhook_carries_the_trace_its_job_was_created_in(make_job, hook, pool
     by_job = {json.loads(body)["job"]["id"]: headers for headers, body in receiver.deliveries}
     assert (by_job[str(traced.pk)]["traceparent"], by_job[str(traced.pk)]["tracestate"]) == (traceparent, "php=core")
     assert "traceparent" not in by_job[str(untraced.pk)], "no trace is invented for a job outside one"
+
+
+def test_with_spans_a_webhook_carries_its_client_span_in_its_jobs_trace(make_job, hook, pool_runtime, spans):
+    from opentelemetry.trace import SpanKind
+
+    from jobs import tracing
+
+    receiver = hook(200)
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with tracing.attached(traceparent):
+        job = make_job("synthetic", pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    job_confirm(job_id=job.pk, actor="test")
+    assert webhook_sweep() == 1
+    pool_runtime("notify").wake()
+    ((headers, _),) = receiver.deliveries
+    (post,) = [span for span in spans.get_finished_spans() if span.kind is SpanKind.CLIENT]
+    trace_id, span_id = format(post.context.trace_id, "032x"), format(post.context.span_id, "016x")
+    assert headers["traceparent"] == f"00-{trace_id}-{span_id}-01", "the receiver's parent is the POST itself"
+    assert trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert post.name == "POST" and post.attributes["http.response.status_code"] == 200
+    assert "url.full" not in post.attributes, "a receiver's URL may carry a credential"
+    by_id = {span.context.span_id: span for span in spans.get_finished_spans()}
+    chain = []
+    parent = post.parent
+    while parent is not None and parent.span_id in by_id:
+        chain.append(by_id[parent.span_id].name)
+        parent = by_id[parent.span_id].parent
+    assert chain == ["step webhook", "process api_webhook"]

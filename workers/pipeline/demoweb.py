@@ -167,11 +167,16 @@ class Site:
     flaky_left: int = FLAKY_FAILURES
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[tuple[float, str]] = field(default_factory=list)
+    # The names of every header any request carried (lower case): what a crawled site learns.
+    header_names: set[str] = field(default_factory=set)
     latency_seconds: float = 0.0  # every answer waits this long first, like a real site's response time
 
     def answer(self, path: str, request_headers=None) -> tuple[int, dict, bytes]:
         """The answer to a GET of ``path``; a 200 carries an ETag and a Last-Modified, and a request
         whose ``If-None-Match`` or ``If-Modified-Since`` still holds is answered ``304`` without a body."""
+        if request_headers is not None:
+            with self.lock:
+                self.header_names.update(name.lower() for name in request_headers.keys())
         status, headers, body = self._answer(path)
         if status != 200:
             return status, headers, body

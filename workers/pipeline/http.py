@@ -35,6 +35,7 @@ import httpcore
 import httpx
 import idna
 
+from jobs import tracing
 from jobs.errors import PermanentError, TransientError
 from workers.pipeline import options
 
@@ -451,14 +452,15 @@ class SafeClient:
                     raise AddressRefused(f"{host} resolves to {address}: {problem}")
         return _Target(url=url, scheme=parts.scheme, host=host, port=port, address=addresses[0])
 
-    def post(self, url: str, *, body: bytes, headers: dict[str, str]) -> int:
+    def post(self, url: str, *, body: bytes, headers: dict[str, str], propagate: bool = False) -> int:
         """POST ``body`` to ``url`` under the same guards as a fetch — the address checked once and
         the connection made to that very address (a DNS answer that changes between the check and
         the POST cannot redirect it), one total deadline — without following a redirect. Returns the
-        status; the answer's body is read within the limits and dropped. For webhooks."""
+        status; the answer's body is read within the limits and dropped. For webhooks; ``propagate``:
+        the receiver joins the trace (W3C ``traceparent`` of this request's span)."""
         deadline = time.monotonic() + self.policy.total_seconds
         status, _, _ = self._request(
-            self._validate(url), deadline, None, None, method="POST", content=body, extra=headers
+            self._validate(url), deadline, None, None, method="POST", content=body, extra=headers, propagate=propagate
         )
         return status
 
@@ -473,6 +475,7 @@ class SafeClient:
         method: str = "GET",
         content: bytes | None = None,
         extra: dict[str, str] | None = None,
+        propagate: bool = False,
     ):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -494,6 +497,21 @@ class SafeClient:
             **(validators.request_headers() if validators else {}),
             **(extra or {}),
         }
+        # A client span when traces are recorded (jobs/tracing.py). Only a receiver that joins the trace
+        # (``propagate``: the PHP core's webhooks) is sent its context: a crawled site never learns
+        # an internal trace ID, whatever its page or redirect asks for.
+        with tracing.client_span(method, target.host, target.port, target.url if method == "GET" else "") as span:
+            if propagate:
+                headers.update(tracing.headers())
+            status, response_headers, body = self._send(
+                target, deadline, timeout, pinned, headers, method, content, truncate_at
+            )
+            tracing.answered(span, status)
+        if accept is not None and status not in REDIRECTS and 200 <= status < 300:
+            check_content(response_headers, body, accept, target.url)
+        return status, response_headers, body
+
+    def _send(self, target, deadline, timeout, pinned, headers, method, content, truncate_at):
         try:
             transport = DeadlineTransport(deadline)
             with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
@@ -523,8 +541,6 @@ class SafeClient:
             raise FetchRefused(f"URL {target.url[:200]!r} cannot be sent: {exc}") from None
         except httpx.TransportError as exc:
             raise FetchFailed(f"{type(exc).__name__} fetching {target.url}: {exc}") from None
-        if accept is not None and status not in REDIRECTS and 200 <= status < 300:
-            check_content(response_headers, body, accept, target.url)
         return status, response_headers, body
 
     def _check_headers(self, response: httpx.Response) -> None:

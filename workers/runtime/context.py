@@ -19,7 +19,7 @@ from uuid import UUID
 
 from django.utils import timezone
 
-from jobs import leases
+from jobs import leases, logs, tracing
 from jobs.effects import effect_apply_once
 from jobs.errors import Deferred
 
@@ -117,6 +117,10 @@ class JobContext:
     # a type may make once per batch instead of once per job (the pipeline's robots.txt files and
     # originals). Keys are the type's own; a context of its own has one of its own.
     shared: dict = field(default_factory=dict, repr=False)
+    # What the attempt keeps beside its outcome (set by the runtime while it runs): its span's
+    # traceparent and the log lines kept (jobs/tracing.py, jobs/logs.py).
+    trace_span: str = field(default="", repr=False)
+    kept_lines: logs.Kept | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.log = logging.LoggerAdapter(
@@ -162,31 +166,39 @@ class JobContext:
         started_wall, started = timezone.now(), time.monotonic()
         info: dict[str, Any] = dict(data)
         outcome = "ok"
-        try:
-            yield info
-        except Deferred as exc:
-            outcome = "deferred"
-            info["deferred"] = str(exc)[:500]
-            raise
-        except BaseException as exc:
-            outcome = "failed"
-            info["error"] = f"{type(exc).__name__}: {exc}"[:500]
-            raise
-        finally:
-            if info.pop("skipped", False) and outcome == "ok":
-                outcome = "skipped"
-            if info.pop("unchanged", False) and outcome == "ok":
-                outcome = "unchanged"
-            with self._steps_lock:
-                self._steps.append(
-                    leases.Step(
-                        step=name,
-                        outcome=outcome,
-                        started_at=started_wall,
-                        duration_ms=(time.monotonic() - started) * 1000,
-                        data=info,
+        # With traces recorded, the step is a span inside its attempt's (jobs/tracing.py), with its outcome.
+        with tracing.span(f"step {name}", attributes={"leitstand.step": name}, quiet=(Deferred,)) as span:
+            try:
+                yield info
+            except Deferred as exc:
+                outcome = "deferred"
+                info["deferred"] = str(exc)[:500]
+                raise
+            except BaseException as exc:
+                outcome = "failed"
+                info["error"] = f"{type(exc).__name__}: {exc}"[:500]
+                raise
+            finally:
+                if info.pop("skipped", False) and outcome == "ok":
+                    outcome = "skipped"
+                if info.pop("unchanged", False) and outcome == "ok":
+                    outcome = "unchanged"
+                if span is not None:
+                    span.set_attribute("leitstand.step.outcome", outcome)
+                with self._steps_lock:
+                    self._steps.append(
+                        leases.Step(
+                            step=name,
+                            outcome=outcome,
+                            started_at=started_wall,
+                            duration_ms=(time.monotonic() - started) * 1000,
+                            data=info,
+                        )
                     )
-                )
+
+    def notes(self) -> leases.AttemptNotes:
+        """The attempt's span and the log lines it kept so far, for the write that ends it."""
+        return leases.AttemptNotes(self.trace_span, self.kept_lines.stored() if self.kept_lines else None)
 
     def take_steps(self) -> list[leases.Step]:
         with self._steps_lock:

@@ -151,6 +151,9 @@ class PoolRuntime:
         self.types = {t.name: t for t in registry.for_pool(pool)}
         self.lease_by_type = {name: t.lease_seconds for name, t in self.types.items()}
         self.versions = {name: t.processing_version for name, t in self.types.items()}
+        # An attempt keeps its handler's warnings (jobs/logs.py); the runtime's own line about how it
+        # ended is not one of them: the attempt shows its outcome and error itself.
+        logs.keep_install(skip=frozenset({logger.name}))
         self.front = ClaimFront()  # where the last claim found the front of the line
         self.held: dict = {}
         self.held_lock = threading.Lock()
@@ -240,8 +243,12 @@ class PoolRuntime:
                     # jobs ahead of it are written first, so another death cannot make them run again.
                     self._complete(completions, report)
                     completions = []
-                # Every line written while it runs names the job (jobs/logs.py), whichever module writes it.
-                # Its trace is current while it runs (its children are created in it: jobs/tracing.py).
+                # Every line written while it runs names the job (jobs/logs.py), whichever module writes it,
+                # and its warnings (and its type's info lines) are kept with the attempt. Its trace is
+                # current while it runs, as its attempt's span when traces are recorded (its children are
+                # created in it: jobs/tracing.py).
+                context = contexts[job.id]
+                job_type = self.types.get(job.type)
                 with (
                     logs.bound(
                         job_id=str(job.id),
@@ -250,9 +257,10 @@ class PoolRuntime:
                         correlation_id=job.correlation_id,
                         trace_id=tracing.trace_id(job.trace_parent),
                     ),
-                    tracing.attached(job.trace_parent, job.trace_state),
+                    tracing.attempt(job, pool=self.pool, previous=self._previous_span(job)) as context.trace_span,
+                    logs.kept(job_type.log_info_lines if job_type else 0) as context.kept_lines,
                 ):
-                    completion = self._run_one(job, contexts[job.id], report)
+                    completion = self._run_one(job, context, report)
                 if completion is not None:
                     completions.append(completion)
             self._complete(completions, report)
@@ -260,6 +268,13 @@ class PoolRuntime:
             with self.held_lock:
                 for job in claimed:
                     self.held.pop(job.id, None)
+
+    @staticmethod
+    def _previous_span(job: leases.ClaimedJob) -> str:
+        """The last attempt's span, which a retry's span links to (read only when traces are recorded)."""
+        if job.attempt > 1 and tracing.enabled():
+            return leases.attempt_span_previous(job.id, job.lease_version)
+        return ""
 
     def _complete(self, completions: list[leases.Completion], report: WakeupReport) -> None:
         for outcome in leases.complete_many(completions, actor=self.worker.lease_owner):
@@ -325,7 +340,9 @@ class PoolRuntime:
                 self._fail(job, context, ErrorKind.PERMANENT, "DeferredPastUsefulLife", reason, 0, report)
                 return None
             self._flush_steps(job, context, report)
-            self._release(job, f"deferred: {deferred}", report, delay=_seconds(deferred.retry_after) or 0.0)
+            self._release(
+                job, f"deferred: {deferred}", report, delay=_seconds(deferred.retry_after) or 0.0, context=context
+            )
             return None
         except KeyboardInterrupt:
             raise  # a signal to the process, not the handler's doing: the process ends as it asked
@@ -344,6 +361,7 @@ class PoolRuntime:
         return self._outcome(job, context, outcome, report)
 
     def _outcome(self, job, context, outcome, report) -> leases.Completion | None:
+        tracing.note(**{"attempt.outcome": type(outcome).__name__.lower()})
         if isinstance(outcome, Stored):
             return leases.Completion(
                 job.id,
@@ -352,6 +370,7 @@ class PoolRuntime:
                 outcome.result_checksum,
                 recheck=outcome.recheck,
                 steps=tuple(context.take_steps()),
+                notes=context.notes(),
             )
         if isinstance(outcome, Done):
             return leases.Completion(
@@ -361,6 +380,7 @@ class PoolRuntime:
                 outcome.result_checksum,
                 settled=outcome.reason or "done",
                 steps=tuple(context.take_steps()),
+                notes=context.notes(),
             )
         if isinstance(outcome, Skipped):
             return leases.Completion(
@@ -369,6 +389,7 @@ class PoolRuntime:
                 settled=f"skipped: {outcome.reason}"[:500],
                 skipped=True,
                 steps=tuple(context.take_steps()),
+                notes=context.notes(),
             )
         if isinstance(outcome, NeedsReview):
             self._fail(job, context, ErrorKind.UNCLEAR, "NeedsReview", outcome.reason, 0, report)
@@ -388,7 +409,7 @@ class PoolRuntime:
         if context.stop_reason.startswith("lease lost"):
             report.refused += 1  # nothing may be written: another attempt or an operator owns the job
         else:
-            self._release(job, context.stop_reason, report)
+            self._release(job, context.stop_reason, report, context=context)
 
     def _fail(self, job, context, kind, error_class, message, delay, report) -> None:
         # One line per failed attempt (its job bound to it: jobs/logs.py); the message as a quoted
@@ -396,8 +417,11 @@ class PoolRuntime:
         # the business asking a person, not a fault: a line of its own, at INFO.
         if kind is ErrorKind.UNCLEAR:
             logger.info("attempt needs a person (unclear): %s: %.500r", error_class, message)
+            tracing.note(**{"attempt.outcome": "unclear"})
         else:
             logger.warning("attempt failed (%s): %s: %.500r", kind.value, error_class, message)
+            tracing.note(**{"attempt.outcome": f"failed ({kind.value})"})
+            tracing.current_span_failed(error_class, message)
         self._flush_steps(job, context, report)
         if self._write_or_count_refusal(
             report,
@@ -410,16 +434,23 @@ class PoolRuntime:
                 error_class=error_class,
                 message=message,
                 retry_delay_seconds=delay,
+                notes=context.notes(),
             ),
         ):
             report.failed += 1
 
-    def _release(self, job, reason, report, delay: float = 0.0) -> None:
+    def _release(self, job, reason, report, delay: float = 0.0, context: JobContext | None = None) -> None:
+        tracing.note(**{"attempt.outcome": "released"})
         if self._write_or_count_refusal(
             report,
             "release",
             lambda: leases.release(
-                job.id, job.lease_version, actor=self.worker.lease_owner, reason=reason, delay_seconds=delay
+                job.id,
+                job.lease_version,
+                actor=self.worker.lease_owner,
+                reason=reason,
+                delay_seconds=delay,
+                notes=context.notes() if context is not None else leases.NO_NOTES,
             ),
         ):
             report.released += 1

@@ -51,6 +51,9 @@ class JobType:
     # client's view, ``jobs:all`` included: a client that could list or cancel them could silence
     # pages and other clients' events.
     is_system_only: bool = False
+    # How many info lines a handler logs during one attempt the attempt keeps (its warnings and errors
+    # are always kept, up to jobs/logs.LINES_KEPT in all): shown beside its steps on the job page.
+    log_info_lines: int = 0
     description: str = field(default="", compare=False)
     # Checks a payload at submission (raises PermanentError naming the field): a job the handler
     # would refuse is refused before it exists (the API answers 422).

@@ -39,11 +39,12 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
 
 # The guarded POST: the safe client's, with the address guard and the connection pinned to the
 # address it checked (workers.pipeline registers it at start-up; the runtime cannot import the
-# pipeline above it). (url, body, headers, timeout) -> status; raises the client's error classes.
-_guarded_post: Callable[[str, bytes, dict, float], int] | None = None
+# pipeline above it). (url, body, headers, timeout, propagate) -> status; raises the client's error
+# classes. ``propagate``: the request carries its trace context (jobs/tracing.py).
+_guarded_post: Callable[..., int] | None = None
 
 
-def guarded_post_register(post: Callable[[str, bytes, dict, float], int]) -> None:
+def guarded_post_register(post: Callable[..., int]) -> None:
     global _guarded_post
     _guarded_post = post
 
@@ -57,10 +58,12 @@ def post_signed(
     agent: str,
     headers: dict[str, str] | None = None,
     guarded: bool = True,
+    propagate: bool = False,
 ) -> Done:
     """POST ``message`` as compact JSON, signed, as the step ``webhook``. ``guarded``: through the
     address guard, the POST pinned to the checked address (receivers people set in the console: a
-    client's webhook, a route's); False only for the operators' own environment setting."""
+    client's webhook, a route's); False only for the operators' own environment setting.
+    ``propagate``: the receiver joins the trace (``traceparent``/``tracestate`` of the request)."""
     body = json.dumps(message, sort_keys=True, separators=(",", ":")).encode()
     all_headers = {
         "Content-Type": "application/json",
@@ -78,17 +81,24 @@ def post_signed(
                     "no guarded HTTP client is registered: a receiver set by people is never posted to unguarded"
                 )
             try:
-                status = _guarded_post(url, body, all_headers, timeout)
+                status = _guarded_post(url, body, all_headers, timeout, propagate)
             except JobError as exc:  # refused (permanent) or no answer (transient): the client's classes
                 exc.args = (str(exc).replace(url, shown),)
                 raise
         else:
             try:
-                status = httpx.post(url, content=body, headers=all_headers, timeout=timeout).status_code
-            except httpx.HTTPError as exc:
-                raise WebhookRefused(
-                    f"{type(exc).__name__} delivering to {shown}: {str(exc).replace(url, shown)}"
-                ) from None
+                host, port = urlsplit(url).hostname or "", urlsplit(url).port
+            except ValueError:  # a malformed port: httpx refuses it below
+                host, port = "", None
+            with tracing.client_span("POST", host, port) as span:
+                try:
+                    sent = {**all_headers, **(tracing.headers() if propagate else {})}
+                    status = httpx.post(url, content=body, headers=sent, timeout=timeout).status_code
+                except httpx.HTTPError as exc:
+                    raise WebhookRefused(
+                        f"{type(exc).__name__} delivering to {shown}: {str(exc).replace(url, shown)}"
+                    ) from None
+                tracing.answered(span, status)
         info["status"] = status
         if not 200 <= status < 300:
             raise WebhookRefused(f"{shown} answered {status}")
@@ -114,10 +124,9 @@ def handle_api_webhook(context: JobContext):
         raise PermanentError('the payload is {"event": {"id": "evt_…", "type": "…", …}}')
     client_name = context.payload.get("client")
     url, secret = _receiver(client_name)
-    # The trace of the job the event is about (its delivery runs in it): the PHP core's receiver sees
-    # the webhook in the trace of the request that submitted the job (W3C trace context).
-    traceparent, tracestate = tracing.current()
-    trace = {"traceparent": traceparent, **({"tracestate": tracestate} if tracestate else {})} if traceparent else {}
+    # The delivery runs in the trace of the job its event is about, and its POST carries that trace
+    # (W3C trace context): the PHP core's receiver sees the webhook in the trace of the request that
+    # submitted the job.
     return post_signed(
         context,
         url=url,
@@ -125,12 +134,12 @@ def handle_api_webhook(context: JobContext):
         message=event,
         agent="Leitstand-Webhooks/1",
         guarded=client_name is not None,  # a client's own webhook, set in the console
+        propagate=True,
         headers={
             "X-Leitstand-Event-Id": event["id"],
             "X-Leitstand-Event-Type": event["type"],
             "X-Correlation-ID": header_safe(context.correlation_id),
             **({"X-Leitstand-Client": header_safe(event["client"])} if event.get("client") else {}),
-            **trace,
         },
     )
 

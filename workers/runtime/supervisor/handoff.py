@@ -28,6 +28,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 
+from jobs import tracing
 from workers.runtime import lifecycle
 
 # A worker that has not taken the task it was handed within this time is frozen (SIGSTOP, a
@@ -47,7 +48,11 @@ def child(target, parent_pid: int, *args, running_slot=None) -> None:
         os._exit(1)
     if running_slot is not None:
         lifecycle.running_slot_attach(running_slot)
-    target(*args)
+    try:
+        target(*args)
+    finally:
+        # A child ends with os._exit (multiprocessing), so no atexit: its spans still queued are sent now.
+        tracing.flush()
 
 
 class TwoEndedQueue(multiprocessing.queues.Queue):
