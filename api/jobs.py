@@ -9,7 +9,7 @@ import logging
 import uuid
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import Any
+from typing import Any, Literal
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import F, OuterRef, Value
@@ -24,7 +24,7 @@ from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require
 from api.fields import HeaderText, Text, due_at_check, utc
 from api.rechecks import ObservationOut, RecheckPlanOut
 from jobs import tracing
-from jobs.models import Job, State, Transition
+from jobs.models import Attempt, Job, State, Transition
 from jobs.selectors import jobs_page
 from jobs.services import job_cancel
 from rechecks.models import Observation, RecheckPlan
@@ -70,6 +70,21 @@ class FindingOut(BaseModel):
     created_at: datetime
 
 
+class LogLineOut(BaseModel):
+    at: datetime
+    level: str
+    logger: str
+    message: str
+    exception: str = Field(default="", description="The traceback's end, when the line carried one.")
+
+
+class AttemptLogOut(BaseModel):
+    attempt: int = Field(description="The attempt's lease version (as `attempt` of the job record).")
+    outcome: str
+    lines: list[LogLineOut]
+    dropped: int = Field(description="Lines the attempt wrote beyond what one attempt keeps.")
+
+
 class JobOut(BaseModel):
     id: uuid.UUID
     type: str
@@ -106,9 +121,14 @@ class JobOut(BaseModel):
     transitions: list[TransitionOut] = []
     findings: list[FindingOut] = []
     recheck_plan: RecheckPlanOut | None = None
+    logs: list[AttemptLogOut] | None = Field(
+        default=None,
+        description="With `?include=logs`: the log lines each attempt kept (its handler's warnings and "
+        "errors, and as many info lines as its type keeps), oldest attempt first; null otherwise.",
+    )
 
 
-_RELATED = {"attempt", "trace_id", "transitions", "findings", "recheck_plan"}
+_RELATED = {"attempt", "trace_id", "transitions", "findings", "recheck_plan", "logs"}
 
 
 def _json(model, fields: dict | list, *, order: str = "id", **filters) -> ArraySubquery:
@@ -168,6 +188,7 @@ def job_out(job: Job, *, with_transitions: bool) -> dict:
         transitions=[],
         findings=[],
         recheck_plan=None,
+        logs=None,
     )
     if not with_transitions:
         return data
@@ -232,12 +253,20 @@ def jobs_create(request, body: JobIn):
 
 
 @router.get("/jobs/{job_id}", response=JobOut)
-def jobs_get(request, job_id: uuid.UUID):
+def jobs_get(request, job_id: uuid.UUID, include: Literal["logs"] | None = None):
     require(request, "jobs:read")
     job = job_read(job_id)
     if job is None or not _may_see(request, job):
         raise Http404(f"no job {job_id}")
-    return job_out(job, with_transitions=True)
+    data = job_out(job, with_transitions=True)
+    if include == "logs":
+        data["logs"] = [
+            {"attempt": lease_version, "outcome": outcome, **kept}
+            for lease_version, outcome, kept in Attempt.objects.filter(job=job, log_lines__isnull=False)
+            .order_by("lease_version")
+            .values_list("lease_version", "outcome", "log_lines")
+        ]
+    return data
 
 
 class JobPage(BaseModel):

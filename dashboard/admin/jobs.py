@@ -17,6 +17,7 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -35,7 +36,7 @@ from dashboard.operations.archive import AUDIT, ArchiveUnreadable, archived_docu
 from dashboard.operations.deadletters import STEP, ended_in_step
 from dashboard.operations.export import export_json, job_export_json
 from dashboard.paths import attempt_timeline
-from jobs import leases, services, tracing
+from jobs import leases, logs, services, tracing
 from jobs.leases import JobNotFound
 from jobs.models import (
     OPERATE_PERMISSION,
@@ -81,9 +82,31 @@ class AttemptInline(ReadOnlyInline):
         "path_divergence",
         "duration_ms",
         "slow_reason",
+        "span",
+        "kept_lines",
     )
     readonly_fields = fields
     ordering = ("-lease_version",)
+
+    @admin.display(description="span")
+    def span(self, attempt):
+        """Its own span when traces were recorded (a retry's is the root of a trace of its own)."""
+        parts = attempt.trace_span.split("-")
+        if len(parts) != 4:
+            return "—"
+        link = options.current().trace_link(parts[1])
+        label = f"{parts[1]} / {parts[2]}"
+        return format_html('<a href="{}" rel="noreferrer">{}</a>', link, label) if link else label
+
+    @admin.display(description="log lines")
+    def kept_lines(self, attempt):
+        kept = attempt.log_lines
+        if not kept:
+            return "—"
+        count = len(kept.get("lines", [])) + kept.get("dropped", 0)
+        return render_to_string(
+            "admin/jobs/job/_log_lines_folded.html", {"kept": kept, "count": count, "log_limit": logs.LINES_KEPT}
+        )
 
 
 class StepEventInline(ReadOnlyInline):
@@ -305,6 +328,7 @@ def job_path_context(job: Job) -> dict:
     pairs = set(job.transitions.exclude(from_state="").values_list("from_state", "to_state"))
     return {
         "path_attempt": attempt,
+        "log_limit": logs.LINES_KEPT,
         "timeline": attempt_timeline(job, attempt) if attempt else None,
         "diagram": state_diagram(pairs, job.state),
         "shadow_runs": list(job.shadow_runs.order_by("-id")[:10]),

@@ -285,3 +285,37 @@ def test_an_operator_follows_a_job_s_trace_to_the_tracing_system(page_as, live_s
     expect(link).to_have_attribute("href", "https://tempo.example/explore?traceId=4bf92f3577b34da6a3ce929d0e0e4736")
     page.screenshot(path="/tmp/job-trace-page.png", full_page=True)
     assert not [m for m in page.console_messages if "Content Security Policy" in m]
+
+
+def test_a_handler_s_warning_shows_on_its_job_page_beside_its_attempt(page_as, live_server, job_type, pool_runtime):
+    import logging
+
+    from workers.runtime.context import Done
+
+    def warns(context):
+        with context.step("fetch"):
+            logging.getLogger("pipeline.fetch").warning("robots.txt of %s is 2 MB; <script>alert(1)</script>", "x.test")
+        try:
+            int("zwölf")
+        except ValueError:
+            logging.getLogger("pipeline.parse").exception("price not a number")
+        return Done("ok")
+
+    job_type("warns", warns, expected_paths=("fetch",))
+    from jobs.services import job_create
+
+    job = job_create(type="warns", pool="crawl", idempotency_key="warns-1", payload={}, actor="test").job
+    pool_runtime("crawl").wake()
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")
+    section = page.locator("#job-path")
+    expect(section.get_by_role("heading", name="Log lines of attempt 1")).to_be_visible()
+    lines = section.locator("ol.log-lines li")
+    expect(lines).to_have_count(2)
+    expect(lines.nth(0)).to_contain_text(
+        "WARNING pipeline.fetch robots.txt of x.test is 2 MB; <script>alert(1)</script>"
+    )
+    expect(lines.nth(1)).to_contain_text("ERROR pipeline.parse price not a number")
+    expect(lines.nth(1).locator("pre")).to_contain_text("ValueError: invalid literal for int()")
+    page.screenshot(path="/tmp/job-log-lines.png", full_page=True)
+    no_policy_violations(page)
