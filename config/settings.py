@@ -550,6 +550,10 @@ LEITSTAND_BUSINESS_RULES = {
 LEITSTAND_METRICS_TOKEN = env_str("LEITSTAND_METRICS_TOKEN", "")
 # A job page links its trace here: a URL template with {trace_id} (Jaeger: https://jaeger.example/trace/{trace_id}).
 LEITSTAND_TRACE_URL = env_str("LEITSTAND_TRACE_URL", "").strip()
+# With traces recorded (OTEL_*, docs/operations.md): every SQL statement a span too, the engine's
+# named by their name in jobs/queries.sql. Off by default: a job's dozen statements would outnumber
+# its other spans.
+LEITSTAND_TRACE_DATABASE = env_bool("LEITSTAND_TRACE_DATABASE", False)
 LEITSTAND_METRICS_ALLOWED_IPS = env_list("LEITSTAND_METRICS_ALLOWED_IPS", [])
 
 # Alert routes (see docs/operations.md): JSON, e.g.

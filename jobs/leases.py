@@ -38,7 +38,7 @@ from django_fsm import TransitionNotAllowed, can_proceed, has_transition_perm
 from psycopg.types.json import Jsonb
 from psycopg.types.string import StrDumper
 
-from jobs import options
+from jobs import options, tracing
 from jobs.errors import ErrorKind
 from jobs.models import LEASED_STATES, Attempt, Job, LeitstandNow, State
 from jobs.models import Transition as TransitionRecord
@@ -134,6 +134,14 @@ def target_of(transition_name: str) -> str:
     return targets.pop()
 
 
+class _SpannedCursor(psycopg.Cursor):
+    """With LEITSTAND_TRACE_DATABASE, each engine statement a span named by its name (jobs/tracing.py)."""
+
+    def execute(self, query, params=None, **kwargs):
+        with tracing.database_span(query):
+            return super().execute(query, params, **kwargs)
+
+
 @contextmanager
 def _server_bound_cursor() -> Iterator[psycopg.Cursor]:
     """A cursor with server-side parameter binding on Django's connection (same session and
@@ -141,7 +149,8 @@ def _server_bound_cursor() -> Iterator[psycopg.Cursor]:
     arrays of a batch as SQL literals than PostgreSQL spends executing the statement; errors still
     pass through Django's wrapper, so they arrive as django.db exceptions and mark the connection."""
     connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    cursor_class = _SpannedCursor if tracing.database_on() else psycopg.Cursor
+    with connection.wrap_database_errors, cursor_class(connection.connection) as cursor:
         # Strings go as text (not "unknown"), so one parameter may serve several places.
         cursor.adapters.register_dumper(str, StrDumper)
         yield cursor

@@ -8,6 +8,7 @@ handed to the engine through ``current()``; nothing else in jobs/ reads ``django
 | ``LEITSTAND_HOST_NAME`` | ``host_name``: names this host in lease owners and leader terms |
 | ``LEITSTAND_PATHS["slow_factor"]``, ``["min_samples"]`` | ``path_slow_factor``, ``path_min_samples`` |
 | ``LEITSTAND_WEBHOOK`` | ``webhook``: the global webhook (``url``, ``secret``, ``events``, ``job_types``) |
+| ``LEITSTAND_TRACE_DATABASE`` | ``trace_database``: with traces recorded, a span per SQL statement |
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from jobs.models import State
 REPORTED_STATES = (State.DONE, State.DEAD, State.READY_FOR_REVIEW)
 # Every event a webhook may subscribe to (jobs/webhooks.py records them).
 EVENT_KINDS = (*(f"job.{state}" for state in REPORTED_STATES), "recheck_plan.ended", "batch.finished")
-SETTINGS = ("LEITSTAND_HOST_NAME", "LEITSTAND_PATHS", "LEITSTAND_WEBHOOK")
+SETTINGS = ("LEITSTAND_HOST_NAME", "LEITSTAND_PATHS", "LEITSTAND_WEBHOOK", "LEITSTAND_TRACE_DATABASE")
 
 
 class OptionError(ImproperlyConfigured):
@@ -70,6 +71,7 @@ class EngineOptions:
     path_slow_factor: float = 3.0
     path_min_samples: int = 100
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
+    trace_database: bool = False
 
     def __post_init__(self) -> None:
         # LEITSTAND_HOST_NAME is checked where it is read from the environment (config/settings.py).
@@ -93,6 +95,7 @@ class EngineOptions:
                 events=tuple(hook["events"]),
                 job_types=tuple(hook.get("job_types", ())),
             ),
+            trace_database=settings.LEITSTAND_TRACE_DATABASE,
         )
 
 

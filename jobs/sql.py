@@ -56,6 +56,7 @@ class Queries:
 
         self._raw = {name: _INCLUDE.sub(included, sql) for name, sql in self._sql.items()}
         self._sql = {name: _CONSTANT.sub(constant, sql) for name, sql in self._raw.items()}
+        self._names = {sql: name for name, sql in self._sql.items()}
 
     @classmethod
     def read(cls, path: Path, *, constants: dict[str, str] | None = None) -> Queries:
@@ -66,6 +67,10 @@ class Queries:
             return self._sql[name]
         except KeyError:
             raise AttributeError(f"{self.source} has no statement {name!r}") from None
+
+    def name_of(self, sql: str) -> str:
+        """The name of a statement of this file, given its text; '' for any other SQL."""
+        return self._names.get(sql, "")
 
     def names(self) -> list[str]:
         return list(self._sql)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+from django.db.backends.signals import connection_created
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -24,7 +25,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from jobs import options
 from jobs.errors import error_class_name
+from jobs.reads import reads
+from jobs.sql import queries
 
 _propagator = TraceContextTextMapPropagator()
 # What a job keeps of a ``tracestate`` (W3C: a vendor should propagate at least 512 characters);
@@ -111,6 +115,8 @@ def configure(processor: SpanProcessor) -> TracerProvider:
     if _provider is None and not isinstance(trace.get_tracer_provider(), TracerProvider):
         trace.set_tracer_provider(provider)  # what libraries' own instrumentation finds (once per process)
     _provider, _tracer = provider, provider.get_tracer("leitstand")
+    # Every connection opened from now on can make its statements spans (database_on).
+    connection_created.connect(_wrap_connection, dispatch_uid="leitstand.tracing")
     return provider
 
 
@@ -296,3 +302,44 @@ def served(made: Span | None, method: str, route: str, status: int) -> None:
         made.update_name(f"{method if method in _METHODS else '_OTHER'} {route}")
     if status >= 500:
         failed(made, str(status))
+
+
+# --- database spans (opt-in: LEITSTAND_TRACE_DATABASE) -------------------------------------------
+
+QUERY_TEXT_CHARS = 4000
+
+
+def database_on() -> bool:
+    """Whether SQL statements are spans: traces recorded and ``LEITSTAND_TRACE_DATABASE`` on."""
+    return _tracer is not None and options.current().trace_database
+
+
+@contextmanager
+def database_span(sql: str) -> Iterator[None]:
+    """A CLIENT span around one statement inside a request's or an attempt's span (OpenTelemetry's
+    database conventions): named by the engine's name for it (jobs/queries.sql, jobs/reads.sql) or
+    else its first keyword; its text is the statement with placeholders, never a parameter's value."""
+    if not database_on() or not trace.get_current_span().is_recording():
+        yield  # a statement outside a request's or attempt's span (a claim, a sweep) starts no trace
+        return
+    name = queries.name_of(sql) or reads.name_of(sql)
+    operation = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else "SQL"
+    attributes = {
+        "db.system.name": "postgresql",
+        "db.operation.name": name or operation,
+        "db.query.text": sql[:QUERY_TEXT_CHARS],
+    }
+    with span(name or operation, kind=SpanKind.CLIENT, attributes=attributes):
+        yield
+
+
+def database_wrapper(execute, sql, params, many, context):
+    """Django's execute wrapper (``connection.execute_wrappers``): each ORM or cursor statement of a
+    connection a span when ``database_on``."""
+    with database_span(sql if isinstance(sql, str) else str(sql)):
+        return execute(sql, params, many, context)
+
+
+def _wrap_connection(sender, connection, **kwargs) -> None:
+    if database_wrapper not in connection.execute_wrappers:
+        connection.execute_wrappers.append(database_wrapper)

@@ -177,3 +177,41 @@ def test_a_line_whose_arguments_do_not_fit_its_format_is_kept_not_lost():
     record = logging.LogRecord("h", logging.WARNING, __file__, 1, "bad format %d", ("not a number",), None)
     kept.add(record)
     assert kept.stored()["lines"][0]["message"] == "'bad format %d' (unformattable: TypeError)"
+
+
+def test_with_database_spans_an_attempt_s_statements_are_spans_named_by_the_engine(
+    make_job, job_type, pool_runtime, spans, settings
+):
+    from django.db import connection
+
+    from workers.runtime.models import Pool
+
+    def handler(context):
+        with context.step("look"):
+            Pool.objects.filter(name="crawl").exists()
+        with context.step("spawn"):
+            context.spawn("synthetic", {}, key="child-db")
+        return Done("ok")
+
+    job_type("queries", handler, expected_paths=("look spawn",))
+    make_job("queries", pool="crawl", payload={})
+    settings.LEITSTAND_TRACE_DATABASE = True
+    with connection.execute_wrapper(tracing.database_wrapper):  # as on every connection opened later
+        pool_runtime("crawl").wake()
+    statements = [span for span in spans.get_finished_spans() if "db.system.name" in span.attributes]
+    by_id = {span.context.span_id: span for span in spans.get_finished_spans()}
+    parents = {(span.name, by_id[span.parent.span_id].name) for span in statements}
+    assert ("SELECT", "step look") in parents, parents
+    assert any(parent == "step spawn" and name.startswith("job") for name, parent in parents), parents
+    assert all(
+        "%(" in span.attributes["db.query.text"] or "%s" in span.attributes["db.query.text"]
+        for span in statements
+        if span.name != "SELECT"
+    )
+    assert all(span.parent is not None for span in statements), "the claim and completion start no trace"
+    settings.LEITSTAND_TRACE_DATABASE = False
+    spans.clear()
+    make_job("queries", pool="crawl", payload={}, idempotency_key="again")
+    with connection.execute_wrapper(tracing.database_wrapper):
+        pool_runtime("crawl").wake()
+    assert not [span for span in spans.get_finished_spans() if "db.system.name" in span.attributes]
