@@ -1,5 +1,5 @@
 """One trace from the PHP core's request to the last webhook, in real processes exporting over
-OTLP/HTTP to a receiver the test starts (tests/support/otlp.py): the production web server, the
+OTLP/HTTP to a receiver the test starts (devtools/otlp.py): the production web server, the
 control process and the crawl, analysis and notify pools, with ``OTEL_*`` set as an operator sets it
 (docs/operations.md, "Traces"). One API submission of a crawl of the demo web; every line every
 process writes is JSON (``LEITSTAND_LOG_FORMAT=json``)."""
@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from api.tokens import token_create
+from devtools.otlp import OtlpReceiver
 from jobs.models import Client, Job, State
 from tests.processes.test_json_logs import json_lines
 from tests.support.db import PROJECT_ROOT, child_env
-from tests.support.otlp import OtlpReceiver
 from tests.support.pools import PoolProcesses, demo_web_env, wait_for
 from tests.support.receiver import Receiver
 from tests.support.servers import free_port, wait_until_answers
