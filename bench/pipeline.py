@@ -27,6 +27,10 @@ Rates are taken between the first and the last completion (start-up not counted)
 submission's insert to the pool's last completion: commits, rows inserted, updated and deleted, and
 WAL per job (the whole machinery, the control process's sweeps and a crawl's spawned analysis jobs
 included); with ``--wal-profile`` where that WAL went, as ``bench.throughput`` shows it.
+
+With ``--tracing``, the newer analysis version's jobs and the loopback crawl run once more with spans
+recorded and exported over OTLP/HTTP to a local receiver (``devtools/otlp.py``), reported against the
+same work with tracing off, with the spans received per job.
 """
 
 import argparse
@@ -37,7 +41,17 @@ import uuid
 from django.conf import settings
 from django.db import transaction
 
-from bench.throughput import count, database_costs, measure, per_job, start, stop, wal_profile  # sets Django up
+from bench.throughput import (  # sets Django up
+    count,
+    database_costs,
+    measure,
+    per_job,
+    spans_settled,
+    start,
+    stop,
+    tracing_env,
+    wal_profile,
+)
 from workers.pipeline import analysis, demoweb, images
 from workers.pipeline.crawl import extract
 from workers.pipeline.models import Candidate
@@ -112,6 +126,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=500)
     parser.add_argument("--latency-ms", type=int, default=50, help="the crawl's second run: each answer this late")
     parser.add_argument("--wal-profile", action="store_true", help="where each kind's WAL went (pg_waldump)")
+    parser.add_argument("--tracing", action="store_true", help="also with spans exported to a local OTLP receiver")
     args = parser.parse_args()
     from django.core.management import call_command
 
@@ -177,6 +192,57 @@ def main() -> None:
             crawls.append((latency_ms, crawl, bare_crawl([job["payload"]["url"] for job in jobs])))
         spawned = count("SELECT count(*) FROM jobs_job WHERE type = 'analysis' AND parent_id IS NOT NULL")
 
+        # Tracing off and on, each run once more as it ran above (now warm: robots.txt, the originals'
+        # index and the pages' candidates exist), the second run exporting its spans.
+        traced = []
+        if args.tracing:
+            from devtools.otlp import OtlpReceiver
+
+            for site in web.sites:
+                site.latency_seconds = 0
+            receiver = OtlpReceiver()
+            version = VERSIONS[-1]
+            pool_env = {**env, "LEITSTAND_ANALYSIS_WORKERS": "1", "LEITSTAND_ANALYSIS_VERSION": version}
+            rates, spans = {}, {}
+            for phase, extra in (("off", {}), ("on", tracing_env(receiver))):
+                with transaction.atomic():
+                    candidates = Candidate.objects.bulk_create(
+                        [
+                            Candidate(image_url=url, page_url=url, source_id=sources[site].pk)
+                            for n in range(args.images)
+                            for site, path in [IMAGES[n % len(IMAGES)]]
+                            for url in [f"{web.base_url(site)}{path[1:]}?n={n}&tracing={phase}"]
+                        ]
+                    )
+                submit(
+                    [
+                        {
+                            "job_type": "analysis",
+                            "payload": {"candidate_id": c.pk},
+                            "idempotency_key": f"{phase}-{c.pk}",
+                        }
+                        for c in candidates
+                    ]
+                )
+                rates["analysis", phase] = run_pool("analysis", {**pool_env, **extra}, len(candidates))
+                spans["analysis", phase] = spans_settled(receiver) / len(candidates)
+                jobs = [
+                    {
+                        **job,
+                        "payload": {**job["payload"], "run": f"{job['payload']['run']}-tracing-{phase}"},
+                        "idempotency_key": f"{job['idempotency_key']}-tracing-{phase}",
+                    }
+                    for job in page_jobs
+                ]
+                submit(jobs)
+                before_crawl = spans_settled(receiver)
+                rates["crawl", phase] = run_pool("crawl", {**env, **extra}, len(jobs))
+                spans["crawl", phase] = (spans_settled(receiver) - before_crawl) / len(jobs)
+                receiver.spans.clear()
+            receiver.close()
+            for kind, name in (("analysis", f"{version} analysis jobs"), ("crawl", "crawl jobs, loopback")):
+                traced.append((name, rates[kind, "off"], rates[kind, "on"], spans[kind, "on"]))
+
     print("\none worker per pool; politeness off; demo web on loopback (served by this process)")
     print(f"{'work':<62} {'per s':>8} {'of bare':>8}")
     for version, rate, bare in analyses:
@@ -189,6 +255,10 @@ def main() -> None:
         print(f"{f'crawl, bare httpx loop: fetch and parse ({args.pages}; {site})':<62} {crawl_bare:>8.1f} {1:>8.2f}")
         print(f"{f'crawl jobs, end to end ({args.pages}; {site})':<62} {crawl:>8.1f} {crawl / crawl_bare:>8.2f}")
     print(f"(the crawl jobs spawned {spawned} analysis jobs, left unrun)")
+    for name, off, on, spans in traced:
+        print(f"{f'{name}, again, tracing off':<62} {off:>8.1f} {1:>8.2f}")
+        label = f"{name}, again, tracing on (OTLP to a local receiver)"
+        print(f"{label:<62} {on:>8.1f} {on / off:>8.2f} of tracing off; {spans:.1f} spans per job")
     print("\nwhat a real job costs the database, from its candidate or submission to its end (spawns included)")
     for name, (before, after, jobs) in costs.items():
         print(f"{name:<24} {per_job(before, after, jobs)}")

@@ -5,6 +5,8 @@ Run: .venv/bin/python -m bench.throughput [--jobs 20000] [--tasks 2000] [--worke
 ``--pgbouncer`` Leitstand's side runs a second time in the same run through Debian's PgBouncer in
 transaction mode (pool size 4, ``LEITSTAND_PGBOUNCER=transaction``), beside the direct connection.
 ``--wal-profile`` adds where the no-op jobs' WAL went, by record kind and by relation (``pg_waldump``).
+``--tracing`` runs Leitstand's side again with spans recorded and exported over OTLP/HTTP to a local
+receiver (``devtools/otlp.py``; ``OTEL_*`` as an operator sets them), and reports the spans it got.
 
 The baseline is stock django-q2 (`manage.py qcluster`, its own Sentinel) running no-op tasks; the
 same tasks then run through `runpool` (Leitstand's supervisor with per-worker hand-offs). Every side
@@ -194,6 +196,24 @@ def wal_profile(start: str, end: str, jobs: int, top: int = 24) -> str:
     return "\n".join(lines)
 
 
+def tracing_env(receiver) -> dict[str, str]:
+    """The environment that turns tracing on, exporting to ``receiver`` (an OtlpReceiver)."""
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_SERVICE_NAME": "leitstand-bench"}
+
+
+def spans_settled(receiver, quiet_seconds: float = 2.0, timeout: float = 60.0) -> int:
+    """The spans ``receiver`` holds once no more arrive for ``quiet_seconds`` (the last batches)."""
+    deadline, seen, since = time.monotonic() + timeout, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = len(receiver.received())
+        if now != seen:
+            seen, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_seconds:
+            break
+        time.sleep(0.2)
+    return seen
+
+
 def leitstand_jobs(jobs: int, workers: int, **extra: str) -> float:
     with transaction.atomic():
         for _ in range(jobs):
@@ -218,6 +238,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pgbouncer", action="store_true", help="also through PgBouncer in transaction mode")
     parser.add_argument("--wal-profile", action="store_true", help="where the no-op jobs' WAL went (pg_waldump)")
+    parser.add_argument("--tracing", action="store_true", help="also with spans exported to a local OTLP receiver")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     bare = bare_django_q(args.tasks, args.workers, stock=True)
@@ -226,6 +247,13 @@ def main() -> None:
     ours = leitstand_jobs(args.jobs, args.workers)
     costs_after = database_costs()
     costs = per_job(costs_before, costs_after, args.jobs)
+    if args.tracing:
+        from devtools.otlp import OtlpReceiver
+
+        receiver = OtlpReceiver()
+        traced = leitstand_jobs(args.jobs, args.workers, **tracing_env(receiver))
+        exported = spans_settled(receiver)
+        receiver.close()
     if args.pgbouncer:
         from devtools import pgbouncer
 
@@ -241,6 +269,10 @@ def main() -> None:
     )
     print(f"{f'leitstand synthetic no-op jobs, end to end ({args.jobs})':<58} {ours:>8.0f} {ours / bare:>7.2f}")
     print(f"  {costs}")
+    if args.tracing:
+        label = f"the same with tracing on, exported over OTLP ({args.jobs})"
+        print(f"{label:<58} {traced:>8.0f} {traced / bare:>7.2f}  ({traced / ours:.2f} of tracing off)")
+        print(f"  {exported / args.jobs:.2f} spans received per job ({exported} in all)")
     if args.wal_profile:
         print(wal_profile(costs_before[4], costs_after[4], args.jobs))
     if args.pgbouncer:

@@ -1,4 +1,4 @@
-"""W3C trace context through jobs: the trace a job was created in, and the trace current while it runs.
+"""W3C trace context through jobs, and the spans of requests, attempts, steps and HTTP calls.
 
 A job stores the ``traceparent`` and ``tracestate`` that were current when it was created: an API
 request's (the caller's headers), a handler's for the children it spawns (the runtime makes its job's
@@ -6,6 +6,12 @@ context current while the job runs), none for the system's own producers outside
 context is read and written through OpenTelemetry's API and its W3C propagator, so an invalid header
 is ignored as the specification asks, never an error, and once an SDK records spans the context a job
 stores is the span that created it.
+
+Spans are recorded only when the standard ``OTEL_*`` environment names a collector
+(``configure_from_environment``): a request a SERVER span (``server_span``), an attempt a CONSUMER
+span (``attempt``), a step an INTERNAL one (``span``), an HTTP call a CLIENT one (``client_span``),
+and with ``LEITSTAND_TRACE_DATABASE`` each SQL statement (``database_span``). Without a collector
+every helper returns at once and no span is made. docs/operations.md ("Traces") lists them all.
 """
 
 from __future__ import annotations
@@ -161,27 +167,25 @@ def span(
 
 def failed(made: Span | None, exc: BaseException | str) -> None:
     """Mark a span an error: ``error.type`` (the exception's class, as attempts name it, or an HTTP
-    status) and status ERROR with the reason."""
+    status or error class given as text) and status ERROR with the exception's message."""
     if made is None:
         return
-    error = exc if isinstance(exc, str) else error_class_name(exc)
-    made.set_attribute("error.type", error)
-    made.set_status(Status(StatusCode.ERROR, str(exc)[:500] if not isinstance(exc, str) else None))
+    if isinstance(exc, str):
+        made.set_attribute("error.type", exc)
+        made.set_status(Status(StatusCode.ERROR))
+    else:
+        made.set_attribute("error.type", error_class_name(exc))
+        made.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
 
 
-def note(**attributes) -> None:
-    """Set attributes on the current span (``leitstand.`` prefixed), if one is recorded."""
+def attempt_outcome(outcome: str, *, error_class: str = "") -> None:
+    """How the current attempt ended, on its span if one is recorded (``leitstand.attempt.outcome``);
+    with ``error_class`` the attempt failed and its span is an error."""
     current_span = trace.get_current_span()
     if current_span.is_recording():
-        for name, value in attributes.items():
-            current_span.set_attribute(f"leitstand.{name}", value)
-
-
-def current_span_failed(error_class: str, message: str) -> None:
-    current_span = trace.get_current_span()
-    if current_span.is_recording():
-        current_span.set_attribute("error.type", error_class)
-        current_span.set_status(Status(StatusCode.ERROR, message[:500]))
+        current_span.set_attribute("leitstand.attempt.outcome", outcome)
+        if error_class:
+            failed(current_span, error_class)
 
 
 @contextmanager

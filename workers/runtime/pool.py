@@ -361,7 +361,7 @@ class PoolRuntime:
         return self._outcome(job, context, outcome, report)
 
     def _outcome(self, job, context, outcome, report) -> leases.Completion | None:
-        tracing.note(**{"attempt.outcome": type(outcome).__name__.lower()})
+        tracing.attempt_outcome(type(outcome).__name__.lower())
         if isinstance(outcome, Stored):
             return leases.Completion(
                 job.id,
@@ -417,11 +417,10 @@ class PoolRuntime:
         # the business asking a person, not a fault: a line of its own, at INFO.
         if kind is ErrorKind.UNCLEAR:
             logger.info("attempt needs a person (unclear): %s: %.500r", error_class, message)
-            tracing.note(**{"attempt.outcome": "unclear"})
+            tracing.attempt_outcome("unclear")
         else:
             logger.warning("attempt failed (%s): %s: %.500r", kind.value, error_class, message)
-            tracing.note(**{"attempt.outcome": f"failed ({kind.value})"})
-            tracing.current_span_failed(error_class, message)
+            tracing.attempt_outcome(f"failed ({kind.value})", error_class=error_class)
         self._flush_steps(job, context, report)
         if self._write_or_count_refusal(
             report,
@@ -440,7 +439,7 @@ class PoolRuntime:
             report.failed += 1
 
     def _release(self, job, reason, report, delay: float = 0.0, context: JobContext | None = None) -> None:
-        tracing.note(**{"attempt.outcome": "released"})
+        tracing.attempt_outcome("released")
         if self._write_or_count_refusal(
             report,
             "release",
