@@ -71,11 +71,13 @@ class FindingOut(BaseModel):
 
 
 class LogLineOut(BaseModel):
+    """A line as the attempt kept it, without its traceback: that names the handler's code and files,
+    which are the operators' to read (on the job page and in ``export_job``), not a client's."""
+
     at: datetime
     level: str
     logger: str
     message: str
-    exception: str = Field(default="", description="The traceback's end, when the line carried one.")
 
 
 class AttemptLogOut(BaseModel):
@@ -261,7 +263,12 @@ def jobs_get(request, job_id: uuid.UUID, include: Literal["logs"] | None = None)
     data = job_out(job, with_transitions=True)
     if include == "logs":
         data["logs"] = [
-            {"attempt": lease_version, "outcome": outcome, **kept}
+            {
+                "attempt": lease_version,
+                "outcome": outcome,
+                "lines": [{name: line[name] for name in LogLineOut.model_fields} for line in kept["lines"]],
+                "dropped": kept["dropped"],
+            }
             for lease_version, outcome, kept in Attempt.objects.filter(job=job, log_lines__isnull=False)
             .order_by("lease_version")
             .values_list("lease_version", "outcome", "log_lines")

@@ -49,13 +49,12 @@ class ApiRequestMiddleware:
             # (jobs/tracing.py); the answer names it (Trace Context Level 2).
             with (
                 tracing.attached(request.headers.get("traceparent", ""), request.headers.get("tracestate", "")),
-                tracing.server_span(request.method, request.path) as span,
+                tracing.server_span(request) as span,
             ):
                 traceparent, _ = tracing.current()
                 with logs.bound(correlation_id=correlation, trace_id=tracing.trace_id(traceparent)):
                     response = self.get_response(request)
-                match = getattr(request, "resolver_match", None)
-                tracing.served(span, request.method, f"/{match.route}" if match else "", response.status_code)
+                tracing.served(span, request, response.status_code)
             if traceparent:
                 response["traceresponse"] = traceparent
         response["X-Correlation-ID"] = correlation

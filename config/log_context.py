@@ -3,7 +3,7 @@ retry or a refused form names who did it. The name is read only when a line is w
 that logs nothing costs no look-up of its session's user.
 
 With traces recorded (jobs/tracing.py), a console action (any request but GET and HEAD) is a server
-span, so the jobs it creates (a retry, a replay, a run of a source) start a trace of their own; the
+span, so the jobs it creates (a replay, a run of a source) start a trace of their own; the
 console's reads and live parts, polled every few seconds, are not traced."""
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ class UserLogMiddleware:
         with logs.bound(user=lambda: _username(request)):
             if request.method in ("GET", "HEAD") or request.path.startswith("/api/") or not tracing.enabled():
                 return self.get_response(request)
-            with tracing.server_span(request.method, request.path) as span:
+            with tracing.server_span(request) as span:
                 response = self.get_response(request)
-                match = getattr(request, "resolver_match", None)
-                tracing.served(span, request.method, f"/{match.route}" if match else "", response.status_code)
+                tracing.served(span, request, response.status_code)
                 return response
 
 

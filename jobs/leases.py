@@ -698,10 +698,16 @@ def release(
     return result
 
 
-def attempt_span_previous(job_id, lease_version: int) -> str:
-    """The ``traceparent`` of the newest earlier attempt's span, or '' (none recorded one)."""
-    row = _fetch_one(queries.attempt_trace_span_previous, {"job_id": _as_uuid(job_id), "lease_version": lease_version})
-    return row[0] if row else ""
+def attempt_retried(job_id, lease_version: int) -> str | None:
+    """Whether the attempt ``lease_version`` is a retry — the attempt before it ended otherwise than
+    handing the job back (a release: a deferral, a stopping pool) — and if so that attempt's span's
+    ``traceparent`` ('' when it recorded none: its worker died); None when it is not a retry."""
+    row = _fetch_one(
+        queries.attempt_previous_outcome_and_span, {"job_id": _as_uuid(job_id), "lease_version": lease_version}
+    )
+    if row is None or row[0] in ("", Attempt.Outcome.RELEASED):
+        return None
+    return row[1]
 
 
 # --- sweeps run by the control process ---------------------------------------------------------

@@ -143,9 +143,11 @@ def formatter(log_format: str, plain: str) -> logging.Formatter:
 
 # What one attempt keeps of the lines written while its handler runs (shown beside its steps on the
 # job page, exported and archived with it): warnings and errors, and as many info lines as its type
-# allows (``JobType.log_info_lines``), at most LINES_KEPT in all; a message is cut to MESSAGE_CHARS,
-# a traceback to EXCEPTION_CHARS (its end: where it was raised). What did not fit is counted.
+# allows (``JobType.log_info_lines``; info lines beyond it are neither kept nor counted), at most
+# LINES_KEPT lines and TEXT_KEPT characters in all; a message is cut to MESSAGE_CHARS, a traceback to
+# EXCEPTION_CHARS (its end: where it was raised). A warning or error that did not fit is counted.
 LINES_KEPT = 50
+TEXT_KEPT = 32_000
 MESSAGE_CHARS = 2000
 EXCEPTION_CHARS = 8000
 
@@ -153,12 +155,13 @@ EXCEPTION_CHARS = 8000
 class Kept:
     """The lines one attempt keeps (``kept``), as stored on the attempt (``stored``)."""
 
-    __slots__ = ("lines", "dropped", "info_left")
+    __slots__ = ("lines", "dropped", "info_left", "text_left")
 
     def __init__(self, info_lines: int) -> None:
         self.lines: list[dict] = []
         self.dropped = 0
         self.info_left = info_lines
+        self.text_left = TEXT_KEPT
 
     def add(self, record: logging.LogRecord) -> None:
         if record.levelno < logging.WARNING:
@@ -171,23 +174,28 @@ class Kept:
         try:
             message = record.getMessage()
         except Exception as exc:  # a call with arguments its format does not take
-            message = f"{record.msg!r} (unformattable: {type(exc).__name__})"
+            message = f"{str(record.msg)[:MESSAGE_CHARS]!r} (unformattable: {type(exc).__name__})"
         line = {
             "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": message[:MESSAGE_CHARS],
         }
-        if record.exc_info and record.exc_info[0] is not None:
+        if isinstance(record.exc_info, tuple) and record.exc_info[0] is not None:
             text = "".join(traceback.format_exception(*record.exc_info))
             line["exception"] = text[-EXCEPTION_CHARS:]
+        size = len(line["message"]) + len(line.get("exception", ""))
+        if size > self.text_left:
+            self.dropped += 1
+            return
+        self.text_left -= size
         self.lines.append(line)
 
     def stored(self) -> dict | None:
         """What the attempt stores: ``{"lines": [...], "dropped": n}``, or None when nothing was kept."""
         if not self.lines and not self.dropped:
             return None
-        return {"lines": self.lines, "dropped": self.dropped}
+        return {"lines": list(self.lines), "dropped": self.dropped}
 
 
 _keeping: ContextVar[Kept | None] = ContextVar("log_kept", default=None)
@@ -214,8 +222,12 @@ class KeepHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         keeping = _keeping.get()
-        if keeping is not None and record.name not in self.skip:
+        if keeping is None or record.name in self.skip:
+            return
+        try:
             keeping.add(record)
+        except Exception:  # a record no line can be made of (a message whose str() raises): never the job's end
+            keeping.dropped += 1
 
 
 def keep_install(skip: frozenset[str] = frozenset()) -> None:

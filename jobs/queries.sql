@@ -328,7 +328,7 @@ steps AS (
 ),
 attempt AS (
     UPDATE jobs_attempt AS a SET finished_at = clock.now, outcome = changed.outcome,
-        trace_span = coalesce(changed.trace_span, ''), log_lines = changed.log_lines
+        trace_span = changed.trace_span, log_lines = changed.log_lines
     FROM changed, clock
     WHERE a.job_id = changed.id AND a.lease_version = changed.lease_version
 ),
@@ -798,10 +798,11 @@ FROM jsonb_to_recordset(%(results)s) AS r(id bigint, signature text, conforms bo
 WHERE a.id = r.id
 
 
--- name: attempt_trace_span_previous
--- The span of the newest earlier attempt of a job that ended with one: what a retry's span links to.
-SELECT trace_span FROM jobs_attempt
-WHERE job_id = %(job_id)s AND lease_version < %(lease_version)s AND trace_span <> ''
+-- name: attempt_previous_outcome_and_span
+-- How the attempt before this one ended, and its span ('' when it recorded none): whether this claim
+-- is a retry, and what a retry's span links to.
+SELECT outcome, trace_span FROM jobs_attempt
+WHERE job_id = %(job_id)s AND lease_version < %(lease_version)s
 ORDER BY lease_version DESC LIMIT 1
 
 

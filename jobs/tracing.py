@@ -189,22 +189,25 @@ def attempt_outcome(outcome: str, *, error_class: str = "") -> None:
 
 
 @contextmanager
-def attempt(job, *, pool: str, previous: str = "") -> Iterator[str]:
-    """The attempt of a claimed ``job`` (``leases.ClaimedJob``): its creation's context is current
-    inside the block (the jobs it creates are created in it). With tracing on, the attempt is a span
-    of kind CONSUMER (OpenTelemetry's messaging conventions, ``process <type>``): the first attempt a
-    child of the context the job was created in; a retry (attempt 2 and on) the root of a new trace
-    with links to that context and to ``previous`` (the last attempt's own span, when it ended with
-    one): a retry hours later is not hidden inside its submitter's trace, and the links lead back.
-    Yields the attempt span's ``traceparent`` ('' when tracing is off), kept on the attempt."""
+def attempt(job, *, pool: str, retry_of: str | None = None) -> Iterator[str]:
+    """The attempt of a claimed ``job`` (``leases.ClaimedJob``). With tracing off, the context the
+    job was created in is current inside the block (the jobs it creates are created in it). With
+    tracing on, the attempt is a span of kind CONSUMER (OpenTelemetry's messaging conventions,
+    ``process <type>``), current inside the block: a first attempt (and the claim after a deferral
+    or a stopping pool handed it back) a child of the context the job was created in; a retry
+    (``retry_of`` not None: after a failure, a death, an operator's retry) the root of a new trace
+    with links to that context and to ``retry_of``, the span of the attempt it retries ('' when that
+    attempt recorded none): a retry hours later is not hidden inside its submitter's trace, and the
+    links lead back. Yields the span's ``traceparent`` when it is sampled, else '' (kept on the
+    attempt: the console links it, a later retry links to it)."""
     if _tracer is None:
         with attached(job.trace_parent, job.trace_state):
             yield ""
         return
     creation = _extract(job.trace_parent, job.trace_state)
     links = []
-    if job.attempt > 1:
-        for traceparent, role in ((job.trace_parent, "creation"), (previous, "previous attempt")):
+    if retry_of is not None:
+        for traceparent, role in ((job.trace_parent, "creation"), (retry_of, "previous attempt")):
             linked = trace.get_current_span(_extract(traceparent, "")).get_span_context()
             if linked.is_valid:
                 links.append(Link(linked, {"leitstand.link": role}))
@@ -239,7 +242,9 @@ def attempt(job, *, pool: str, previous: str = "") -> Iterator[str]:
 
 
 def traceparent_of(made: Span | None) -> str:
-    if made is None:
+    """A recorded span's ``traceparent``; '' when there is none or the sampler dropped it (a link to it
+    would lead nowhere)."""
+    if made is None or not made.get_span_context().trace_flags.sampled:
         return ""
     carrier: dict[str, str] = {}
     _propagator.inject(carrier, context=trace.set_span_in_context(made))
@@ -286,24 +291,29 @@ def answered(made: Span | None, status: int) -> None:
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
+def _method(method: str) -> str:
+    return method if method in _METHODS else "_OTHER"  # a span name a caller cannot multiply
+
+
 @contextmanager
-def server_span(method: str, path: str) -> Iterator[Span | None]:
-    """A request this process serves (OpenTelemetry's HTTP server conventions), a child of the
-    context current (the caller's, once ``attached``). Named by ``served`` after its route is known."""
-    method = method if method in _METHODS else "_OTHER"  # a name a caller cannot multiply
-    attributes = {"http.request.method": method, "url.path": path[:500]}
-    with span(method, kind=SpanKind.SERVER, attributes=attributes) as made:
+def server_span(request) -> Iterator[Span | None]:
+    """A Django ``request`` this process serves (OpenTelemetry's HTTP server conventions), a child
+    of the context current (the caller's, once ``attached``); call ``served`` with its answer."""
+    attributes = {"http.request.method": _method(request.method), "url.path": request.path[:500]}
+    with span(_method(request.method), kind=SpanKind.SERVER, attributes=attributes) as made:
         yield made
 
 
-def served(made: Span | None, method: str, route: str, status: int) -> None:
-    """A served request's route and status; a 5xx makes it an error (a 4xx is the caller's)."""
+def served(made: Span | None, request, status: int) -> None:
+    """A served request's route (its span named ``<method> <route>``) and status; a 5xx makes it an
+    error (a 4xx is the caller's)."""
     if made is None:
         return
     made.set_attribute("http.response.status_code", status)
-    if route:
-        made.set_attribute("http.route", route)
-        made.update_name(f"{method if method in _METHODS else '_OTHER'} {route}")
+    match = getattr(request, "resolver_match", None)
+    if match is not None:
+        made.set_attribute("http.route", f"/{match.route}")
+        made.update_name(f"{_method(request.method)} /{match.route}")
     if status >= 500:
         failed(made, str(status))
 
@@ -346,4 +356,5 @@ def database_wrapper(execute, sql, params, many, context):
 
 def _wrap_connection(sender, connection, **kwargs) -> None:
     if database_wrapper not in connection.execute_wrappers:
-        connection.execute_wrappers.append(database_wrapper)
+        # First, so a ``connection.execute_wrapper(...)`` block entered before cannot pop it on leaving.
+        connection.execute_wrappers.insert(0, database_wrapper)

@@ -72,6 +72,7 @@ def test_include_logs_gives_each_attempt_s_lines_oldest_first(client, logged_job
         ["attempt 2: upstream slow"],
     ]
     assert logs[0]["lines"][0]["level"] == "WARNING" and logs[0]["lines"][0]["logger"] == "pipeline.fetch"
+    assert all("exception" not in line for entry in logs for line in entry["lines"]), "tracebacks stay inside"
     assert client.get(f"/api/v1/jobs/{logged_job.pk}", **headers).json()["logs"] is None, "only when asked"
 
 

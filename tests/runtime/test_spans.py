@@ -215,3 +215,77 @@ def test_with_database_spans_an_attempt_s_statements_are_spans_named_by_the_engi
     with connection.execute_wrapper(tracing.database_wrapper):
         pool_runtime("crawl").wake()
     assert not [span for span in spans.get_finished_spans() if "db.system.name" in span.attributes]
+
+
+def test_the_claim_after_a_deferral_stays_in_its_submission_s_trace_and_an_operator_s_retry_does_not(
+    make_job, job_type, pool_runtime, spans, db_clock
+):
+    from jobs import services
+
+    calls = []
+
+    def deferring_once_then_failing(context):
+        calls.append(1)
+        if len(calls) == 1:
+            raise Deferred("host busy", retry_after=0.01)
+        raise TransientError("gone for good")
+
+    job_type(
+        "politely",
+        deferring_once_then_failing,
+        expected_paths=("",),
+        retry=RetryPolicy(base_seconds=0.01, cap_seconds=0.01, max_attempts=1),
+    )
+    with tracing.attached(CREATION):
+        job = make_job("politely", pool="crawl", payload={}, max_attempts=1)
+    pool_runtime("crawl").wake()
+    time.sleep(0.05)
+    pool_runtime("crawl").wake()
+    assert Job.objects.get(pk=job.pk).state == "dead"
+    services.job_retry_now(job_id=job.pk, actor="operator", reason="the host is back")
+    pool_runtime("crawl").wake()
+    deferred, failed, retried = sorted(named(spans, "process politely"), key=lambda s: s.start_time)
+    creation_trace, creation_span = CREATION.split("-")[1:3]
+    for first in (deferred, failed):
+        assert hex_ids(first)[0] == creation_trace and format(first.parent.span_id, "016x") == creation_span
+        assert not first.links, "a deferral's next claim is the same submission's work"
+    assert retried.parent is None and hex_ids(retried)[0] != creation_trace
+    assert {link.attributes["leitstand.link"] for link in retried.links} == {"creation", "previous attempt"}
+
+
+def test_a_sampled_out_attempt_keeps_no_span(make_job, job_type, pool_runtime, spans, monkeypatch):
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    tracing.configure(SimpleSpanProcessor(spans))  # the sampler is read when the provider is made
+    job_type("unsampled", lambda context: Done("ok"), expected_paths=("",))
+    job = make_job("unsampled", pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    assert spans.get_finished_spans() == ()
+    assert Attempt.objects.get(job=job).trace_span == "", "no console link to a trace never stored"
+
+
+def test_a_line_that_cannot_be_made_is_counted_not_raised():
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no text for you")
+
+    record = logging.LogRecord("h", logging.WARNING, __file__, 1, Unprintable(), None, None)
+    with logs.kept() as kept:
+        logs.KeepHandler().emit(record)  # pytest's own handler would raise here; ours must not
+    assert kept.stored() == {"lines": [], "dropped": 1}
+
+
+def test_an_attempt_keeps_at_most_its_text_budget(make_job, job_type, pool_runtime):
+    def hostile(context):
+        for _ in range(20):
+            log.warning("y" * logs.MESSAGE_CHARS)
+        return Done("ok")
+
+    job_type("hostile_lines", hostile, expected_paths=("",))
+    job = make_job("hostile_lines", pool="crawl", payload={})
+    pool_runtime("crawl").wake()
+    assert Job.objects.get(pk=job.pk).state == "done"
+    kept = Attempt.objects.get(job=job).log_lines
+    assert len(kept["lines"]) == logs.TEXT_KEPT // logs.MESSAGE_CHARS
+    assert kept["dropped"] == 20 - logs.TEXT_KEPT // logs.MESSAGE_CHARS

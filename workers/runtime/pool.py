@@ -257,7 +257,7 @@ class PoolRuntime:
                         correlation_id=job.correlation_id,
                         trace_id=tracing.trace_id(job.trace_parent),
                     ),
-                    tracing.attempt(job, pool=self.pool, previous=self._previous_span(job)) as context.trace_span,
+                    tracing.attempt(job, pool=self.pool, retry_of=self._retry_of(job)) as context.trace_span,
                     logs.kept(job_type.log_info_lines if job_type else 0) as context.kept_lines,
                 ):
                     completion = self._run_one(job, context, report)
@@ -270,11 +270,12 @@ class PoolRuntime:
                     self.held.pop(job.id, None)
 
     @staticmethod
-    def _previous_span(job: leases.ClaimedJob) -> str:
-        """The last attempt's span, which a retry's span links to (read only when traces are recorded)."""
-        if job.attempt > 1 and tracing.enabled():
-            return leases.attempt_span_previous(job.id, job.lease_version)
-        return ""
+    def _retry_of(job: leases.ClaimedJob) -> str | None:
+        """For a retry, the span of the attempt it retries ('' without one); None for a first attempt
+        or the claim after a release. Read only when traces are recorded (jobs/tracing.py)."""
+        if job.lease_version > 1 and tracing.enabled():
+            return leases.attempt_retried(job.id, job.lease_version)
+        return None
 
     def _complete(self, completions: list[leases.Completion], report: WakeupReport) -> None:
         for outcome in leases.complete_many(completions, actor=self.worker.lease_owner):

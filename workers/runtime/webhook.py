@@ -87,7 +87,8 @@ def post_signed(
                 raise
         else:
             try:
-                host, port = urlsplit(url).hostname or "", urlsplit(url).port
+                parts = urlsplit(url)
+                host, port = parts.hostname or "", parts.port
             except ValueError:  # a malformed port: httpx refuses it below
                 host, port = "", None
             with tracing.client_span("POST", host, port) as span:
@@ -124,9 +125,9 @@ def handle_api_webhook(context: JobContext):
         raise PermanentError('the payload is {"event": {"id": "evt_…", "type": "…", …}}')
     client_name = context.payload.get("client")
     url, secret = _receiver(client_name)
-    # The delivery runs in the trace of the job its event is about, and its POST carries that trace
+    # The delivery is created in the trace of the job its event is about, and its POST carries it
     # (W3C trace context): the PHP core's receiver sees the webhook in the trace of the request that
-    # submitted the job.
+    # submitted the job (a retried delivery's in a trace of its own, linked back: jobs/tracing.py).
     return post_signed(
         context,
         url=url,
