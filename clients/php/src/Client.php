@@ -80,10 +80,14 @@ final class Client
         return $job;
     }
 
-    /** @return array<string, mixed> the job record with its transitions, findings and recheck plan */
-    public function getJob(string $jobId): array
+    /**
+     * @param bool $withLogs also the log lines each attempt kept (`logs`: oldest attempt first)
+     * @return array<string, mixed> the job record with its transitions, findings and recheck plan
+     */
+    public function getJob(string $jobId, bool $withLogs = false): array
     {
-        return $this->request('GET', '/api/v1/jobs/' . rawurlencode($jobId))[1];
+        $path = '/api/v1/jobs/' . rawurlencode($jobId) . ($withLogs ? '?include=logs' : '');
+        return $this->request('GET', $path)[1];
     }
 
     /**

@@ -37,6 +37,7 @@ check($again['id'] === $job['id'] && $again['created'] === false, 'a repeated su
 $read = $client->getJob($job['id']);
 check($read['id'] === $job['id'] && $read['type'] === 'synthetic', 'the job reads back');
 check(count($read['transitions']) >= 1, 'the record has its transitions');
+check($read['logs'] === null && is_array($client->getJob($job['id'], true)['logs']), 'log lines only when asked');
 $results['state'] = $read['state'];
 
 // 4. The same key with another payload: 422 naming the field.
