@@ -15,10 +15,10 @@ from api.tokens import token_create
 from devtools.otlp import OtlpReceiver
 from jobs.models import Client, Job, State
 from tests.processes.test_json_logs import json_lines
-from tests.support.db import PROJECT_ROOT, child_env
+from tests.support.db import child_env
 from tests.support.pools import PoolProcesses, demo_web_env, wait_for
 from tests.support.receiver import Receiver
-from tests.support.servers import free_port, wait_until_answers
+from tests.support.servers import free_port, production_server, wait_until_answers
 from workers.pipeline import demoweb
 from workers.pipeline.services import asset_register, source_upsert
 
@@ -73,14 +73,7 @@ def test_one_api_crawl_submission_is_one_trace_from_request_to_webhook(tmp_path)
             LEITSTAND_LOG_FORMAT="json",
             LEITSTAND_STATIC_ROOT=str(tmp_path / "static"),
         )
-        server = subprocess.Popen(
-            [str(PROJECT_ROOT / "scripts" / "serve")],
-            cwd=PROJECT_ROOT,
-            env=web_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        server = production_server(web_env)
         base = f"http://127.0.0.1:{port}"
         try:
             for name in ("control", "crawl", "analysis", "notify"):

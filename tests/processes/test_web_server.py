@@ -14,7 +14,7 @@ import pytest
 
 from api.tokens import token_create
 from tests.support.db import PROJECT_ROOT, child_env
-from tests.support.servers import free_port, wait_until_answers
+from tests.support.servers import free_port, production_server, wait_until_answers
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -40,14 +40,7 @@ def test_the_production_server_serves_the_console_the_api_and_its_static_files(t
         env=env,
         check=True,
     )
-    server = subprocess.Popen(
-        [str(PROJECT_ROOT / "scripts" / "serve")],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    server = production_server(env)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_answers(f"{base}/healthz", server, timeout=30)

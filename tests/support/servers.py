@@ -29,3 +29,18 @@ def wait_until_answers(url: str, process: subprocess.Popen, *, timeout: float) -
             output = process.stdout or process.stderr
             raise AssertionError(f"{url} did not answer: {output.read().decode()[-3000:] if output else process.args}")
         time.sleep(0.1)
+
+
+def production_server(env: dict[str, str]) -> subprocess.Popen:
+    """``scripts/serve`` (gunicorn with config/gunicorn_conf.py) with ``env``, its output captured, in a
+    session of its own (SIGTERM to it stops its workers too)."""
+    from tests.support.db import PROJECT_ROOT
+
+    return subprocess.Popen(
+        [str(PROJECT_ROOT / "scripts" / "serve")],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
