@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.signals import connection_created
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -76,7 +77,7 @@ _tracer: Tracer | None = None
 _provider: TracerProvider | None = None
 
 
-class TracingError(ValueError):
+class TracingError(ImproperlyConfigured):
     """The ``OTEL_*`` environment asks for an export this build cannot make."""
 
 

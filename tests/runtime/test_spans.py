@@ -3,6 +3,7 @@ was created in, each step a child with its outcome, a retry a new trace linked t
 the attempt before; and what an attempt keeps of its handler's log lines (jobs/logs.py)."""
 
 import logging
+import os
 import time
 
 import pytest
@@ -289,3 +290,34 @@ def test_an_attempt_keeps_at_most_its_text_budget(make_job, job_type, pool_runti
     kept = Attempt.objects.get(job=job).log_lines
     assert len(kept["lines"]) == logs.TEXT_KEPT // logs.MESSAGE_CHARS
     assert kept["dropped"] == 20 - logs.TEXT_KEPT // logs.MESSAGE_CHARS
+
+
+@pytest.mark.parametrize(
+    ("environment", "outcome"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_TRACES_EXPORTER": "none"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_TRACES_EXPORTER": "zipkin"}, "'otlp'"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "gRPC"),
+    ],
+)
+def test_the_otel_environment_turns_tracing_on_off_or_is_refused_by_name(environment, outcome, monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    try:
+        if isinstance(outcome, str):
+            with pytest.raises(ImproperlyConfigured, match=outcome):
+                tracing.configure_from_environment()
+        else:
+            assert tracing.configure_from_environment() is outcome
+            assert tracing.enabled() is outcome
+    finally:
+        tracing.unconfigure()
