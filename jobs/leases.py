@@ -839,7 +839,8 @@ def rescue_from_dead_worker(
 
 
 def retries_promote_due(*, actor: str = "dispatcher", limit: int = 1000) -> list[WriteResult]:
-    """Failed jobs whose next attempt has come become planned again (due at that time)."""
+    """Failed jobs whose next attempt has come become planned again, in their place in line (their
+    due time unchanged: the backoff was their earliest start)."""
     return _sweep(
         queries.jobs_plan_if_retry_due,
         sources=sources_of("retry_due"),

@@ -600,7 +600,10 @@ SELECT id, from_state, to_state, lease_version FROM changed
 
 
 -- name: jobs_plan_if_retry_due
--- Failed jobs whose next attempt has come become %(target)s again, due at that time, oldest first.
+-- Failed jobs whose next attempt has come become %(target)s again, oldest first. A job keeps its due
+-- time and so its place in line: its backoff was its earliest start, not a new place at the back of a
+-- backlog (a job whose worker froze, was killed or failed would otherwise wait behind every job
+-- submitted while it backed off).
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 target AS (
     SELECT j.id, j.state FROM jobs_job AS j, clock
@@ -611,7 +614,7 @@ target AS (
 ),
 changed AS (
     UPDATE jobs_job AS j
-    SET state = %(target)s, state_changed_at = clock.now, due_at = j.next_attempt_at, next_attempt_at = NULL
+    SET state = %(target)s, state_changed_at = clock.now, next_attempt_at = NULL
     FROM target, clock
     WHERE j.id = target.id
     RETURNING j.id, target.state AS from_state, j.state AS to_state, j.lease_version

@@ -583,3 +583,47 @@ def test_when_no_handler_ran_a_job_with_earlier_deaths_is_released_not_blamed(ma
     job.refresh_from_db()
     assert (rescued.to_state, job.state, job.attempts) == (State.PLANNED, State.PLANNED, 1)
     assert Attempt.objects.get(job=job, lease_version=claimed.lease_version).outcome == Attempt.Outcome.RELEASED
+
+
+@pytest.mark.parametrize("ending", ["failed", "lease expired", "worker died twice"])
+def test_a_job_back_from_its_backoff_keeps_its_place_in_line(make_job, worker, db_clock, ending):
+    """Issue 39: a job whose attempt failed, whose worker froze or died, waits out its backoff (its
+    earliest start) and then starts before every job that was due after it — not behind a backlog
+    submitted while it backed off."""
+    victim = make_job(due_at=db_clock.now() - timedelta(minutes=5), max_attempts=5)
+    if ending == "worker died twice":  # the first death hands it back at once; the second backs off
+        for pid in (301, 302):
+            dying = leases.WorkerIdentity("host-x", pid, "crawl")
+            assert claim_one(dying).id == victim.id
+            leases.rescue_from_dead_worker(
+                lease_owner=dying.lease_owner, reason="killed", policy=POLICY, poison_deaths=5
+            )
+    else:
+        claimed = claim_one(worker)
+        assert claimed.id == victim.id
+        if ending == "failed":
+            leases.fail(
+                claimed.id,
+                claimed.lease_version,
+                actor="w",
+                kind=ErrorKind.TRANSIENT,
+                error_class="Flaky",
+                message="503",
+                retry_delay_seconds=POLICY.cap_seconds,
+            )
+        else:
+            db_clock.advance(LEASE + 5 + 1)
+            assert [r.job_id for r in leases.reap_expired(grace_seconds=5, policy=POLICY)] == [victim.id]
+    assert Job.objects.get(pk=victim.pk).state == State.FAILED
+    backlog = [make_job() for _ in range(3)]  # submitted while it backs off, due now
+
+    leases.retries_promote_due()
+    first = claim_one(worker)
+    assert first.id == backlog[0].id, "its backoff is its earliest start: not claimed before it ends"
+    leases.release(first.id, first.lease_version, actor="w", reason="test")
+
+    db_clock.advance(POLICY.cap_seconds + 1)
+    assert [r.job_id for r in leases.retries_promote_due()] == [victim.id]
+    again = claim_one(worker)
+    assert again.id == victim.id, "back from its backoff, it is first in line again"
+    assert again.due_at == victim.due_at
