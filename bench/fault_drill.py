@@ -1,6 +1,6 @@
 """Fault drill: minutes of random kills of every kind against real pools under load.
 
-Run: .venv/bin/python -m bench.fault_drill [--seconds 240] [--rate 40] [--every 3] [--seed 1]
+Run: .venv/bin/python -m bench.fault_drill [--seconds 240] [--rate 40] [--every 3] [--seed 1] [--backlog 0]
 (uses a throwaway embedded PostgreSQL unless DATABASE_URL is set; database restarts need the
 embedded server, with DATABASE_URL set they become cuts of every session instead).
 
@@ -13,7 +13,9 @@ lease + grace, or an immediate PostgreSQL restart (a submission whose answer it 
 again with the same idempotency key, as a client would). Afterwards every job must end, and the drill
 prints: jobs lost, effects duplicated, results that disagree with their effect, stale writes
 refused, the longest time the pools completed nothing while jobs were due, and per fault kind the
-delay from the fault to the next start of each job the victim held.
+delay from the fault to the next start of each job the victim held. ``--backlog N`` submits N jobs
+of the same kind before the first fault, so the victims' jobs come back behind a line of work: the
+next start shows whether a job keeps its place in line (issue 39: within its backoff and a batch).
 """
 
 from __future__ import annotations
@@ -199,6 +201,23 @@ class Drill:
             self.stop.wait(interval)
         connections["default"].close()
 
+    def backlog_submit(self, jobs: int) -> None:
+        """A line of ``jobs`` jobs like the feeder's, due now, submitted at once."""
+        from workers.runtime.services import jobs_submit_many
+
+        for first in range(0, jobs, 1000):
+            batch = [
+                {
+                    "job_type": "synthetic",
+                    "payload": {"pool": "crawl", "duration_ms": self.random.randint(0, 400), "effect": True},
+                    "idempotency_key": f"drill-backlog-{uuid.uuid4().hex}",
+                }
+                for _ in range(min(1000, jobs - first))
+            ]
+            jobs_submit_many(batch, actor="fault-drill", correlation_id=self.correlation)
+        self.submitted += jobs
+        connection.close()
+
     def watch(self) -> None:
         """Sample every 0.25 s; the longest time in which nothing completed while jobs were due."""
         last_progress, last_done, last_fault = time.monotonic(), -1, ""
@@ -297,6 +316,8 @@ class Drill:
         ):
             self.processes.start(key, command)
         time.sleep(4)
+        if self.args.backlog:
+            self.backlog_submit(self.args.backlog)
         threads = [threading.Thread(target=self.feed), threading.Thread(target=self.watch)]
         for thread in threads:
             thread.start()
@@ -375,6 +396,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=40, help="jobs submitted per second")
     parser.add_argument("--every", type=float, default=3, help="seconds between faults")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--backlog", type=int, default=0, help="jobs submitted at once before the first fault")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     started = time.monotonic()
@@ -383,7 +405,7 @@ def main() -> None:
     counts = {kind: report["faults"].count(kind) for kind in faults.PROCESS_FAULTS}
     print(
         f"\nfault drill: {args.seconds:g} s, {len(report['faults'])} faults, {verdict.submitted:,} jobs "
-        f"({time.monotonic() - started:.0f} s in all)"
+        f"({args.backlog:,} of them a backlog at the start; {time.monotonic() - started:.0f} s in all)"
     )
     print(f"jobs lost                          {verdict.lost}")
     print(f"submissions sent again             {report['resubmitted']} (their answer lost in a restart; same key)")
