@@ -698,6 +698,15 @@ def release(
     return result
 
 
+def reorder(job_id, *, priority: int | None = None, due_at: datetime | None = None) -> tuple[int, datetime] | None:
+    """Move a job waiting in line (planned): its lane and its due time, None leaving either as it is.
+    Returns its lane and due time, or None when it is not waiting."""
+    return _fetch_one(
+        queries.job_reorder_if_waiting,
+        {"job_id": _as_uuid(job_id), "priority": priority, "due_at": due_at, "waiting": target_of("retry_due")},
+    )
+
+
 def attempt_retried(job_id, lease_version: int) -> str | None:
     """Whether the attempt ``lease_version`` is a retry — the attempt before it ended otherwise than
     handing the job back (a release: a deferral, a stopping pool) — and if so that attempt's span's

@@ -627,6 +627,17 @@ logged AS (
 SELECT id, from_state, to_state, lease_version FROM changed
 
 
+-- name: job_reorder_if_waiting
+-- An operator moves a job waiting in line (%(waiting)s): its lane (%(priority)s) and its due time
+-- (%(due_at)s), either left as it is when NULL. No state changes, so no transition: the console's
+-- audit entry records who moved it and why. Returns the job's lane and due time, or no row when it
+-- is not waiting (it started, ended, or waits for its retry).
+UPDATE jobs_job
+SET priority = coalesce(%(priority)s, priority), due_at = coalesce(%(due_at)s, due_at)
+WHERE id = %(job_id)s AND state = %(waiting)s
+RETURNING priority, due_at
+
+
 -- name: jobs_queue_for_review_if_allowed
 -- Jobs in %(sources)s become review cases (%(target)s), oldest first: every unclear job (the
 -- review-queue sweep), or the one job %(job_id)s (a recheck plan that reached its deadline, an

@@ -386,6 +386,26 @@ def job_release(*, job_id, actor: str, reason: str, user=None) -> Job:
     return Job.objects.get(pk=job.pk)
 
 
+def job_reorder(
+    *, job_id, actor: str, reason: str, priority: int | None = None, due_at: datetime | None = None, user=None
+) -> Job:
+    """Move a job waiting in line (planned) to another lane (``priority``, 0 the most urgent, 9 the
+    bulk lane) or another due time (``due_at``, aware; earlier moves it up the line, later holds it
+    back until then). ``actor`` is recorded by the caller's audit entry."""
+    _require_reason(reason)
+    _require_operator(user)
+    if priority is None and due_at is None:
+        raise JobInputError("priority", "give a priority or a due time to move the job to")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9):
+        raise JobInputError("priority", "must be a whole number from 0 (most urgent) to 9 (the bulk lane)")
+    if due_at is not None and (due_at.tzinfo is None or due_at.utcoffset() is None):
+        raise JobInputError("due_at", "must name its time zone")
+    job = _job(job_id)
+    if leases.reorder(job.id, priority=priority, due_at=due_at) is None:
+        raise JobInputError("job", f"the job is {job.state}: only a job waiting in line (planned) can be moved")
+    return Job.objects.get(pk=job.pk)
+
+
 def job_send_to_review(*, job_id, actor: str, reason: str, user=None) -> Job:
     """Open a review case now (an unclear job, or a case under recheck that a person should decide)."""
     _require_reason(reason)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -345,6 +346,7 @@ JOB_ACTIONS = {
     "confirm": ("Confirm the outcome", OPERATE_PERMISSION),
     "release": ("Release the lease", OPERATE_PERMISSION),
     "review": ("Send to review", OPERATE_PERMISSION),
+    "reorder": ("Move in line", OPERATE_PERMISSION),
 }
 
 
@@ -488,6 +490,8 @@ class JobAdmin(ReadOnlyAdmin):
             context.update(
                 why=job_explain(job, now=database_now()),
                 actions_now=self.actions_now(request, job),
+                lanes=range(10),
+                console_time_zone=timezone.get_current_timezone_name(),
                 live_states=LIVE_STATES,
                 **job_path_context(job),
             )
@@ -548,6 +552,7 @@ class JobAdmin(ReadOnlyAdmin):
             "confirm": "confirm" in allowed,
             "release": job.state in (State.RESERVED, State.RUNNING),
             "review": job.state in leases.sources_of("queue_for_review"),
+            "reorder": job.state == State.PLANNED,
         }
         actions = [
             {"name": name, "label": label}
@@ -578,7 +583,7 @@ class JobAdmin(ReadOnlyAdmin):
                 target=f"job {job_id}",
                 reason=reason,
                 permission=JOB_ACTIONS[name][1],
-                apply=lambda: _job_act(name, job_id, actor=actor, reason=reason, user=request.user),
+                apply=lambda: _job_act(name, job_id, actor=actor, reason=reason, user=request.user, form=request.POST),
             )
             messages.success(request, result)
         except (JobInputError, TransitionNotAllowed, PermissionDenied, JobNotFound, leases.StaleAttempt) as refused:
@@ -654,7 +659,7 @@ class JobAdmin(ReadOnlyAdmin):
         css = {"all": ["dashboard/console.css"]}
 
 
-def _job_act(name: str, job_id, *, actor: str, reason: str, user) -> str:
+def _job_act(name: str, job_id, *, actor: str, reason: str, user, form) -> str:
     if name == "retry_now":
         return f"retried: {services.job_retry_now(job_id=job_id, actor=actor, reason=reason, user=user).state}"
     if name == "cancel":
@@ -664,8 +669,27 @@ def _job_act(name: str, job_id, *, actor: str, reason: str, user) -> str:
     if name == "release":
         services.job_release(job_id=job_id, actor=actor, reason=reason, user=user)
         return "released: planned again, due now"
+    if name == "reorder":
+        priority, due_at = _reorder_input(form)
+        job = services.job_reorder(
+            job_id=job_id, actor=actor, reason=reason, priority=priority, due_at=due_at, user=user
+        )
+        return f"moved: lane {job.priority}, due {timezone.localtime(job.due_at):%Y-%m-%d %H:%M:%S}"
     services.job_send_to_review(job_id=job_id, actor=actor, reason=reason, user=user)
     return "sent to review"
+
+
+def _reorder_input(form) -> tuple[int | None, datetime | None]:
+    """The move's lane and due time from the console's form (a local date and time, the console's
+    time zone); empty fields leave either as it is."""
+    priority, due = form.get("priority", "").strip(), form.get("due_at", "").strip()
+    if priority and not (priority.isascii() and priority.isdigit()):
+        raise JobInputError("priority", "must be a whole number from 0 (most urgent) to 9 (the bulk lane)")
+    try:
+        due_at = timezone.make_aware(datetime.fromisoformat(due)) if due else None
+    except (ValueError, OverflowError):
+        raise JobInputError("due_at", f"{due[:40]!r} is not a date and time") from None
+    return (int(priority) if priority else None), due_at
 
 
 @admin.register(Attempt)

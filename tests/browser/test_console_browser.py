@@ -319,3 +319,17 @@ def test_a_handler_s_warning_shows_on_its_job_page_beside_its_attempt(page_as, l
     expect(lines.nth(1).locator("pre")).to_contain_text("ValueError: invalid literal for int()")
     page.screenshot(path="/tmp/job-log-lines.png", full_page=True)
     no_policy_violations(page)
+
+
+def test_an_operator_moves_a_waiting_job_to_the_most_urgent_lane(page_as, live_server, make_job):
+    job = make_job(priority=9)
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")
+    form = page.locator("form", has=page.locator("#act-reorder"))
+    form.get_by_label("lane (priority)").select_option("0")
+    form.get_by_label("reason for Move in line").fill("the customer is on the phone")
+    page.screenshot(path="/tmp/job-move-form.png", full_page=False)
+    form.locator("#act-reorder").click()
+    expect(page.locator(".messagelist")).to_contain_text("Moved: lane 0")
+    assert Job.objects.get(pk=job.pk).priority == 0
+    no_policy_violations(page)

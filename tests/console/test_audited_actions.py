@@ -134,7 +134,10 @@ PAGE_CASES = {
     "confirm": State.RESULT_STORED,
     "release": State.RUNNING,
     "review": State.UNCLEAR,
+    "reorder": State.PLANNED,
 }
+# What each action's form sends besides its reason (the move's lane select).
+PAGE_FIELDS = {"reorder": {"priority": "0"}}
 
 
 def test_every_action_of_the_job_page_has_a_case_here():
@@ -145,11 +148,15 @@ def test_every_action_of_the_job_page_has_a_case_here():
 def test_a_job_page_action_writes_its_audit_entry(client, superuser, make_job, name):
     job = job_in_state(make_job(), PAGE_CASES[name])
     act = reverse("admin:jobs_job_act", args=[job.pk])
-    client.post(act, {"action": name, "reason": "seen on the page"})
+    client.post(act, {"action": name, "reason": "seen on the page", **PAGE_FIELDS.get(name, {})})
     (entry,) = AuditEntry.objects.filter(action=f"job.{name}")
     assert (entry.actor, entry.target, entry.reason) == ("user:root", f"job {job.pk}", "seen on the page")
     assert not entry.result.startswith("refused"), entry.result
-    assert Job.objects.get(pk=job.pk).state != PAGE_CASES[name]
+    after = Job.objects.get(pk=job.pk)
+    if name == "reorder":  # a move changes the job's place in line, not its state
+        assert (after.state, after.priority) == (State.PLANNED, 0)
+    else:
+        assert after.state != PAGE_CASES[name]
 
 
 def test_a_job_page_action_without_the_permission_is_refused_and_audited(client, make_job, django_user_model):
@@ -197,10 +204,13 @@ def test_every_job_page_action_refuses_a_viewer_and_a_reviewer_on_the_one_path(
     person.groups.add(roles_ensure()[role])
     client.force_login(person)
     job = job_in_state(make_job(), PAGE_CASES[name])
-    client.post(reverse("admin:jobs_job_act", args=[job.pk]), {"action": name, "reason": "try"})
+    client.post(
+        reverse("admin:jobs_job_act", args=[job.pk]), {"action": name, "reason": "try", **PAGE_FIELDS.get(name, {})}
+    )
     (entry,) = AuditEntry.objects.filter(action=f"job.{name}")
     assert entry.result.startswith("refused: ") and "jobs.operate_job" in entry.result
     assert Job.objects.get(pk=job.pk).state == PAGE_CASES[name]
+    assert Job.objects.get(pk=job.pk).priority == job.priority
 
 
 @pytest.mark.parametrize("role", ["viewer", "reviewer"])
@@ -219,3 +229,46 @@ def test_every_operators_list_action_refuses_a_viewer_and_a_reviewer(client, mak
     client.post(changelist, {"action": action, "_selected_action": [target.pk], **fields})
     assert type(target).objects.filter(pk=target.pk).values().get() == before
     assert not AuditEntry.objects.filter(action=audited_as).exclude(result__startswith="refused").exists()
+
+
+def test_moving_a_waiting_job_puts_it_where_the_operator_said_and_refuses_bad_input(
+    client, superuser, make_job, worker
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs import leases
+
+    ahead = [make_job() for _ in range(3)]
+    moved = make_job(priority=9)
+    act = reverse("admin:jobs_job_act", args=[moved.pk])
+    client.post(act, {"action": "reorder", "reason": "the customer is waiting", "priority": "1"})
+    (claimed,) = leases.claim(pool="crawl", worker=worker, lease_seconds=30)
+    assert claimed.id == moved.id, "lane 1 is claimed before the lane-5 jobs that were ahead of it"
+
+    later = make_job()
+    due = timezone.localtime(database_now() + timedelta(hours=2)).replace(microsecond=0, tzinfo=None)
+    client.post(
+        reverse("admin:jobs_job_act", args=[later.pk]),
+        {"action": "reorder", "reason": "after the maintenance", "priority": "", "due_at": due.isoformat()},
+    )
+    later.refresh_from_db()
+    assert later.due_at > database_now() + timedelta(hours=1) and later.priority == 5
+    results = []
+    for fields in (
+        {"priority": "12"},
+        {"priority": "x"},
+        {"priority": "", "due_at": "tomorrow"},
+        {"priority": "", "due_at": ""},
+    ):
+        before = Job.objects.get(pk=ahead[0].pk)
+        client.post(reverse("admin:jobs_job_act", args=[ahead[0].pk]), {"action": "reorder", "reason": "r", **fields})
+        after = Job.objects.get(pk=ahead[0].pk)
+        assert (after.priority, after.due_at) == (before.priority, before.due_at)
+        results.append(AuditEntry.objects.filter(action="job.reorder").order_by("-id").first().result)
+    assert all(result.startswith("refused: ") for result in results), results
+    running = job_in_state(make_job(), State.RUNNING)
+    client.post(reverse("admin:jobs_job_act", args=[running.pk]), {"action": "reorder", "reason": "r", "priority": "0"})
+    last = AuditEntry.objects.filter(action="job.reorder").order_by("-id").first().result
+    assert last.startswith("refused: job: the job is running"), last
