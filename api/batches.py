@@ -12,6 +12,7 @@ from ninja import Field, Router, Schema, Status
 from pydantic import BaseModel, StrictInt
 
 from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
+from api.backpressure import lane_check
 from api.fields import HeaderText, Text, utc
 from jobs.batches import batch_out, batch_progress
 from jobs.models import Batch
@@ -78,6 +79,15 @@ def batches_create(request, body: BatchIn):
     for index, job in enumerate(body.jobs):
         submittable_require(request, job.type, field=f"jobs[{index}].type")
     jobs_budget_spend(request, len(body.jobs))
+    client = request.auth.client
+    for job in body.jobs:  # a batch with a member for a full bulk lane is refused whole: nothing created
+        lane_check(
+            job.type,
+            job.priority,
+            repeat=lambda: Batch.objects.filter(
+                key_namespace=client.key_namespace if client else "", key=body.key
+            ).exists(),
+        )
     submitted = batch_submit(
         client=request.auth.client,
         key=body.key,

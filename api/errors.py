@@ -14,6 +14,17 @@ from jobs.services import IdempotencyConflict, JobInputError
 PROBLEM = "application/problem+json"
 
 
+class LaneFull(Exception):
+    """A submission to a pool's bulk lane while the lane holds its bound (api/backpressure.py)."""
+
+    def __init__(self, pool: str, bound: int, retry_after: int) -> None:
+        super().__init__(
+            f"the {pool} pool's bulk lane (priority 9) holds {bound:,} or more waiting jobs "
+            f"(LEITSTAND_API_BULK_LANE_DEPTH); retry after {retry_after} s, or submit in a more urgent lane"
+        )
+        self.retry_after = retry_after
+
+
 class RateLimited(Exception):
     def __init__(self, retry_after: float, *, limit: str) -> None:
         super().__init__(f"{limit}; retry after {retry_after:.0f} s")
@@ -50,6 +61,8 @@ PROBLEM_STATUSES = {
     "422": "The request does not match the schema, the job type is unknown, the payload fails the type's "
     "schema, or the idempotency key names a job with another payload; see invalid_fields.",
     "429": "Over the token's rate limit; retry after the seconds in Retry-After.",
+    "503": "The pool's bulk lane is full (a submission in priority 9); retry after the seconds in Retry-After, "
+    "or submit in a more urgent lane.",
 }
 
 
@@ -79,6 +92,12 @@ def handlers_install(api: NinjaAPI) -> None:
             kind="/problems/rate-limited",
         )
         response["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))
+        return response
+
+    @api.exception_handler(LaneFull)
+    def _lane_full(request, exc):
+        response = problem(503, "Service Unavailable", str(exc), kind="/problems/bulk-lane-full")
+        response["Retry-After"] = str(exc.retry_after)
         return response
 
     @api.exception_handler(HttpError)

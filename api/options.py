@@ -10,6 +10,8 @@ reads ``django.conf`` (tests/api/test_options.py keeps it so).
 | ``LEITSTAND_API_JOBS_PER_MINUTE`` | ``jobs_per_minute``: jobs a client may submit per minute |
 | ``LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE`` | ``unauthenticated_per_minute``: refused tokens per address and minute |
 | ``LEITSTAND_TRUSTED_PROXIES`` | ``trusted_proxies``: how many proxies in front set ``X-Forwarded-For`` |
+| ``LEITSTAND_API_BULK_LANE_DEPTH`` | ``bulk_lane_depth``: planned jobs a pool's bulk lane holds before bulk submissions get 503 (0: no bound) |
+| ``LEITSTAND_API_BULK_RETRY_AFTER_SECONDS`` | ``bulk_retry_after_seconds``: the ``Retry-After`` of that 503 |
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ SETTINGS = (
     "LEITSTAND_API_JOBS_PER_MINUTE",
     "LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE",
     "LEITSTAND_TRUSTED_PROXIES",
+    "LEITSTAND_API_BULK_LANE_DEPTH",
+    "LEITSTAND_API_BULK_RETRY_AFTER_SECONDS",
 )
 
 
@@ -34,6 +38,8 @@ class ApiOptions:
     jobs_per_minute: int = 10_000
     unauthenticated_per_minute: int = 60
     trusted_proxies: int = 0
+    bulk_lane_depth: int = 100_000
+    bulk_retry_after_seconds: int = 30
 
     def __post_init__(self) -> None:
         require_number(self.max_body_bytes, "LEITSTAND_API_MAX_BODY_BYTES", minimum=1024, whole=True)
@@ -43,6 +49,8 @@ class ApiOptions:
             self.unauthenticated_per_minute, "LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE", minimum=1, whole=True
         )
         require_number(self.trusted_proxies, "LEITSTAND_TRUSTED_PROXIES", minimum=0, whole=True)
+        require_number(self.bulk_lane_depth, "LEITSTAND_API_BULK_LANE_DEPTH", minimum=0, whole=True)
+        require_number(self.bulk_retry_after_seconds, "LEITSTAND_API_BULK_RETRY_AFTER_SECONDS", minimum=1, whole=True)
 
     @classmethod
     def from_settings(cls, settings) -> ApiOptions:
@@ -53,6 +61,8 @@ class ApiOptions:
             jobs_per_minute=settings.LEITSTAND_API_JOBS_PER_MINUTE,
             unauthenticated_per_minute=settings.LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE,
             trusted_proxies=settings.LEITSTAND_TRUSTED_PROXIES,
+            bulk_lane_depth=settings.LEITSTAND_API_BULK_LANE_DEPTH,
+            bulk_retry_after_seconds=settings.LEITSTAND_API_BULK_RETRY_AFTER_SECONDS,
         )
 
 

@@ -29,13 +29,17 @@ class LeitstandApi(NinjaAPI):
                     statuses.add("409")
                 if method == "get" and path.endswith("/jobs"):
                     statuses.add("400")
+                if method == "post" and path.endswith(("/jobs", "/batches")):
+                    statuses.add("503")  # a full bulk lane (api/backpressure.py)
                 for status in sorted(statuses):
                     answer = {"description": PROBLEM_STATUSES[status], "content": problem_content}
-                    if status == "429":
+                    if status in ("429", "503"):
                         answer["headers"] = {
                             "Retry-After": {
                                 "schema": {"type": "integer"},
-                                "description": "Seconds until the next minute's window.",
+                                "description": "Seconds until the next minute's window."
+                                if status == "429"
+                                else "Seconds to wait before submitting to the bulk lane again.",
                             }
                         }
                     operation.setdefault("responses", {})[status] = answer

@@ -79,6 +79,13 @@ SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = {state.PLANNED} AND p
                       AND due_at <= leitstand_now() LIMIT %(cap)s) AS due
 
 
+-- name: lane_depth_capped
+-- Planned jobs of pool %(pool)s in lane %(priority)s, due or not, counted up to %(cap)s (the API's
+-- bound on the bulk lane: an exact count is never needed). job_claim_idx holds exactly these.
+SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = {state.PLANNED} AND pool = %(pool)s
+                      AND priority = %(priority)s LIMIT %(cap)s) AS lane
+
+
 -- name: pool_has_due_work
 -- Whether pool %(pool)s has a due planned job, and whether it is paused.
 SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = {state.PLANNED} AND pool = %(pool)s

@@ -1,0 +1,54 @@
+"""Backpressure: a pool's bulk lane (priority 9, the lane bulk work is submitted in) takes no more
+API submissions while it holds ``LEITSTAND_API_BULK_LANE_DEPTH`` planned jobs: they are answered 503
+with ``Retry-After`` (``errors.LaneFull``), nothing created, while submissions in the other lanes
+still pass — a flood of bulk work cannot bury urgent work, and its client is told to slow down
+before the queue drowns (docs/api.md, "Backpressure").
+
+The depth is counted through the claim's index (``lane_depth_capped`` in jobs/reads.sql: at most the
+bound's entries) and kept for a second in each process: the bound is soft by at most a second of
+submissions, and a full lane costs one count a second, not one per submission.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import Counter
+
+from api import options
+from api.errors import LaneFull
+from jobs import reads
+from workers.runtime.registry import registry
+
+BULK_LANE = 9
+CACHE_SECONDS = 1.0
+
+_depths: dict[str, tuple[float, int]] = {}  # pool → (when counted, depth counted up to the bound)
+REFUSED = Counter(
+    "leitstand_api_refused_submissions", "API submissions refused to protect a pool, by reason", ["pool", "reason"]
+)
+
+
+def lane_check(job_type: str, priority: int | None, *, repeat: Callable[[], bool]) -> None:
+    """Raise ``LaneFull`` for a submission of ``job_type`` to its pool's bulk lane (``priority``; None:
+    the type's default) while that lane is full, unless ``repeat()``: the submission names what exists
+    already (answered with it, nothing created: never refused)."""
+    bound = options.current().bulk_lane_depth
+    declared = registry.get(job_type)
+    if not bound or (declared.default_priority if priority is None else priority) != BULK_LANE:
+        return
+    pool = declared.pool  # an API client's jobs run in their type's pool (workers/runtime/services.py)
+    counted = _depths.get(pool)
+    now = time.monotonic()
+    if counted is None or now - counted[0] > CACHE_SECONDS:
+        counted = (now, reads.row("lane_depth_capped", pool=pool, priority=BULK_LANE, cap=bound)[0])
+        _depths[pool] = counted
+    if counted[1] >= bound and not repeat():
+        REFUSED.labels(pool, "bulk_lane_full").inc()
+        raise LaneFull(pool, bound, options.current().bulk_retry_after_seconds)
+
+
+def forget() -> None:
+    """Count afresh on the next check (tests)."""
+    _depths.clear()

@@ -1,0 +1,113 @@
+"""Backpressure (api/backpressure.py): a submission to a pool's bulk lane while that lane holds
+LEITSTAND_API_BULK_LANE_DEPTH planned jobs is answered 503 with Retry-After and creates nothing; the
+other lanes still pass, a repeat of what exists is answered as always, and the PHP client waits for
+Retry-After and submits again."""
+
+import json
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from api import backpressure
+from api.tokens import token_create
+from jobs import leases
+from jobs.models import Batch, Job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PHP_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "php"
+
+
+@pytest.fixture
+def full_lane(settings, make_job):
+    """The synthetic pool's bulk lane at its bound of 3 planned jobs."""
+    settings.LEITSTAND_API_BULK_LANE_DEPTH = 3
+    settings.LEITSTAND_API_BULK_RETRY_AFTER_SECONDS = 1
+    backpressure.forget()
+    blockers = [make_job("synthetic", pool="synthetic", payload={}, priority=9) for _ in range(3)]
+    yield blockers
+    backpressure.forget()
+
+
+@pytest.fixture
+def token():
+    _, clear = token_create(
+        name=f"php-{uuid.uuid4().hex[:6]}", client="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"]
+    )
+    return clear
+
+
+def submit(client, token, key, priority=None, path="/api/v1/jobs", body=None):
+    body = body or {"type": "synthetic", "payload": {}, "idempotency_key": key, "priority": priority}
+    return client.post(path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def test_a_full_bulk_lane_refuses_bulk_submissions_with_503_and_lets_urgent_ones_pass(client, full_lane, token):
+    before = Job.objects.count()
+    counted = backpressure.REFUSED.labels("synthetic", "bulk_lane_full")._value.get()
+    refused = submit(client, token, "bulk-1", priority=9)
+    assert backpressure.REFUSED.labels("synthetic", "bulk_lane_full")._value.get() == counted + 1
+    assert refused.status_code == 503 and refused["Retry-After"] == "1"
+    assert (
+        refused.json()["type"] == "/problems/bulk-lane-full"
+        and "synthetic pool's bulk lane" in refused.json()["detail"]
+    )
+    assert Job.objects.count() == before, "nothing created"
+    assert submit(client, token, "urgent-1", priority=0).status_code == 201
+    assert submit(client, token, "default-1").status_code == 201, "the type's default lane is not the bulk lane"
+
+    batch = {
+        "key": "nightly",
+        "name": "nightly",
+        "jobs": [
+            {"type": "synthetic", "payload": {}, "idempotency_key": "n-1", "priority": 5},
+            {"type": "synthetic", "payload": {}, "idempotency_key": "n-2", "priority": 9},
+        ],
+    }
+    refused = submit(client, token, None, path="/api/v1/batches", body=batch)
+    assert refused.status_code == 503 and not Batch.objects.exists()
+    assert not Job.objects.filter(idempotency_key__in=["n-1", "n-2"]).exists(), "a batch is refused whole"
+
+
+def test_a_repeat_of_what_exists_is_answered_even_while_the_lane_is_full(client, settings, make_job, token):
+    settings.LEITSTAND_API_BULK_LANE_DEPTH = 1
+    backpressure.forget()
+    first = submit(client, token, "bulk-once", priority=9)
+    assert first.status_code == 201
+    backpressure.forget()
+    again = submit(client, token, "bulk-once", priority=9)
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    assert submit(client, token, "bulk-other", priority=9).status_code == 503
+
+
+def test_below_the_bound_or_without_one_bulk_submissions_pass(client, full_lane, settings, token):
+    leases.reorder(full_lane[0].pk, priority=5)  # the lane holds two: below its bound
+    backpressure.forget()
+    assert submit(client, token, "bulk-2", priority=9).status_code == 201
+    settings.LEITSTAND_API_BULK_LANE_DEPTH = 0  # no bound
+    backpressure.forget()
+    assert submit(client, token, "bulk-3", priority=9).status_code == 201
+
+
+def test_the_php_client_waits_for_retry_after_and_submits_again(live_server, full_lane, token):
+    """The lane is full when the PHP client submits; a second later an operator moves a job out of it.
+    The client waits the 503's Retry-After and its next try is created."""
+    freed = threading.Timer(0.5, lambda: leases.reorder(full_lane[0].pk, priority=5))
+    script = f"""
+        require '{PHP_CLIENT}/autoload.php';
+        $client = new Leitstand\\Client('{live_server.url}', '{token}', ['backoff_seconds' => 0.1]);
+        $started = microtime(true);
+        $job = $client->submitJob('synthetic', [], 'php-bulk-1', ['priority' => 9]);
+        echo json_encode(['id' => $job['id'], 'created' => $job['created'], 'attempts' => $client->lastAttempts,
+                          'seconds' => microtime(true) - $started]);
+    """
+    freed.start()
+    ran = subprocess.run(["php", "-r", script], capture_output=True, text=True, timeout=60)
+    freed.join()
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    result = json.loads(ran.stdout)
+    assert result["created"] is True and result["attempts"] >= 2, result
+    assert result["seconds"] >= 1.0, "it waited the Retry-After (1 s), not its own 0.1 s backoff"
+    assert Job.objects.get(pk=result["id"]).priority == 9
