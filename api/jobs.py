@@ -24,10 +24,10 @@ from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require
 from api.backpressure import lane_check
 from api.fields import HeaderText, Text, due_at_check, utc
 from api.rechecks import ObservationOut, RecheckPlanOut
-from jobs import tracing
+from jobs import leases, tracing
 from jobs.models import Attempt, Job, State, Transition
 from jobs.selectors import jobs_page
-from jobs.services import job_cancel
+from jobs.services import JobInputError, job_cancel
 from rechecks.models import Observation, RecheckPlan
 from workers.pipeline.models import Finding
 from workers.runtime.registry import registry
@@ -294,6 +294,12 @@ class CancelIn(Schema):
     reason: Text = Field(default="cancelled by the PHP core", min_length=1, max_length=400)
 
 
+class MoveIn(Schema):
+    priority: StrictInt | None = Field(default=None, ge=0, le=9, description="The lane: 0 most urgent, 9 bulk.")
+    due_at: datetime | None = Field(default=None, description="Not claimed before this time; now or later.")
+    reason: Text = Field(default="moved by the PHP core", min_length=1, max_length=400)
+
+
 def _cursor_decode(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         moment, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
@@ -334,6 +340,25 @@ def jobs_list(
         last = page[-1]
         next_cursor = base64.urlsafe_b64encode(f"{last.state_changed_at.isoformat()}|{last.id}".encode()).decode()
     return {"items": [job_out(job, with_transitions=False) for job in page], "next_cursor": next_cursor}
+
+
+@router.post("/jobs/{job_id}/move", response=JobOut)
+def jobs_move(request, job_id: uuid.UUID, body: MoveIn):
+    """Move a job of this client that waits in line (planned) to another lane or due time (either, or
+    both): 200 with the job; 409 when it no longer waits (it started, ended, or waits for its retry)."""
+    require(request, "jobs:write")
+    job = _visible(request).filter(pk=job_id).first()
+    if job is None:
+        raise Http404(f"no job {job_id}")
+    due_at = due_at_check(utc(body.due_at, "due_at"))
+    if body.priority is None and due_at is None:
+        raise JobInputError("priority", "give a priority or a due time to move the job to")
+    if leases.reorder(job.pk, priority=body.priority, due_at=due_at) is None:
+        raise HttpError(409, f"job {job_id} is {Job.objects.get(pk=job_id).state}: it no longer waits in line")
+    logger.info(
+        "job %s moved by token %s (lane %s, due %s): %s", job_id, request.auth.name, body.priority, due_at, body.reason
+    )
+    return job_out(job_read(job_id), with_transitions=True)
 
 
 @router.post("/jobs/{job_id}/cancel", response=JobOut)

@@ -149,6 +149,19 @@ final class Client
     }
 
     /**
+     * Move a job of this client that waits in line to another lane (0 most urgent, 9 bulk) and/or
+     * another due time (ISO 8601, now or later); an ApiError with status 409 when it no longer waits.
+     *
+     * @return array<string, mixed> the job record
+     */
+    public function moveJob(string $jobId, string $reason, ?int $priority = null, ?string $dueAt = null): array
+    {
+        $body = array_filter(['priority' => $priority, 'due_at' => $dueAt, 'reason' => $reason],
+                             static fn ($value) => $value !== null);
+        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/move', $body)[1];
+    }
+
+    /**
      * Submit many jobs as one batch (idempotent per batch key: a repeat returns the batch, `created`
      * false). Each job: ['type' => …, 'payload' => [...], 'idempotency_key' => …, 'priority'?, 'source'?].
      *

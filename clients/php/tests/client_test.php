@@ -40,6 +40,10 @@ check(count($read['transitions']) >= 1, 'the record has its transitions');
 check($read['logs'] === null && is_array($client->getJob($job['id'], true)['logs']), 'log lines only when asked');
 $results['state'] = $read['state'];
 
+// 3b. Move it in line: to the most urgent lane.
+$moved = $client->moveJob($job['id'], 'the customer is waiting', 0);
+check($moved['priority'] === 0 && $moved['state'] === 'planned', 'a waiting job moves to another lane');
+
 // 4. The same key with another payload: 422 naming the field.
 try {
     $client->submitJob('synthetic', ['steps' => ['other']], 'php-order-1');
