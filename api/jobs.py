@@ -24,10 +24,10 @@ from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require
 from api.backpressure import lane_check
 from api.fields import HeaderText, Text, due_at_check, utc
 from api.rechecks import ObservationOut, RecheckPlanOut
-from jobs import leases, tracing
+from jobs import tracing
 from jobs.models import Attempt, Job, State, Transition
 from jobs.selectors import jobs_page
-from jobs.services import JobInputError, job_cancel
+from jobs.services import JobInputError, job_cancel, job_reorder
 from rechecks.models import Observation, RecheckPlan
 from workers.pipeline.models import Finding
 from workers.runtime.registry import registry
@@ -350,11 +350,14 @@ def jobs_move(request, job_id: uuid.UUID, body: MoveIn):
     job = _visible(request).filter(pk=job_id).first()
     if job is None:
         raise Http404(f"no job {job_id}")
-    due_at = due_at_check(utc(body.due_at, "due_at"))
-    if body.priority is None and due_at is None:
-        raise JobInputError("priority", "give a priority or a due time to move the job to")
-    if leases.reorder(job.pk, priority=body.priority, due_at=due_at) is None:
-        raise HttpError(409, f"job {job_id} is {Job.objects.get(pk=job_id).state}: it no longer waits in line")
+    actor = f"api:{request.auth.name}"
+    due_at = due_at_check(utc(body.due_at, "due_at"))  # a client may not move a job ahead of its lane
+    try:
+        job_reorder(job_id=job.pk, actor=actor, reason=body.reason, priority=body.priority, due_at=due_at)
+    except JobInputError as refused:
+        if refused.field == "job":  # it no longer waits in line
+            raise HttpError(409, f"job {job_id}: {refused.message}") from None
+        raise
     logger.info(
         "job %s moved by token %s (lane %s, due %s): %s", job_id, request.auth.name, body.priority, due_at, body.reason
     )
