@@ -137,3 +137,113 @@ CREATE TRIGGER jobs_transition_webhook_outbox
     REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT
     EXECUTE FUNCTION jobs_transition_webhook_outbox();
+
+
+-- name: jobs_flow_lanes_touch
+-- The flow lanes of these jobs, those of them planned: each lane is created (at its pool lane's
+-- virtual time; the pool lane's clock too) or has its next due time lowered to theirs, and one that was idle comes back at the
+-- pool lane's virtual time (no credit for the time it had nothing). The lanes are locked FOR KEY
+-- SHARE first, so that jobs_flow_lanes_refresh (FOR UPDATE) never raises a next due time past a job
+-- this transaction planned: it waits for this transaction, then sees the job. Lanes in key order.
+-- Runs as the tables' owner (lane bookkeeping only; names in full): the application's writers need
+-- no privilege on the lanes to plan a job, also while a migration adds them.
+CREATE OR REPLACE FUNCTION jobs_flow_lanes_touch(ids uuid[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $$
+DECLARE
+    pools text[];
+    priorities smallint[];
+    keys text[];
+    dues timestamptz[];
+BEGIN
+    SELECT array_agg(w.pool ORDER BY w.pool, w.priority, w.flow_key),
+           array_agg(w.priority ORDER BY w.pool, w.priority, w.flow_key),
+           array_agg(w.flow_key ORDER BY w.pool, w.priority, w.flow_key),
+           array_agg(w.due ORDER BY w.pool, w.priority, w.flow_key)
+    INTO pools, priorities, keys, dues
+    FROM (SELECT j.pool, j.priority, j.flow_key, min(j.due_at) AS due FROM public.jobs_job AS j
+          WHERE j.id = ANY(ids) AND j.state = 'planned' GROUP BY j.pool, j.priority, j.flow_key) AS w;
+    IF pools IS NULL THEN
+        RETURN;
+    END IF;
+    INSERT INTO public.jobs_flowlane (pool, priority, key, vtime, next_due)
+    SELECT w.pool, w.priority, w.key,
+           coalesce((SELECT c.vtime FROM public.jobs_flowclock AS c WHERE c.pool = w.pool AND c.priority = w.priority), 0),
+           w.due
+    FROM unnest(pools, priorities, keys, dues) AS w(pool, priority, key, due)
+    ON CONFLICT (pool, priority, key) DO NOTHING;
+    IF FOUND THEN  -- a new lane: its pool lane's clock, unless it has one
+        INSERT INTO public.jobs_flowclock (pool, priority, vtime)
+        SELECT DISTINCT w.pool, w.priority, 0::float8 FROM unnest(pools, priorities) AS w(pool, priority)
+        ON CONFLICT (pool, priority) DO NOTHING;
+    END IF;
+    PERFORM 1 FROM public.jobs_flowlane AS l JOIN unnest(pools, priorities, keys) AS w(pool, priority, key)
+        ON l.pool = w.pool AND l.priority = w.priority AND l.key = w.key
+    ORDER BY l.pool, l.priority, l.key FOR KEY SHARE OF l;
+    UPDATE public.jobs_flowlane AS l
+    SET next_due = w.due,
+        vtime = CASE WHEN l.next_due IS NULL THEN greatest(l.vtime, coalesce(
+            (SELECT c.vtime FROM public.jobs_flowclock AS c WHERE c.pool = l.pool AND c.priority = l.priority), 0))
+            ELSE l.vtime END
+    FROM unnest(pools, priorities, keys, dues) AS w(pool, priority, key, due)
+    WHERE l.pool = w.pool AND l.priority = w.priority AND l.key = w.key
+      AND (l.next_due IS NULL OR l.next_due > w.due);
+END
+$$;
+
+
+-- name: jobs_flow_lanes_refresh
+-- The next due time of these flow lanes, read again from their planned jobs (NULL when none is
+-- planned): the claim found fewer due jobs in them than their hint said. Each is locked FOR UPDATE
+-- first (a lane a planner holds is skipped: it is being touched), and the jobs are read after the
+-- lock, so no job a planner committed is missed. Returns how many lanes changed.
+CREATE OR REPLACE FUNCTION jobs_flow_lanes_refresh(lanes bigint[])
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $$
+DECLARE
+    locked bigint[];
+    changed integer;
+BEGIN
+    locked := ARRAY(SELECT l.id FROM public.jobs_flowlane AS l WHERE l.id = ANY(lanes) ORDER BY l.id FOR UPDATE SKIP LOCKED);
+    UPDATE public.jobs_flowlane AS l SET next_due = found.due
+    FROM (SELECT f.id, (SELECT min(j.due_at) FROM public.jobs_job AS j
+                        WHERE j.state = 'planned' AND j.pool = f.pool AND j.priority = f.priority
+                          AND j.flow_key = f.key) AS due
+          FROM public.jobs_flowlane AS f WHERE f.id = ANY(locked)) AS found
+    WHERE l.id = found.id AND l.next_due IS DISTINCT FROM found.due;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN changed;
+END
+$$;
+
+
+-- name: jobs_transition_flow_lanes
+-- Every job a statement planned (created, released, its retry due, sent back by a person) has its
+-- flow lane touched in that statement's transaction (jobs_flow_lanes_touch).
+CREATE OR REPLACE FUNCTION jobs_transition_flow_lanes()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM added WHERE added.to_state = 'planned') THEN
+        PERFORM public.jobs_flow_lanes_touch(ARRAY(SELECT added.job_id FROM added WHERE added.to_state = 'planned'));
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+-- name: jobs_transition_flow_lanes_trigger
+-- Touches the flow lanes of the jobs each statement planned.
+CREATE TRIGGER jobs_transition_flow_lanes
+    AFTER INSERT ON jobs_transition
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION jobs_transition_flow_lanes();

@@ -20,9 +20,13 @@ which runs the django-fsm method itself under a row lock and checks its permissi
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import json
 import os
 import re
+import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -238,6 +242,7 @@ def insert_planned(*, payload: dict, actor: str, **columns) -> Job | None:
                 "request_hash": "",
                 "client_id": None,
                 "subject": "",
+                "flow_key": "",
                 "trace_parent": "",
                 "trace_state": "",
                 **columns,
@@ -277,7 +282,7 @@ def insert_planned_many(
     trace_state: str = "",
 ) -> set:
     """Insert many jobs (``rows``: id, type, pool, idempotency_key, request_hash, schema_version,
-    priority, source, subject, payload) in one statement with their creation transitions, each unless
+    priority, source, flow_key, subject, payload) in one statement with their creation transitions, each unless
     its key exists; the IDs inserted. ``parent_id``: the parent of them all, if any; the trace context
     is theirs all too. Input is validated by ``jobs.services``."""
     columns = {
@@ -289,6 +294,7 @@ def insert_planned_many(
         "schema_versions": "schema_version",
         "priorities": "priority",
         "sources": "source",
+        "flow_keys": "flow_key",
         "subjects": "subject",
         "max_attempts": "max_attempts",
     }
@@ -327,19 +333,24 @@ def claim(
     start: bool = False,
     processing_versions: Mapping[str, str] | None = None,
     due_from: datetime | None = None,
+    flow_limit: int | None = None,
 ) -> list[ClaimedJob]:
-    """Reserve up to ``limit`` due jobs of one pool, most urgent lane first, then oldest due.
+    """Reserve up to ``limit`` due jobs of one pool, most urgent lane first, then by weighted fair
+    share between the pool's flow keys (``Job.flow_key``), each key's oldest due first.
 
     ``lease_seconds`` is one duration, or one per job type (types not named get the longest).
     With ``start=True`` the jobs also begin at once (reserved → running, both transitions logged,
     ``processing_versions`` recorded per type): a worker that runs what it claims saves a commit
-    per job. Only an equality on the pool lets the claim walk its index in order and stop after
-    ``limit`` rows, so a claim serves one pool. With ``due_from``, only jobs due at or after it are
-    looked at: a caller that knows where the front of the line was starts there, and the entries
-    before it are passed over inside the index; without it, the whole line.
+    per job. A claim serves one pool. ``flow_limit``: how many leases one key may hold in the pool
+    unless an operator set its own limit (None: no limit); a paused key gets nothing. With
+    ``due_from``, only jobs due at or after it are looked at: a caller that knows where the front of
+    the line was starts there, and the entries before it are passed over inside the index; without
+    it, the whole line.
     """
     if limit < 1:
         raise ValueError(f"claim limit must be at least 1, got {limit}")
+    if flow_limit is not None and flow_limit < 1:
+        raise ValueError(f"flow_limit must be at least 1, got {flow_limit}")
     leases_by_type = dict(lease_seconds) if isinstance(lease_seconds, Mapping) else {}
     default_lease = max(leases_by_type.values()) if leases_by_type else lease_seconds
     if not default_lease or min([default_lease, *leases_by_type.values()]) <= 0:
@@ -350,27 +361,133 @@ def claim(
     target = target_of("claim")
     if start and sources_of("start") != (target,):
         raise AssertionError("claim with start assumes start follows claim directly")
-    rows = _fetch_all(
-        queries.jobs_claim_due_skip_locked,
-        {
-            "source": source,
-            "target": target,
-            "final": target_of("start") if start else target,
-            "start": start,
-            "pool": pool,
-            "limit": limit,
-            "types": types,
-            "leases": [float(leases_by_type.get(t, default_lease)) for t in types],
-            "versions": [versions.get(t) for t in types],
-            "default_lease": default_lease,
-            "owner": worker.lease_owner,
-            "host": worker.host,
-            "pid": worker.pid,
-            "due_from": "-infinity" if due_from is None else due_from,
-        },
-    )
+    params = {
+        "source": source,
+        "target": target,
+        "final": target_of("start") if start else target,
+        "start": start,
+        "pool": pool,
+        "types": types,
+        "leases": [float(leases_by_type.get(t, default_lease)) for t in types],
+        "versions": [versions.get(t) for t in types],
+        "default_lease": default_lease,
+        "owner": worker.lease_owner,
+        "host": worker.host,
+        "pid": worker.pid,
+        "due_from": "-infinity" if due_from is None else due_from,
+        "default_limit": flow_limit,
+        "leased": list(LEASED_STATES),
+    }
+    claimed, short, lone = _claim_once(params, limit)
+    if short and (_fetch_one(queries.flow_lanes_refresh, {"lanes": short})[0] or lone) and len(claimed) < limit:
+        # A lane's hint was early (its jobs were taken, cancelled or deferred), or the lone lane ran
+        # dry: read the lanes again, claim again.
+        more, _, _ = _claim_once(params, limit - len(claimed))
+        claimed += more
+    return claimed
+
+
+# Whether an operator set a running limit on a key of a pool, as read at most LIMITS_SECONDS ago: a
+# limit set in the console applies to the claims from a second later.
+LIMITS_SECONDS = 1.0
+_limits_seen: dict[str, tuple[float, bool]] = {}
+
+
+def flow_settings_changed() -> None:
+    """Forget the limits and lanes read: this process changed a key's settings (the others see it
+    within ``LIMITS_SECONDS``)."""
+    _limits_seen.clear()
+    _lone_lanes.clear()
+
+
+def _pool_has_key_limits(pool: str) -> bool:
+    now = time.monotonic()
+    seen = _limits_seen.get(pool)
+    if seen is None or seen[0] < now:
+        seen = (now + LIMITS_SECONDS, _fetch_one(queries.flow_keys_limited, {"pool": pool})[0])
+        _limits_seen[pool] = seen
+    return seen[1]
+
+
+def fair_shares(lanes: list[tuple], limit: int) -> dict[int, int]:
+    """How many jobs each lane gets of a claim of ``limit``: weighted fair share between keys
+    (start-time fair queueing). ``lanes``: (id, priority, key, vtime, weight, room, due) as
+    ``flow_lanes_due`` reads them. A lane's i-th job stands at vtime + i / weight; the ``limit``
+    first places go, the most urgent lane of priority first, no lane more than its due jobs and no
+    key more than its room (None: no limit)."""
+    room = {lane[2]: lane[5] for lane in lanes}
+    line = [(priority, vtime, index) for index, (_, priority, _, vtime, _, _, _) in enumerate(lanes)]
+    heapq.heapify(line)
+    shares: dict[int, int] = {}
+    taken = 0
+    while line and taken < limit:
+        priority, place, index = heapq.heappop(line)
+        lane_id, _, key, _, weight, _, due = lanes[index]
+        if shares.get(lane_id, 0) >= due or (room[key] is not None and room[key] <= 0):
+            continue
+        if room[key] is not None:
+            room[key] -= 1
+        shares[lane_id] = shares.get(lane_id, 0) + 1
+        taken += 1
+        heapq.heappush(line, (priority, place + 1.0 / weight, index))
+    return shares
+
+
+# A claim that found one lane with due work in its pool (no other key waiting) takes from it again
+# without reading the lanes for LONE_LANE_SECONDS: a pool whose jobs share one key claims as it did
+# before keys, and another key's first jobs wait at most this long for their share.
+LONE_LANE_SECONDS = 0.5
+_lone_lanes: dict[str, tuple[float, tuple]] = {}
+
+
+def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], list[int], bool]:
+    """One claim: the jobs, the lanes that gave fewer than their share, and whether it took from the
+    lone lane without reading the lanes. Where a running limit applies, the claim holds the pool's
+    claim lock: it counts the leases after the claim before it committed."""
+    pool = params["pool"]
+    params = {**params, "limit": limit}
+    limited = params["default_limit"] is not None or _pool_has_key_limits(pool)
+    with transaction.atomic() if limited else contextlib.nullcontext():
+        cached = _lone_lanes.get(pool)
+        lone = not limited and cached is not None and cached[0] > time.monotonic()
+        if lone:
+            lanes, charged = [(*cached[1][:6], limit)], set()
+        else:
+            if limited:
+                _fetch_one(queries.flow_claim_lock, params)
+            lanes = _fetch_all(queries.flow_lanes_due, {**params, "limited": limited})
+            if len(lanes) == 1 and not limited and limit > 1:
+                _lone_lanes[pool] = (time.monotonic() + LONE_LANE_SECONDS, lanes[0])
+            # A lane is charged its jobs when it shared the claim with another of its priority (or
+            # the claim saw only as many lanes as it could use): alone, it takes nothing from anyone.
+            by_priority = Counter(lane[1] for lane in lanes)
+            charged = {lane[0] for lane in lanes if by_priority[lane[1]] > 1 or len(lanes) >= limit}
+        shares = fair_shares(lanes, limit)
+        # A lane whose hint said due but that has no due job: read again (after this transaction).
+        stale = [lane[0] for lane in lanes if lane[6] == 0]
+        if not shares:
+            return [], stale, False
+        chosen = [lane for lane in lanes if lane[0] in shares]
+        rows = _fetch_all(
+            queries.jobs_claim_due_skip_locked,
+            {
+                **params,
+                "lanes": [lane[0] for lane in chosen],
+                "priorities": [lane[1] for lane in chosen],
+                "keys": [lane[2] for lane in chosen],
+                "takes": [shares[lane[0]] for lane in chosen],
+                "weights": [lane[4] if lane[0] in charged else 0 for lane in chosen],
+            },
+        )
     # Django leaves JSON undecoded on raw cursors (its fields decode it); decode it here.
-    return [ClaimedJob(*row[:5], json.loads(row[5]) if isinstance(row[5], str) else row[5], *row[6:]) for row in rows]
+    claimed = [
+        ClaimedJob(*row[:5], json.loads(row[5]) if isinstance(row[5], str) else row[5], *row[6:13]) for row in rows
+    ]
+    got = Counter(row[13] for row in rows)
+    short = [lane for lane, take in shares.items() if got[lane] < take]
+    if short:
+        _lone_lanes.pop(pool, None)
+    return claimed, short + stale, lone
 
 
 # --- fenced writes by the lease holder ---------------------------------------------------------
@@ -701,10 +818,14 @@ def release(
 def reorder(job_id, *, priority: int | None = None, due_at: datetime | None = None) -> tuple[int, datetime] | None:
     """Move a job waiting in line (planned): its lane and its due time, None leaving either as it is.
     Returns its lane and due time, or None when it is not waiting."""
-    return _fetch_one(
-        queries.job_reorder_if_waiting,
-        {"job_id": _as_uuid(job_id), "priority": priority, "due_at": due_at, "waiting": target_of("retry_due")},
-    )
+    with transaction.atomic():
+        moved = _fetch_one(
+            queries.job_reorder_if_waiting,
+            {"job_id": _as_uuid(job_id), "priority": priority, "due_at": due_at, "waiting": target_of("retry_due")},
+        )
+        if moved is not None:  # no transition: its flow lane is touched here (the trigger does it for those)
+            _fetch_one(queries.flow_lanes_touch, {"ids": [_as_uuid(job_id)]})
+    return moved
 
 
 def attempt_retried(job_id, lease_version: int) -> str | None:

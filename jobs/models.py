@@ -162,6 +162,9 @@ class Job(ConcurrentTransitionMixin, models.Model):
         db_default=5, default=5, help_text="0 is the most urgent lane, 9 the bulk lane; claims serve lower first."
     )
     source = models.CharField(max_length=255, blank=True, db_default="", default="")
+    # What it shares its pool with others by (its type's declaration, read at creation): fair shares,
+    # running limits and pauses are per flow key (FlowKey, FlowLane).
+    flow_key = models.CharField(max_length=255, blank=True, db_default="", default="")
     subject = models.CharField(
         max_length=500,
         blank=True,
@@ -218,13 +221,23 @@ class Job(ConcurrentTransitionMixin, models.Model):
             models.Index(
                 fields=["pool", "priority", "due_at", "id"], name="job_claim_idx", condition=Q(state="planned")
             ),
+            # jobs.leases.claim: a flow lane's next due jobs (its pool, lane and key), oldest due first.
+            models.Index(
+                fields=["pool", "priority", "flow_key", "due_at", "id"],
+                name="job_flow_idx",
+                condition=Q(state="planned"),
+            ),
             # Queue age per type (console, alerts): the oldest due planned job of a type.
             models.Index(fields=["type", "due_at"], name="job_queue_age_idx", condition=Q(state="planned")),
             # jobs.leases.retries_promote_due: failed jobs whose next attempt has come.
             models.Index(fields=["next_attempt_at"], name="job_retry_due_idx", condition=Q(state="failed")),
             # jobs.leases.reap_expired and the stuck-lease view scan the small leased set. The
             # lease expiry itself is not indexed: heartbeats write it, and must stay HOT updates.
-            models.Index(fields=["id"], name="job_leased_idx", condition=Q(state__in=LEASED_STATES)),
+            # The claim also counts what holds leases per flow key in one pool (running limits), from
+            # the same index.
+            models.Index(
+                fields=["pool", "flow_key", "id"], name="job_leased_idx", condition=Q(state__in=LEASED_STATES)
+            ),
             # The review backlog, oldest case first.
             models.Index(
                 fields=["type", "state_changed_at"],
@@ -651,3 +664,66 @@ class BatchCounter(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["batch", "shard"], name="batch_counter_shard_once")]
+
+
+class FlowKey(models.Model):
+    """An operator's settings for one flow key in one pool: its weight in the fair share, its running
+    limit (instead of its types' default), whether it is paused. A key without a row has weight 1,
+    the default limit, and runs. Changed by ``jobs.flows`` (audited by its callers)."""
+
+    pool = models.CharField(max_length=64)
+    key = models.CharField(max_length=255, blank=True)
+    weight = models.PositiveSmallIntegerField(db_default=1, default=1, help_text="Its share against weight 1.")
+    max_running = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many of its jobs hold leases at once; empty: the default."
+    )
+    paused = models.BooleanField(db_default=False, default=False, help_text="None of its jobs is claimed.")
+    reason = models.CharField(max_length=500, blank=True, db_default="", default="")
+    changed_by = models.CharField(max_length=255, blank=True, db_default="", default="")
+    changed_at = models.DateTimeField(db_default=LeitstandNow())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "key"], name="flowkey_once_per_pool"),
+            models.CheckConstraint(condition=Q(weight__gte=1, weight__lte=1000), name="flowkey_weight_1_to_1000"),
+        ]
+
+    def __str__(self) -> str:
+        return f"flow key {self.key!r} in {self.pool}"
+
+
+class FlowLane(models.Model):
+    """The engine's line of one flow key in one lane of a pool: where it stands in the fair share
+    (``vtime``: its virtual time, raised by 1/weight per job claimed) and a lower bound of when its
+    first planned job is due (``next_due``; NULL: none planned). Written only by the claim, the
+    ``jobs_transition_flow_lanes`` trigger and ``jobs_flow_lanes_refresh`` (jobs/functions.sql)."""
+
+    pool = models.CharField(max_length=64)
+    priority = models.SmallIntegerField()
+    key = models.CharField(max_length=255, blank=True)
+    vtime = models.FloatField(default=0)
+    next_due = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        # In key order per pool: the console's view of a pool's keys pages through it.
+        constraints = [models.UniqueConstraint(fields=["pool", "key", "priority"], name="flowlane_once")]
+        indexes = [
+            # The claim: a pool's lanes with due work, most urgent lane first, then the least served.
+            models.Index(
+                fields=["pool", "priority", "vtime", "next_due"],
+                name="flowlane_turn_idx",
+                condition=Q(next_due__isnull=False),
+            )
+        ]
+
+
+class FlowClock(models.Model):
+    """A pool lane's virtual time: how far its fair share has served (the claim raises it). A flow
+    lane that comes back from idle starts here, with no credit for the time it had nothing."""
+
+    pool = models.CharField(max_length=64)
+    priority = models.SmallIntegerField()
+    vtime = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pool", "priority"], name="flowclock_once")]

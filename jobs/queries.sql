@@ -55,12 +55,12 @@ target AS (
 -- namespace, idempotency key) exists. Returns the new job's row, or no row.
 WITH created AS (
     INSERT INTO jobs_job (id, type, pool, key_namespace, idempotency_key, request_hash, client_id, correlation_id,
-                          parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
-                          due_at, state, trace_parent, trace_state)
+                          parent_id, batch_id, schema_version, priority, source, flow_key, subject, payload,
+                          max_attempts, due_at, state, trace_parent, trace_state)
     VALUES (%(id)s, %(type)s, %(pool)s, %(key_namespace)s, %(idempotency_key)s, %(request_hash)s, %(client_id)s,
             %(correlation_id)s, %(parent_id)s, %(batch_id)s, %(schema_version)s, %(priority)s, %(source)s,
-            %(subject)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()), %(state)s,
-            %(trace_parent)s, %(trace_state)s)
+            %(flow_key)s, %(subject)s, %(payload)s, %(max_attempts)s, coalesce(%(due_at)s, leitstand_now()),
+            %(state)s, %(trace_parent)s, %(trace_state)s)
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
     RETURNING *
 ),
@@ -80,18 +80,18 @@ WITH input AS (
     -- Binary parameters (%%b): a thousand JSON texts are sent as they are, not escaped into an array literal.
     SELECT * FROM unnest(%(ids)b::uuid[], %(types)b::text[], %(pools)b::text[], %(keys)b::text[],
                          %(hashes)b::text[], %(schema_versions)b::int[], %(priorities)b::int[],
-                         %(sources)b::text[], %(subjects)b::text[], %(payloads)b::text[]::jsonb[],
-                         %(max_attempts)b::int[])
+                         %(sources)b::text[], %(flow_keys)b::text[], %(subjects)b::text[],
+                         %(payloads)b::text[]::jsonb[], %(max_attempts)b::int[])
         WITH ORDINALITY AS i(id, type, pool, idempotency_key, request_hash, schema_version, priority, source,
-                             subject, payload, max_attempts, position)
+                             flow_key, subject, payload, max_attempts, position)
 ),
 created AS (
     INSERT INTO jobs_job (id, type, pool, key_namespace, idempotency_key, request_hash, client_id, correlation_id,
-                          parent_id, batch_id, schema_version, priority, source, subject, payload, max_attempts,
-                          due_at, state, trace_parent, trace_state)
+                          parent_id, batch_id, schema_version, priority, source, flow_key, subject, payload,
+                          max_attempts, due_at, state, trace_parent, trace_state)
     SELECT id, type, pool, %(key_namespace)s, idempotency_key, request_hash, %(client_id)s, %(correlation_id)s,
-           %(parent_id)s::uuid, %(batch_id)s, schema_version, priority, source, subject, payload, max_attempts,
-           leitstand_now(), %(state)s, %(trace_parent)s, %(trace_state)s
+           %(parent_id)s::uuid, %(batch_id)s, schema_version, priority, source, flow_key, subject, payload,
+           max_attempts, leitstand_now(), %(state)s, %(trace_parent)s, %(trace_state)s
     FROM input ORDER BY position
     ON CONFLICT (type, key_namespace, idempotency_key) DO NOTHING
     RETURNING id, state, lease_version
@@ -111,24 +111,74 @@ FROM unnest(%(types)s::text[], %(keys)s::text[]) AS k(type, idempotency_key)
 JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AND j.idempotency_key = k.idempotency_key
 
 
+-- name: flow_lanes_due
+-- The lanes of pool %(pool)s with due work a claim may serve (flowlane_turn_idx), most urgent lane
+-- first, then the least served: at most %(limit)s of them, the most a claim of %(limit)s can use.
+-- A paused key's are left out; with %(limited)s (under flow_claim_lock), so are those of a key that
+-- holds its limit: %(default_limit)s leases, or its own limit if an operator set one (NULL: no
+-- limit). Each with its key's weight and room (what it may still start; NULL: no limit), and its
+-- due jobs counted up to %(limit)s (job_flow_idx). The leases are counted from the jobs
+-- (job_leased_idx), right after any crash, as no counter would be.
+WITH running AS MATERIALIZED (
+    SELECT j.flow_key AS key, count(*) AS n FROM jobs_job AS j
+    WHERE %(limited)s AND j.state = ANY(%(leased)s) AND j.pool = %(pool)s
+    GROUP BY j.flow_key
+)
+SELECT l.id, l.priority, l.key, l.vtime, coalesce(k.weight, 1),
+       CASE WHEN %(limited)s THEN coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0) END,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs_job AS j
+                              WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.priority = l.priority
+                                AND j.flow_key = l.key AND j.due_at <= leitstand_now()
+                                AND j.due_at >= %(due_from)s::timestamptz
+                              LIMIT %(limit)s) AS due)
+FROM jobs_flowlane AS l
+LEFT JOIN jobs_flowkey AS k ON k.pool = l.pool AND k.key = l.key
+LEFT JOIN running AS r ON r.key = l.key
+WHERE l.pool = %(pool)s AND l.next_due <= leitstand_now()
+  AND NOT coalesce(k.paused, false)
+  AND (NOT %(limited)s OR coalesce(coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0), 1) > 0)
+ORDER BY l.priority, l.vtime, l.next_due
+LIMIT %(limit)s
+
+
 -- name: jobs_claim_due_skip_locked
--- Reserve up to %(limit)s due jobs of one pool, most urgent lane first, then oldest due: raise each
--- one's lease version (the attempt's ID and fencing token), insert its attempt and log the claim;
--- with %(start)s also start them (both transitions logged). Jobs another claimer locked are skipped.
--- Only jobs due at or after %(due_from)s are looked at ('-infinity': the whole line).
+-- Reserve the due jobs of pool %(pool)s that the fair share gave each lane (%(lanes)s, taking
+-- %(takes)s of its oldest due; charged 1 / %(weights)s per job, 0: not charged): raise each one's lease version (the
+-- attempt's ID and fencing token), insert its attempt and log the claim; with %(start)s also start
+-- them (both transitions logged). Each lane moves on by 1 / weight per job, and its pool lane's
+-- virtual time to the place of the last job served. Jobs another claimer locked are skipped. Only
+-- jobs due at or after %(due_from)s are looked at ('-infinity': the whole line).
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+quota AS (
+    SELECT * FROM unnest(%(lanes)s::bigint[], %(priorities)s::smallint[], %(keys)s::text[], %(takes)s::int[],
+                         %(weights)s::int[]) AS q(id, priority, key, take, weight)
+),
 picked AS MATERIALIZED (
-    -- An ordered scan of job_claim_idx (pool, priority, due_at, id) that stops after LIMIT rows.
-    -- Both bounds on due_at are index conditions: an entry due before %(due_from)s is passed over
-    -- inside the index (PostgreSQL 18 skips to it per lane), without a visit to the table.
+    -- Each lane's oldest due jobs (job_flow_idx): both bounds on due_at are index conditions, so an
+    -- entry due before %(due_from)s is passed over inside the index, without a visit to the table.
     -- SKIP LOCKED: concurrent claimers take different jobs instead of waiting for each other.
     -- MATERIALIZED: the locking selection must run exactly once.
-    SELECT j.id FROM jobs_job AS j
-    WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.due_at <= (SELECT now FROM clock)
-      AND j.due_at >= %(due_from)s::timestamptz
-    ORDER BY j.priority, j.due_at, j.id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    SELECT j.id, q.id AS lane FROM quota AS q
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM jobs_job AS j
+        WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.priority = q.priority AND j.flow_key = q.key
+          AND j.due_at <= (SELECT now FROM clock) AND j.due_at >= %(due_from)s::timestamptz
+        ORDER BY j.due_at, j.id
+        LIMIT q.take
+        FOR UPDATE SKIP LOCKED
+    ) AS j
+),
+served AS (
+    -- Weight 0: a lane that had its priority to itself is not charged (it took nothing from anyone).
+    UPDATE jobs_flowlane AS l SET vtime = l.vtime + taken.n::float8 / quota.weight
+    FROM (SELECT lane, count(*) AS n FROM picked GROUP BY lane) AS taken JOIN quota ON quota.id = taken.lane
+    WHERE l.id = taken.lane AND quota.weight > 0
+    RETURNING l.priority, l.vtime - 1.0 / quota.weight AS last
+),
+clocked AS (
+    UPDATE jobs_flowclock AS c SET vtime = greatest(c.vtime, last.at)
+    FROM (SELECT served.priority, max(served.last) AS at FROM served GROUP BY served.priority) AS last
+    WHERE c.pool = %(pool)s AND c.priority = last.priority
 ),
 type_settings AS (
     SELECT * FROM unnest(%(types)s::text[], %(leases)s::float8[], %(versions)s::text[])
@@ -148,7 +198,7 @@ claimed AS (
     FROM picked, clock
     WHERE j.id = picked.id
     RETURNING j.id, j.type, j.lease_version, j.attempts, j.max_attempts, j.payload, j.correlation_id,
-              j.priority, j.schema_version, j.lease_expires_at, j.due_at, j.trace_parent, j.trace_state
+              j.priority, j.schema_version, j.lease_expires_at, j.due_at, j.trace_parent, j.trace_state, picked.lane
 ),
 attempt AS (
     INSERT INTO jobs_attempt (job_id, lease_version, job_type, lease_owner, worker_host, worker_pid, pool, claimed_at,
@@ -167,8 +217,32 @@ logged AS (
     FROM claimed, clock WHERE %(start)s
 )
 SELECT id, type, lease_version, attempts, max_attempts, payload, correlation_id, priority, schema_version,
-       lease_expires_at, due_at, trace_parent, trace_state
+       lease_expires_at, due_at, trace_parent, trace_state, lane
 FROM claimed ORDER BY priority, due_at, id
+
+
+-- name: flow_keys_limited
+-- Whether an operator set a running limit on a key of pool %(pool)s.
+SELECT EXISTS (SELECT 1 FROM jobs_flowkey WHERE pool = %(pool)s AND max_running IS NOT NULL)
+
+
+-- name: flow_claim_lock
+-- The claim lock of pool %(pool)s until the transaction ends, taken where a running limit applies:
+-- such claims take turns, each counting what holds leases after the one before committed, so
+-- together they never exceed a limit.
+SELECT pg_advisory_xact_lock(hashtextextended('leitstand.claim:' || %(pool)s, 0))
+
+
+-- name: flow_lanes_touch
+-- Touch the flow lanes of these jobs, those of them planned (jobs_flow_lanes_touch,
+-- jobs/functions.sql): for a job moved in line, which logs no transition.
+SELECT jobs_flow_lanes_touch(%(ids)s::uuid[])
+
+
+-- name: flow_lanes_refresh
+-- Read the next due time of these lanes again (jobs_flow_lanes_refresh, jobs/functions.sql): the
+-- claim found fewer due jobs in them than their hint said. How many changed.
+SELECT jobs_flow_lanes_refresh(%(lanes)s::bigint[])
 
 
 -- name: job_start_if_lease_held

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import urlsplit
 
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
@@ -147,6 +148,43 @@ def subject_of(job_type: str, payload: dict) -> str:
     return str(read(payload) or "")[:SUBJECT_LENGTH] if read else ""
 
 
+# What a type's jobs share their pool by (``flow_key_register``, from the type's declaration): its
+# fair share, running limit and pause are per key (docs/operations.md, "Fair shares").
+FLOW_KEYS = ("", "source", "client", "host")  # and "payload.<field>"
+_FLOW_KEYS: dict[str, str] = {}
+
+
+def flow_key_check(declaration: str) -> None:
+    """Raise ValueError unless ``declaration`` is a flow key a type may declare."""
+    field = declaration.removeprefix("payload.")
+    if declaration not in FLOW_KEYS and not (declaration.startswith("payload.") and field.isidentifier()):
+        raise ValueError(f"flow_key must be one of {', '.join(map(repr, FLOW_KEYS))} or 'payload.<field>'")
+
+
+def flow_key_register(job_type: str, declaration: str) -> None:
+    flow_key_check(declaration)
+    _FLOW_KEYS[job_type] = declaration
+
+
+def flow_key_of(job_type: str, *, payload: dict, source: str, subject: str, key_namespace: str) -> str:
+    """A new job's flow key, as its type declares it: its source, its client ('client:<name>', '' for
+    the system's own), the host of its subject (a URL), or a payload field's value — printable
+    ASCII, at most 255 characters, as it travels into the console, metrics and logs."""
+    declaration = _FLOW_KEYS.get(job_type, "")
+    if declaration == "source":
+        key = source
+    elif declaration == "client":
+        key = key_namespace
+    elif declaration == "host":
+        key = urlsplit(subject).hostname or "" if subject else ""
+    elif declaration.startswith("payload."):
+        value = payload.get(declaration.removeprefix("payload."))
+        key = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    else:
+        key = ""
+    return header_safe(key)
+
+
 def job_create(
     *,
     type: str,
@@ -197,9 +235,11 @@ def job_create(
         correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
     correlation_id = header_safe(correlation_id)
     trace_parent, trace_state = tracing.current()  # the trace it is created in (jobs/tracing.py)
+    subject = subject_of(type, payload)
     job = leases.insert_planned(
         id=job_id,
-        subject=subject_of(type, payload),
+        subject=subject,
+        flow_key=flow_key_of(type, payload=payload, source=source, subject=subject, key_namespace=key_namespace),
         type=type,
         pool=pool,
         key_namespace=key_namespace,
@@ -305,13 +345,12 @@ def job_create_many(
             )
         except JobInputError as refused:
             raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
+        subject = subject_of(job["type"], job["payload"])
+        flow_key = flow_key_of(
+            job["type"], payload=job["payload"], source=job["source"], subject=subject, key_namespace=key_namespace
+        )
         rows.append(
-            {
-                **job,
-                "id": job_id_new(),
-                "payload_json": encoded.decode(),
-                "subject": subject_of(job["type"], job["payload"]),
-            }
+            {**job, "id": job_id_new(), "payload_json": encoded.decode(), "subject": subject, "flow_key": flow_key}
         )
     trace_parent, trace_state = tracing.current()
     with transaction.atomic():

@@ -30,6 +30,13 @@ def _reaper_unpaced():
     reaper_sweep._pace.due = 0.0
 
 
+@pytest.fixture(autouse=True)
+def _flow_reads_forgotten():
+    """What a claim remembers of a pool's lanes and limits (jobs.leases) was read from a database
+    state an earlier test rolled back."""
+    leases.flow_settings_changed()
+
+
 @pytest.fixture
 def worker():
     return leases.WorkerIdentity(host="test-host", pid=4242, pool="crawl")

@@ -18,6 +18,7 @@ def job_types_register() -> None:
             handler=crawl.handle,
             pool="crawl",
             client_scope="jobs:all",  # sources, candidates and assets are shared by every client
+            flow_key="source",  # a source's crawl run shares the pool with the other sources'
             processing_version="crawl@1",
             # A page answering 304 (unchanged) has nothing to extract: its known links are followed.
             expected_paths=(
@@ -40,6 +41,7 @@ def job_types_register() -> None:
             handler=analysis.handle,  # runs LEITSTAND_ANALYSIS_VERSION
             pool="analysis",
             client_scope="jobs:all",  # sources, candidates and assets are shared by every client
+            flow_key="source",  # a large source's candidates do not hold back a small one's
             processing_version=analysis_version,
             shadow_versions={
                 version: functools.partial(analysis.handle, version=version, shadow=True)

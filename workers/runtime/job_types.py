@@ -47,6 +47,7 @@ def job_types_register() -> None:
             pool="synthetic",
             may_choose_pool=True,
             client_scope="jobs:synthetic",
+            flow_key="client",  # one API client's flood does not hold back another's
             **_timing(synthetic_timing),
             retry=RetryPolicy(base_seconds=1, cap_seconds=60, max_attempts=synthetic_timing.max_attempts),
             processing_version="synthetic@1",

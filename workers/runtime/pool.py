@@ -151,6 +151,7 @@ class PoolRuntime:
         self.types = {t.name: t for t in registry.for_pool(pool)}
         self.lease_by_type = {name: t.lease_seconds for name, t in self.types.items()}
         self.versions = {name: t.processing_version for name, t in self.types.items()}
+        self.flow_limit = registry.flow_limit(pool)  # a key's running limit unless an operator set its own
         # An attempt keeps its handler's warnings (jobs/logs.py); the runtime's own line about how it
         # ended is not one of them: the attempt shows its outcome and error itself.
         logs.keep_install(skip=frozenset({logger.name}))
@@ -212,6 +213,7 @@ class PoolRuntime:
             start=True,
             processing_versions=self.versions,
             due_from=due_from,
+            flow_limit=self.flow_limit,
         )
 
     def batch_size(self) -> int:

@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobs.pathspec import PathSpec, PathSpecError
 from jobs.retry import RetryPolicy
-from jobs.services import subject_register
+from jobs.services import flow_key_check, flow_key_register, subject_register
 
 
 class UnknownJobType(LookupError):
@@ -54,6 +54,13 @@ class JobType:
     # How many info lines a handler logs during one attempt the attempt keeps (its warnings and errors
     # are always kept, up to jobs/logs.LINES_KEPT in all): shown beside its steps on the job page.
     log_info_lines: int = 0
+    # What its jobs share their pool by (jobs.services.flow_key_of): '' (one line for all), "source",
+    # "client" (the API client that submitted it), "host" (of its subject URL) or "payload.<field>".
+    # Keys at equal priority get weighted fair shares of the pool; an operator can limit or pause one.
+    flow_key: str = ""
+    # How many of one key's jobs may hold leases at once in its pool, unless an operator set the key's
+    # own limit; None: no limit (the smallest of a pool's types' limits applies to the pool).
+    flow_limit: int | None = None
     description: str = field(default="", compare=False)
     # Checks a payload at submission (raises PermanentError naming the field): a job the handler
     # would refuse is refused before it exists (the API answers 422).
@@ -86,6 +93,12 @@ class JobType:
             problems.append(f"expected_paths: {exc}")
         if not 0 <= self.default_priority <= 9:
             problems.append("default_priority must be 0..9")
+        try:
+            flow_key_check(self.flow_key)
+        except ValueError as exc:
+            problems.append(str(exc))
+        if self.flow_limit is not None and (not isinstance(self.flow_limit, int) or self.flow_limit < 1):
+            problems.append("flow_limit must be a whole number of at least 1, or None")
         if self.schema_version < 1:
             problems.append("schema_version must be at least 1")
         if problems:
@@ -102,6 +115,7 @@ class Registry:
         self._types[job_type.name] = job_type
         if job_type.subject is not None:
             subject_register(job_type.name, job_type.subject)
+        flow_key_register(job_type.name, job_type.flow_key)
         return job_type
 
     def get(self, name: str) -> JobType:
@@ -116,6 +130,11 @@ class Registry:
     def for_pool(self, pool: str) -> list[JobType]:
         """Types whose jobs this pool may run: its own, and those that may choose any pool."""
         return [t for t in self.all() if t.pool == pool or t.may_choose_pool]
+
+    def flow_limit(self, pool: str) -> int | None:
+        """The default running limit per flow key in ``pool``: the smallest its types declare."""
+        limits = [t.flow_limit for t in self.for_pool(pool) if t.flow_limit is not None and t.pool == pool]
+        return min(limits) if limits else None
 
     def system_only(self) -> list[str]:
         """The names of the types no API client sees."""

@@ -1,0 +1,246 @@
+"""Flow keys inside a pool (issue 39): weighted fair shares between keys at equal priority, priority
+lanes above them, running limits counted from the leases, pauses, and the lanes' hints kept true."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from jobs import leases, services
+from jobs.models import FlowKey, FlowLane, Job, State
+from jobs.retry import RetryPolicy
+
+POOL = "flowtest"
+
+
+@pytest.fixture(autouse=True)
+def flow_key_declared(monkeypatch):
+    services.flow_key_register(POOL, "payload.k")
+    leases.flow_settings_changed()  # the tests set keys' limits in the ORM, without the service
+    # Each claim reads the lanes (test_a_lone_lane_is_claimed_from_again_for_a_moment shows the pause).
+    monkeypatch.setattr(leases, "LONE_LANE_SECONDS", 0)
+    yield
+    services._FLOW_KEYS.pop(POOL, None)
+
+
+def submit(key: str, count: int, *, priority: int = 5, **fields) -> list[Job]:
+    return [
+        services.job_create(
+            type=POOL, idempotency_key=str(uuid.uuid4()), payload={"k": key}, priority=priority, actor="test", **fields
+        ).job
+        for _ in range(count)
+    ]
+
+
+def submit_many(key: str, count: int, *, priority: int = 5) -> None:
+    services.job_create_many(
+        [
+            {
+                "type": POOL,
+                "pool": POOL,
+                "idempotency_key": str(uuid.uuid4()),
+                "payload": {"k": key},
+                "priority": priority,
+                "source": "",
+                "max_attempts": 5,
+                "schema_version": 1,
+                "request_hash": "",
+            }
+            for _ in range(count)
+        ],
+        actor="test",
+        correlation_id="flows",
+    )
+
+
+def claim(worker, limit: int, **options) -> list[leases.ClaimedJob]:
+    return leases.claim(pool=POOL, worker=worker, lease_seconds=60, limit=limit, start=True, **options)
+
+
+def keys_of(claimed) -> Counter:
+    found = dict(Job.objects.filter(pk__in=[c.id for c in claimed]).values_list("pk", "flow_key"))
+    return Counter(found[c.id] for c in claimed)
+
+
+def complete(worker, claimed) -> None:
+    for job in claimed:
+        leases.complete(job.id, job.lease_version, actor=worker.lease_owner)
+
+
+@pytest.mark.django_db
+def test_a_job_gets_the_flow_key_its_type_declares():
+    services.flow_key_register("flowsource", "source")
+    services.flow_key_register("flowclient", "client")
+    services.flow_key_register("flowhost", "host")
+    services.subject_register("flowhost", lambda payload: payload["url"])
+    try:
+        by_source = services.job_create(
+            type="flowsource", idempotency_key="a", payload={}, source="shop-a", actor="test"
+        ).job
+        by_client = services.job_create(
+            type="flowclient", idempotency_key="a", payload={}, key_namespace="client:php", actor="test"
+        ).job
+        by_host = services.job_create(
+            type="flowhost", idempotency_key="a", payload={"url": "https://Images.Example.org:8443/x.jpg"}, actor="test"
+        ).job
+        (by_field,) = submit("tenant\r\n7", 1)
+        (no_field,) = [services.job_create(type=POOL, idempotency_key="b", payload={"k": {"x": 1}}, actor="test").job]
+    finally:
+        for name in ("flowsource", "flowclient", "flowhost"):
+            services._FLOW_KEYS.pop(name, None)
+            services._SUBJECTS.pop(name, None)
+    assert by_source.flow_key == "shop-a"
+    assert by_client.flow_key == "client:php"
+    assert by_host.flow_key == "images.example.org"
+    assert by_field.flow_key == "tenant%0D%0A7"  # what travels into logs and the console: printable ASCII
+    assert no_field.flow_key == ""  # a field that is not a string or a number: no key of its own
+    with pytest.raises(ValueError, match="flow_key must be one of"):
+        services.flow_key_register("flowbad", "payload.not a field")
+
+
+@pytest.mark.django_db
+def test_a_small_key_is_served_beside_a_flood_at_equal_priority(worker):
+    submit_many("big", 500)
+    submit_many("small", 10)
+    first = claim(worker, 20)
+    assert keys_of(first) == {"big": 10, "small": 10}
+    # The flood goes on alone once the small key has nothing left.
+    assert keys_of(claim(worker, 20)) == {"big": 20}
+
+
+@pytest.mark.django_db
+def test_weights_divide_the_pool_between_keys(worker):
+    submit_many("heavy", 400)
+    submit_many("light", 400)
+    FlowKey.objects.create(pool=POOL, key="heavy", weight=3)
+    taken = Counter()
+    for _ in range(10):
+        taken += keys_of(claim(worker, 10))
+    assert taken == {"heavy": 75, "light": 25}
+
+
+@pytest.mark.django_db
+def test_a_more_urgent_lane_goes_before_any_fair_share(worker):
+    submit_many("bulk", 50, priority=9)
+    submit_many("other", 50, priority=5)
+    (urgent,) = submit("bulk", 1, priority=0)
+    claimed = claim(worker, 10)
+    assert claimed[0].id == urgent.id
+    assert [c.priority for c in claimed] == [0] + [5] * 9
+
+
+@pytest.mark.django_db
+def test_an_idle_key_comes_back_without_credit_for_its_idle_time(worker):
+    submit_many("steady", 300)
+    submit_many("returning", 1)
+    complete(worker, claim(worker, 2))  # both keys served once; then "returning" has nothing
+    for _ in range(10):
+        complete(worker, claim(worker, 10))  # 100 jobs of "steady" alone
+    submit_many("returning", 100)
+    # Back at the pool lane's virtual time: about half of the next claims, not all of the next
+    # hundred (one place ahead: "steady" was charged last for a job at the clock's place).
+    taken = keys_of(claim(worker, 20))
+    assert taken["returning"] in (10, 11) and sum(taken.values()) == 20
+
+
+@pytest.mark.django_db
+def test_a_key_holds_no_more_leases_than_its_limit(worker):
+    submit_many("limited", 20)
+    submit_many("free", 20)
+    FlowKey.objects.create(pool=POOL, key="limited", max_running=3)
+    first = claim(worker, 10)
+    assert keys_of(first) == {"limited": 3, "free": 7}
+    assert keys_of(claim(worker, 10)) == {"free": 10}  # nothing claimed and handed back: just not taken
+    complete(worker, [job for job in first if keys_of([job])["limited"]][:2])
+    assert keys_of(claim(worker, 10)) == {"limited": 2, "free": 3}
+
+
+@pytest.mark.django_db
+def test_the_pools_default_limit_applies_to_every_key_without_its_own(worker):
+    submit_many("a", 10)
+    submit_many("b", 10)
+    FlowKey.objects.create(pool=POOL, key="b", max_running=5)
+    assert keys_of(claim(worker, 20, flow_limit=2)) == {"a": 2, "b": 5}
+
+
+@pytest.mark.django_db
+def test_a_lost_lease_stops_counting_once_reaped(worker, db_clock):
+    """The limit counts jobs that hold leases, not a counter: a worker killed with its jobs leased
+    holds the key's room until the reaper takes the leases back, and not longer."""
+    submit_many("crashy", 5)
+    assert keys_of(claim(worker, 5, flow_limit=2)) == {"crashy": 2}
+    assert claim(worker, 5, flow_limit=2) == []
+    db_clock.advance(seconds=120)  # the leases expire: the worker is gone
+    leases.reap_expired(grace_seconds=0, policy=RetryPolicy(base_seconds=1, cap_seconds=1))
+    for job in Job.objects.filter(state=State.FAILED):
+        Job.objects.filter(pk=job.pk).update(next_attempt_at=job.next_attempt_at - timedelta(hours=1))
+    leases.retries_promote_due()
+    assert keys_of(claim(worker, 5, flow_limit=2)) == {"crashy": 2}
+
+
+@pytest.mark.django_db
+def test_a_paused_key_gets_nothing_and_the_others_go_on(worker):
+    submit_many("paused", 10)
+    submit_many("running", 10)
+    FlowKey.objects.create(pool=POOL, key="paused", paused=True, reason="their site asked us to stop")
+    assert keys_of(claim(worker, 20)) == {"running": 10}
+    FlowKey.objects.filter(key="paused").update(paused=False)
+    assert keys_of(claim(worker, 20)) == {"paused": 10}
+
+
+@pytest.mark.django_db
+def test_a_lane_whose_jobs_went_elsewhere_is_read_again_and_the_claim_fills(worker):
+    cancelled = submit("gone", 5)
+    submit_many("here", 10)
+    for job in cancelled:
+        services.job_cancel(job_id=job.id, actor="test", reason="not wanted")
+    assert keys_of(claim(worker, 10)) == {"here": 10}  # the stale lane's turns went to the other key
+    lane = FlowLane.objects.get(pool=POOL, key="gone")
+    assert lane.next_due is None  # read again: nothing planned, so out of every claim's way
+    submit("gone", 1)
+    lane.refresh_from_db()
+    assert lane.next_due is not None
+
+
+@pytest.mark.django_db
+def test_a_deferred_job_leaves_its_lane_until_it_is_due(worker, db_clock):
+    (job,) = submit("later", 1)
+    (claimed,) = claim(worker, 1)
+    leases.release(job.id, claimed.lease_version, actor=worker.lease_owner, reason="politeness", delay_seconds=60)
+    assert claim(worker, 5) == []
+    lane = FlowLane.objects.get(pool=POOL, key="later")
+    assert lane.next_due == Job.objects.get(pk=job.pk).due_at  # read again: when it is due
+    db_clock.advance(seconds=61)
+    assert [c.id for c in claim(worker, 5)] == [job.id]
+
+
+@pytest.mark.django_db
+def test_every_claim_statement_finds_its_lanes_through_the_index(worker):
+    submit_many("a", 50)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN SELECT l.id FROM jobs_flowlane AS l WHERE l.pool = %s AND l.next_due <= now()"
+            " ORDER BY l.priority, l.vtime, l.next_due LIMIT 10",
+            [POOL],
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "flowlane_turn_idx" in plan, plan
+
+
+@pytest.mark.django_db
+def test_a_lone_lane_is_claimed_from_again_for_a_moment(worker, monkeypatch):
+    """A pool with one key waiting claims without reading the lanes for LONE_LANE_SECONDS (as it did
+    before keys); a key that comes meanwhile gets its share from the first claim after."""
+    monkeypatch.setattr(leases, "LONE_LANE_SECONDS", 60)
+    submit_many("first", 100)
+    assert keys_of(claim(worker, 10)) == {"first": 10}
+    submit_many("second", 10)
+    assert keys_of(claim(worker, 10)) == {"first": 10}  # within the moment: the lone lane again
+    monkeypatch.setattr(leases, "_lone_lanes", {})  # the moment passed
+    assert keys_of(claim(worker, 10)) == {"first": 5, "second": 5}
+    lanes = dict(FlowLane.objects.filter(pool=POOL).values_list("key", "vtime"))
+    assert lanes == {"first": 5.0, "second": 5.0}  # charged only while they shared the pool
