@@ -7,6 +7,7 @@ held by host-a:4312, last heartbeat 3 s ago", "pool crawl is paused", "waiting f
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from django.db.models import Q
@@ -14,13 +15,14 @@ from django.utils import timezone
 
 from dashboard import options as console_options
 from dashboard.display import ago, clock
-from jobs.models import Job, ReviewLease, State, Transition
+from jobs.models import LEASED_STATES, FlowKey, FlowLane, Job, ReviewLease, State, Transition
 from workers.runtime import options as runtime_options
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.registry import UnknownJobType, registry
 from workers.runtime.selectors import live_workers
 
 AHEAD_CAP = 10_000
+RIVALS_SHOWN = 50  # the other keys of its lane counted into "ahead of it", the least served first
 
 
 def job_explain(job: Job, *, now: datetime) -> str:
@@ -39,6 +41,12 @@ def _planned(job: Job, now: datetime) -> str:
             f"pool {job.pool} is paused (by {pool.changed_by or 'someone'} at {clock(pool.changed_at)}: "
             f"{pool.reason or 'no reason given'}); nothing is claimed until it is resumed"
         )
+    key = FlowKey.objects.filter(pool=job.pool, key=job.flow_key).first()
+    if key and key.paused:
+        return (
+            f"{_key_named(job)} is paused (by {key.changed_by or 'someone'} at {clock(key.changed_at)}: "
+            f"{key.reason or 'no reason given'}); none of its jobs is claimed until it is resumed"
+        )
     if not live_workers().filter(pool=job.pool).exists():
         last = WorkerProcess.objects.filter(pool=job.pool).order_by("-last_seen_at").first()
         seen = (
@@ -50,18 +58,69 @@ def _planned(job: Job, now: datetime) -> str:
             else "; no worker has ever run it"
         )
         return f"no live worker in pool {job.pool}{seen}"
-    ahead = (
-        Job.objects.filter(pool=job.pool, state=State.PLANNED, due_at__lte=now)
-        .filter(
-            Q(priority__lt=job.priority)
-            | Q(priority=job.priority, due_at__lt=job.due_at)
-            | Q(priority=job.priority, due_at=job.due_at, id__lt=job.id)
-        )
+    limit = key.max_running if key and key.max_running else registry.flow_limit(job.pool)
+    if limit is not None:
+        running = Job.objects.filter(pool=job.pool, flow_key=job.flow_key, state__in=LEASED_STATES).count()
+        if running >= limit:
+            return (
+                f"{_key_named(job)} is at its limit ({running:,} of {limit:,} running); "
+                "its next job starts when one of them ends"
+            )
+    return _in_line(job, now, weight=key.weight if key else 1)
+
+
+def _in_line(job: Job, now: datetime, *, weight: int) -> str:
+    """How many start before it: the more urgent lanes' due jobs, its key's own before it, and the
+    other keys' places in its lane's fair share before its own place (docs/architecture.md)."""
+    due = Job.objects.filter(pool=job.pool, state=State.PLANNED, due_at__lte=now)
+    urgent = due.filter(priority__lt=job.priority).values("id")[:AHEAD_CAP].count()
+    own = (
+        due.filter(priority=job.priority, flow_key=job.flow_key)
+        .filter(Q(due_at__lt=job.due_at) | Q(due_at=job.due_at, id__lt=job.id))
         .values("id")[:AHEAD_CAP]
+        .count()
     )
-    count = ahead.count()
-    shown = f"{AHEAD_CAP:,}+" if count >= AHEAD_CAP else f"{count:,}"
-    return f"waiting for a {job.pool} worker: {shown} ahead of it (priority {job.priority})"
+    lane = FlowLane.objects.filter(pool=job.pool, priority=job.priority, key=job.flow_key).first()
+    others, keys = 0, 0
+    if lane is not None:
+        place = lane.vtime + own / weight
+        rivals = (
+            FlowLane.objects.filter(pool=job.pool, priority=job.priority, next_due__lte=now, vtime__lte=place)
+            .exclude(key=job.flow_key)
+            .order_by("vtime")[:RIVALS_SHOWN]
+        )
+        weights = dict(
+            FlowKey.objects.filter(pool=job.pool, key__in=[r.key for r in rivals]).values_list("key", "weight")
+        )
+        for rival in rivals:
+            places = math.floor((place - rival.vtime) * weights.get(rival.key, 1)) + 1
+            waiting = due.filter(priority=job.priority, flow_key=rival.key).values("id")[:places].count()
+            others += waiting
+            keys += 1 if waiting else 0
+    ahead = urgent + own + others
+    shown = f"{AHEAD_CAP:,}+" if ahead >= AHEAD_CAP else f"{ahead:,}"
+    detail = ""
+    if others:  # shared with other keys: say how the count is made up
+        parts = [f"{urgent:,} in more urgent lanes"] if urgent else []
+        parts.append(f"{own:,} of {_key_named(job)}'s own first")
+        parts.append(f"its fair share: {others:,} jobs of {keys:,} other {_key_kind(job)}s start first")
+        detail = f"; {', '.join(parts)}"
+    return f"waiting for a {job.pool} worker: {shown} ahead of it (priority {job.priority}){detail}"
+
+
+def _key_kind(job: Job) -> str:
+    try:
+        declared = registry.get(job.type).flow_key
+    except UnknownJobType:
+        declared = ""
+    return {"source": "source", "client": "client", "host": "host"}.get(declared, "key")
+
+
+def _key_named(job: Job) -> str:
+    """ "source shop-a", "client client:php", "the system's own jobs" (no key)."""
+    if not job.flow_key:
+        return f"its pool's unkeyed {_key_kind(job)}" if _key_kind(job) != "key" else "its pool's shared line"
+    return f"{_key_kind(job)} {job.flow_key}"
 
 
 def _leased(job: Job, now: datetime) -> str:

@@ -8,7 +8,20 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from dashboard.pages import bulk, deadletters, flow, paths, pools, routes, rules, runbook, stuck, trends, workspace
+from dashboard.pages import (
+    bulk,
+    deadletters,
+    flow,
+    flowkeys,
+    paths,
+    pools,
+    routes,
+    rules,
+    runbook,
+    stuck,
+    trends,
+    workspace,
+)
 from dashboard.selectors import home_context
 
 
@@ -35,6 +48,7 @@ class ConsoleSite(admin.AdminSite):
             ("rules/", rules.business_rules, "business_rules"),
             ("deadletters/", deadletters.dead_letters, "dead_letters"),
             ("pools/<slug:pool>/act/", pools.pool_act, "pool_act"),
+            ("pools/<slug:pool>/keys/", flowkeys.flow_keys, "flow_keys"),
             ("trends/", trends.trends, "trends"),
             ("routes/", routes.routes_page, "alert_routes"),
             ("routes/confirm/", routes.receipt_confirm_page, "receipt_confirm"),

@@ -242,3 +242,39 @@ GROUP BY s.step
 -- the token it checks (``JOIN (<this>) AS c ON c.id = t.client_id``): the token, its client and its
 -- budget counts are one round trip a request.
 SELECT id, name FROM jobs_client
+
+
+-- name: flow_keys_of_pool
+-- One page of pool %(pool)s's flow keys in key order, after %(after)s (NULL: from the first, the key
+-- '' included), at most %(limit)s: those with a lane (work planned now or before) or an operator's
+-- settings; with %(one)s only the key %(key)s. Per key: its planned jobs (counted up to 10,000 per
+-- lane), its oldest due time, its jobs holding leases, its settings, and its least virtual time
+-- among its lanes with due work. The page comes from flowlane_once (pool, key, priority) and
+-- flowkey_once_per_pool in key order: fast at any number of keys.
+WITH page AS (
+    SELECT %(key)s::text AS key WHERE %(one)s
+    UNION ALL
+    (SELECT DISTINCT key FROM (
+        (SELECT key FROM jobs_flowlane WHERE pool = %(pool)s AND (%(after)s::text IS NULL OR key > %(after)s)
+         ORDER BY key LIMIT %(limit)s * 10)
+        UNION ALL
+        (SELECT key FROM jobs_flowkey WHERE pool = %(pool)s AND (%(after)s::text IS NULL OR key > %(after)s)
+         ORDER BY key LIMIT %(limit)s)
+    ) AS keys
+    WHERE NOT %(one)s
+    ORDER BY key LIMIT %(limit)s)
+)
+SELECT page.key,
+       coalesce((SELECT sum((SELECT count(*) FROM (SELECT 1 FROM jobs_job AS j
+                                                 WHERE j.state = {state.PLANNED} AND j.pool = %(pool)s
+                                                   AND j.priority = l.priority AND j.flow_key = l.key
+                                                 LIMIT 10000) AS w))
+                 FROM jobs_flowlane AS l WHERE l.pool = %(pool)s AND l.key = page.key), 0)::bigint,
+       (SELECT min(l.next_due) FROM jobs_flowlane AS l WHERE l.pool = %(pool)s AND l.key = page.key),
+       (SELECT count(*) FROM jobs_job AS j
+        WHERE j.state IN {states.LEASED} AND j.pool = %(pool)s AND j.flow_key = page.key),
+       k.max_running, coalesce(k.weight, 1), coalesce(k.paused, false), coalesce(k.reason, ''),
+       (SELECT min(l.vtime) FROM jobs_flowlane AS l
+        WHERE l.pool = %(pool)s AND l.key = page.key AND l.next_due IS NOT NULL)
+FROM page LEFT JOIN jobs_flowkey AS k ON k.pool = %(pool)s AND k.key = page.key
+ORDER BY page.key

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin
@@ -61,7 +62,7 @@ def _run_pool_action(modeladmin, request, queryset, service, verb, action):
 
 @admin.register(Pool)
 class PoolAdmin(ReadOnlyAdmin):
-    list_display = ("name", "state", "live_consumers", "health", "changed_at", "changed_by", "reason")
+    list_display = ("name", "state", "live_consumers", "health", "keys", "changed_at", "changed_by", "reason")
     actions = [pause_pools, resume_pools]
 
     class Media:
@@ -75,6 +76,10 @@ class PoolAdmin(ReadOnlyAdmin):
         """Running or paused, in words: a check mark under "is paused" read as "broken" (issue 20)."""
         state, css = ("paused", "paused") if pool.is_paused else ("running", "live")
         return format_html('<span class="badge {}">{}</span>', css, state)
+
+    @admin.display(description="flow keys")
+    def keys(self, pool):
+        return format_html('<a href="{}">keys</a>', reverse("admin:flow_keys", args=[pool.name]))
 
     @admin.display(description="live consumers", ordering="live_consumers")
     def live_consumers(self, pool):

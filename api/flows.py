@@ -1,0 +1,81 @@
+"""A pool's flow keys (issue 39): read each key's waiting and running jobs and settings, and set a
+key's weight, running limit or pause — with ``jobs:all`` (keys span every client's work): with
+``jobs:read`` to read, ``jobs:write`` to set. docs/operations.md, "Fair shares", says how to choose."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from ninja import Field, Router, Schema
+from pydantic import StrictBool, StrictInt
+
+from api.auth import require
+from api.fields import Text
+from jobs import flows
+from workers.runtime.registry import registry
+
+logger = logging.getLogger(__name__)
+router = Router(tags=["flow keys"])
+PAGE = 100
+
+
+class FlowKeyOut(Schema):
+    pool: str
+    key: str = Field(description="The flow key ('' for jobs without one).")
+    waiting: int = Field(description="Planned jobs (counted up to 10,000 per lane).")
+    oldest_due: datetime | None = Field(description="When its first planned job is due; null: none planned.")
+    running: int = Field(description="Its jobs holding leases now, on every host.")
+    max_running: int | None = Field(description="Its own running limit; null: the pool's default.")
+    limit: int | None = Field(description="The running limit in effect; null: none.")
+    weight: int
+    paused: bool
+    reason: str = Field(description="Why its settings were last changed.")
+
+
+class FlowKeyPage(Schema):
+    items: list[FlowKeyOut]
+    next_after: str | None = Field(description="Pass as ?after= for the next keys; null on the last page.")
+
+
+class FlowKeyIn(Schema):
+    key: Text = Field(max_length=255, description="The flow key ('' for jobs without one).")
+    weight: StrictInt | None = Field(default=None, description="1 … 1000; left out: unchanged.")
+    max_running: StrictInt | None = Field(
+        default=None, description="1 … 100,000; null: the pool's default; left out: unchanged."
+    )
+    paused: StrictBool | None = Field(default=None, description="Left out: unchanged.")
+    reason: Text = Field(max_length=500, description="Why (required; recorded with the change).")
+
+
+def _out(pool: str, row: dict) -> dict:
+    return {**row, "pool": pool, "limit": row["max_running"] or registry.flow_limit(pool)}
+
+
+@router.get("/pools/{pool}/keys", response=FlowKeyPage)
+def flow_keys_list(request, pool: str, after: Text = "", limit: int = PAGE):
+    """A pool's keys with work or settings, in key order, a page at a time (``after``: the last key of
+    the page before)."""
+    require(request, "jobs:all")
+    require(request, "jobs:read")
+    limit = max(1, min(limit, PAGE))
+    rows = flows.flow_keys(pool, limit=limit + 1, after=after or None)
+    return {
+        "items": [_out(pool, row) for row in rows[:limit]],
+        "next_after": rows[limit - 1]["key"] if len(rows) > limit else None,
+    }
+
+
+@router.put("/pools/{pool}/keys", response=FlowKeyOut)
+def flow_key_set(request, pool: str, body: FlowKeyIn):
+    """Set one key's weight, running limit or pause (what the body leaves out stays); applies to the
+    claims from a second later, on every host."""
+    require(request, "jobs:all")
+    require(request, "jobs:write")
+    given = body.model_fields_set
+    changes = {name: getattr(body, name) for name in ("weight", "max_running", "paused") if name in given}
+    flows.flow_key_set(pool=pool, key=body.key, actor=f"api:{request.auth.name}", reason=body.reason, **changes)
+    logger.info(
+        "flow key %r of pool %s set by token %s: %s (%s)", body.key, pool, request.auth.name, changes, body.reason
+    )
+    return _out(pool, flows.flow_key_read(pool, body.key))

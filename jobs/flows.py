@@ -1,0 +1,89 @@
+"""An operator's settings of one flow key in one pool (issue 39): its weight in the pool's fair share,
+its running limit, and whether it is paused. The console and the API change them only here; the
+claim reads them (jobs/queries.sql, ``flow_lanes_due``); docs/operations.md, "Fair shares", says how
+to choose them. Each change is the caller's to audit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from jobs import leases, reads
+from jobs.models import FlowKey, LeitstandNow
+from jobs.services import JobInputError, text_check
+
+MAX_WEIGHT = 1000
+MAX_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """A setting the caller leaves as it is."""
+
+
+UNCHANGED = Unchanged()
+
+
+def flow_key_set(
+    *,
+    pool: str,
+    key: str,
+    actor: str,
+    reason: str,
+    weight: int | Unchanged = UNCHANGED,
+    max_running: int | None | Unchanged = UNCHANGED,
+    paused: bool | Unchanged = UNCHANGED,
+) -> FlowKey:
+    """Set a key's weight (1–1000), running limit (1–100,000; None: the pool's default) or pause
+    (``reason`` required, 1–500 printable characters); what is not named stays. ``JobInputError``
+    names the field. Takes effect for the claims from a second later, on every host."""
+    text_check("pool", pool, limit=64)
+    text_check("key", key, limit=255)
+    text_check("actor", actor, limit=255)
+    reason = reason.strip() if isinstance(reason, str) else reason
+    if not isinstance(reason, str) or not reason:
+        raise JobInputError("reason", "is required: say why this key's share changes")
+    text_check("reason", reason, limit=500)
+    if weight is not UNCHANGED and (
+        isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT
+    ):
+        raise JobInputError("weight", f"must be a whole number from 1 to {MAX_WEIGHT}")
+    if max_running is not UNCHANGED and max_running is not None:
+        if isinstance(max_running, bool) or not isinstance(max_running, int) or not 1 <= max_running <= MAX_LIMIT:
+            raise JobInputError("max_running", f"must be a whole number from 1 to {MAX_LIMIT:,}, or empty")
+    if paused is not UNCHANGED and not isinstance(paused, bool):
+        raise JobInputError("paused", "must be true or false")
+    with transaction.atomic():
+        settings, _ = FlowKey.objects.select_for_update().get_or_create(pool=pool, key=key)
+        if weight is not UNCHANGED:
+            settings.weight = weight
+        if max_running is not UNCHANGED:
+            settings.max_running = max_running
+        if paused is not UNCHANGED:
+            settings.paused = paused
+        settings.reason, settings.changed_by = reason, actor
+        settings.save()
+        FlowKey.objects.filter(pk=settings.pk).update(changed_at=LeitstandNow())
+    leases.flow_settings_changed()
+    settings.refresh_from_db()
+    return settings
+
+
+def flow_keys(pool: str, *, limit: int = 100, after: str | None = None) -> list[dict]:
+    """A pool's keys with work or settings, in key order after ``after`` (None: from the first, the
+    key '' of jobs without one included): waiting jobs (counted up to 10,000 per lane), oldest due,
+    running, own limit, weight, pause, and place in the fair share — what the console's key view and
+    the API show. A page costs a few index probes per key, at any number of keys."""
+    return _rows(pool=pool, after=after, limit=limit, one=False, key="")
+
+
+def flow_key_read(pool: str, key: str) -> dict:
+    """One key's row as ``flow_keys`` gives it (with no work and no settings: zeros and defaults)."""
+    (row,) = _rows(pool=pool, after=None, limit=1, one=True, key=key)
+    return row
+
+
+def _rows(**params) -> list[dict]:
+    names = ("key", "waiting", "oldest_due", "running", "max_running", "weight", "paused", "reason", "vtime")
+    return [dict(zip(names, row)) for row in reads.rows("flow_keys_of_pool", **params)]

@@ -1,0 +1,108 @@
+"""The flow keys of a pool through the API (jobs:all): read them a page at a time, set a key's
+weight, limit or pause with a reason; a token without jobs:all or jobs:write is refused, and a bad
+value is a 422 naming its field that changes nothing."""
+
+import json
+import uuid
+
+import pytest
+
+from api.tokens import token_create
+from jobs import services
+from jobs.models import FlowKey
+
+pytestmark = pytest.mark.django_db
+POOL = "flowapi"
+
+
+@pytest.fixture(autouse=True)
+def keyed_pool():
+    services.flow_key_register(POOL, "payload.k")
+    yield
+    services._FLOW_KEYS.pop(POOL, None)
+
+
+def bearer(*scopes):
+    _, clear = token_create(name=f"t-{uuid.uuid4().hex[:6]}", scopes=list(scopes))
+    return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
+
+
+def put(client, headers, body):
+    return client.put(f"/api/v1/pools/{POOL}/keys", json.dumps(body), content_type="application/json", **headers)
+
+
+def submit(key, count):
+    for _ in range(count):
+        services.job_create(type=POOL, idempotency_key=uuid.uuid4().hex, payload={"k": key}, actor="t")
+
+
+def test_the_php_core_reads_the_keys_and_limits_one(client):
+    core = bearer("jobs:read", "jobs:write", "jobs:all")
+    submit("client:shop", 3)
+    submit("", 2)
+    listed = client.get(f"/api/v1/pools/{POOL}/keys", **core).json()
+    assert [(item["key"], item["waiting"], item["running"], item["weight"]) for item in listed["items"]] == [
+        ("", 2, 0, 1),
+        ("client:shop", 3, 0, 1),
+    ]
+    assert listed["next_after"] is None
+    answer = put(client, core, {"key": "client:shop", "max_running": 2, "weight": 4, "reason": "a partner's limit"})
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["key"], body["max_running"], body["limit"], body["weight"], body["paused"], body["waiting"]) == (
+        "client:shop",
+        2,
+        2,
+        4,
+        False,
+        3,
+    )
+    # Left out: unchanged; null: back to the pool's default.
+    answer = put(client, core, {"key": "client:shop", "max_running": None, "reason": "limit lifted"})
+    assert (answer.json()["max_running"], answer.json()["weight"]) == (None, 4)
+
+
+def test_pages_of_keys_follow_each_other(client):
+    core = bearer("jobs:read", "jobs:all")
+    for n in range(5):
+        submit(f"k{n}", 1)
+    first = client.get(f"/api/v1/pools/{POOL}/keys?limit=2", **core).json()
+    assert [i["key"] for i in first["items"]] == ["k0", "k1"] and first["next_after"] == "k1"
+    second = client.get(f"/api/v1/pools/{POOL}/keys?limit=2&after=k1", **core).json()
+    assert [i["key"] for i in second["items"]] == ["k2", "k3"]
+
+
+@pytest.mark.parametrize(
+    "scopes, status",
+    [(("jobs:read", "jobs:write"), 403), (("jobs:read", "jobs:all"), 403)],
+)
+def test_a_token_without_jobs_all_or_jobs_write_changes_nothing(client, scopes, status):
+    answer = put(client, bearer(*scopes), {"key": "x", "paused": True, "reason": "r"})
+    assert answer.status_code == status
+    assert not FlowKey.objects.exists()
+    if "jobs:all" not in scopes:
+        assert client.get(f"/api/v1/pools/{POOL}/keys", **bearer(*scopes)).status_code == 403
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"key": "x", "weight": 0, "reason": "r"}, "weight"),
+        ({"key": "x", "weight": 1001, "reason": "r"}, "weight"),
+        ({"key": "x", "weight": "3", "reason": "r"}, "weight"),
+        ({"key": "x", "weight": True, "reason": "r"}, "weight"),
+        ({"key": "x", "max_running": 0, "reason": "r"}, "max_running"),
+        ({"key": "x", "paused": "yes", "reason": "r"}, "paused"),
+        ({"key": "x", "paused": None, "reason": "r"}, "paused"),
+        ({"key": "x", "weight": 2, "reason": "  "}, "reason"),
+        ({"key": "x", "weight": 2}, "reason"),
+        ({"key": "a\nb", "weight": 2, "reason": "r"}, "key"),
+        ({"key": "x" * 256, "weight": 2, "reason": "r"}, "key"),
+        ({"key": "x\u0000", "weight": 2, "reason": "r"}, "key"),
+    ],
+)
+def test_a_bad_value_is_a_422_naming_its_field(client, body, field):
+    answer = put(client, bearer("jobs:read", "jobs:write", "jobs:all"), body)
+    assert answer.status_code == 422, answer.content
+    assert field in answer.content.decode()
+    assert not FlowKey.objects.exists()

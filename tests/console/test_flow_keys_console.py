@@ -1,0 +1,151 @@
+"""The console's flow-key page of a pool: every key with work or settings, a page at a time; an
+operator changes one key's weight, limit or pause with a reason (audited); a viewer cannot; what a
+job's key holds it back by is the job page's sentence."""
+
+import uuid
+
+import pytest
+from django.urls import reverse
+
+from dashboard.explain import job_explain
+from dashboard.models import AuditEntry
+from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
+from jobs import leases, services
+from jobs.models import FlowKey, Job, database_now
+from workers.runtime.models import WorkerProcess
+
+pytestmark = pytest.mark.django_db
+POOL = "flowconsole"
+
+
+@pytest.fixture(autouse=True)
+def keyed_pool():
+    services.flow_key_register(POOL, "payload.k")
+    yield
+    services._FLOW_KEYS.pop(POOL, None)
+
+
+@pytest.fixture
+def as_role(client, django_user_model):
+    def login(role):
+        user = django_user_model.objects.create_user(f"u-{role}", password="x" * 12, is_staff=True)
+        user.groups.add(roles_ensure()[role])
+        client.force_login(user)
+        return client
+
+    return login
+
+
+def submit(key: str, count: int) -> list[Job]:
+    return [
+        services.job_create(type=POOL, idempotency_key=uuid.uuid4().hex, payload={"k": key}, actor="t").job
+        for _ in range(count)
+    ]
+
+
+def page(client, **query) -> str:
+    answer = client.get(reverse("admin:flow_keys", args=[POOL]), query)
+    assert answer.status_code == 200
+    return answer.content.decode()
+
+
+def test_an_operator_sees_the_keys_and_pauses_one_with_a_reason(as_role):
+    client = as_role(OPERATORS)
+    submit("shop-a", 3)
+    submit("<script>alert(1)</script>", 1)
+    html = page(client)
+    assert "<code>shop-a</code>" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)" not in html
+
+    answer = client.post(
+        reverse("admin:flow_keys", args=[POOL]),
+        {"key": "shop-a", "weight": "3", "max_running": "2", "paused": "yes", "reason": "their site asked us"},
+    )
+    assert answer.status_code == 302
+    settings = FlowKey.objects.get(pool=POOL, key="shop-a")
+    assert (settings.weight, settings.max_running, settings.paused, settings.reason) == (
+        3,
+        2,
+        True,
+        "their site asked us",
+    )
+    entry = AuditEntry.objects.get(action="flowkey.changed")
+    assert entry.actor == "user:u-operator" and "shop-a" in entry.target and entry.reason == "their site asked us"
+    assert "paused" in page(client)
+
+
+def test_a_bad_change_is_refused_with_the_field_and_changes_nothing(as_role):
+    client = as_role(OPERATORS)
+    for form in (
+        {"key": "a", "weight": "0", "reason": "r"},
+        {"key": "a", "weight": "-1", "reason": "r"},
+        {"key": "a", "max_running": "²", "reason": "r"},
+        {"key": "a", "weight": "2", "reason": ""},
+        {"key": "a\r\nb", "weight": "2", "reason": "r"},
+    ):
+        client.post(reverse("admin:flow_keys", args=[POOL]), form)
+    assert not FlowKey.objects.exists()
+    assert AuditEntry.objects.filter(action="flowkey.changed", result__startswith="refused").count() >= 3
+
+
+def test_a_viewer_sees_the_page_but_cannot_change_a_key(as_role):
+    client = as_role(VIEWERS)
+    submit("shop-a", 1)
+    assert "Change a key" not in page(client)
+    client.post(reverse("admin:flow_keys", args=[POOL]), {"key": "shop-a", "paused": "yes", "reason": "no"})
+    assert not FlowKey.objects.exists()
+
+
+def test_the_page_goes_through_many_keys_a_page_at_a_time(as_role):
+    client = as_role(VIEWERS)
+    services.job_create_many(
+        [
+            {
+                "type": POOL,
+                "pool": POOL,
+                "idempotency_key": f"k{n}",
+                "payload": {"k": f"key-{n:04d}"},
+                "priority": 5,
+                "source": "",
+                "max_attempts": 5,
+                "schema_version": 1,
+                "request_hash": "",
+            }
+            for n in range(250)
+        ],
+        actor="t",
+        correlation_id="c",
+    )
+    first = page(client)
+    assert "key-0000" in first and "key-0099" in first and "key-0100" not in first
+    second = page(client, after="key-0099")
+    assert "key-0100" in second and "key-0199" in second and "key-0099" not in second
+    assert 'id="flow-keys-next"' not in page(client, after="key-0199")
+
+
+def test_the_job_page_says_what_its_key_holds_it_back_by(db_clock):
+    WorkerProcess.objects.create(host="host-a", pid=1, pool=POOL)
+    (waiting,) = submit("shop-a", 1)
+    now = database_now()
+    services_set = dict(pool=POOL, key="shop-a", actor="user:op")
+    from jobs.flows import flow_key_set
+
+    flow_key_set(**services_set, reason="their site asked us", paused=True)
+    assert job_explain(waiting, now=now).startswith("key shop-a is paused (by user:op at ")
+    assert "their site asked us); none of its jobs is claimed until it is resumed" in job_explain(waiting, now=now)
+
+    flow_key_set(**services_set, reason="resumed, two at a time", paused=False, max_running=1)
+    submit("shop-a", 1)
+    worker = leases.WorkerIdentity(host="h", pid=1, pool=POOL)
+    leases.claim(pool=POOL, worker=worker, lease_seconds=60, limit=5)
+    (left,) = Job.objects.filter(pool=POOL, state="planned")
+    assert job_explain(left, now=database_now()) == (
+        "key shop-a is at its limit (1 of 1 running); its next job starts when one of them ends"
+    )
+
+    flow_key_set(**services_set, reason="no limit", max_running=None)
+    submit("big", 30)
+    assert job_explain(left, now=database_now()) == (
+        "waiting for a flowconsole worker: 1 ahead of it (priority 5); 0 of key shop-a's own first, "
+        "its fair share: 1 jobs of 1 other keys start first"
+    )
