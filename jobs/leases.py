@@ -332,7 +332,7 @@ def claim(
     limit: int = 1,
     start: bool = False,
     processing_versions: Mapping[str, str] | None = None,
-    due_from: datetime | None = None,
+    advance_lanes: bool = False,
     flow_limit: int | None = None,
 ) -> list[ClaimedJob]:
     """Reserve up to ``limit`` due jobs of one pool, most urgent lane first, then by weighted fair
@@ -342,10 +342,11 @@ def claim(
     With ``start=True`` the jobs also begin at once (reserved → running, both transitions logged,
     ``processing_versions`` recorded per type): a worker that runs what it claims saves a commit
     per job. A claim serves one pool. ``flow_limit``: how many leases one key may hold in the pool
-    unless an operator set its own limit (None: no limit); a paused key gets nothing. With
-    ``due_from``, only jobs due at or after it are looked at: a caller that knows where the front of
-    the line was starts there, and the entries before it are passed over inside the index; without
-    it, the whole line.
+    unless an operator set its own limit (None: no limit); a paused key gets nothing. Each lane is
+    walked from its next due time, past the jobs claimed before it that vacuum may not have removed
+    yet; with ``advance_lanes`` (a caller in a backlog, whose claims come back full) the claim also
+    reads the next due time of the lanes it took from again, so the next claim starts past the jobs
+    it took (workers/runtime/claim_front.py).
     """
     if limit < 1:
         raise ValueError(f"claim limit must be at least 1, got {limit}")
@@ -374,15 +375,17 @@ def claim(
         "owner": worker.lease_owner,
         "host": worker.host,
         "pid": worker.pid,
-        "due_from": "-infinity" if due_from is None else due_from,
         "default_limit": flow_limit,
         "leased": list(LEASED_STATES),
     }
-    claimed, short, lone = _claim_once(params, limit)
+    claimed, short, lone, served = _claim_once(params, limit)
+    if advance_lanes and served:
+        # In a backlog: the lanes it took from start their next probe past the jobs it took.
+        short = sorted({*short, *served})
     if short and (_fetch_one(queries.flow_lanes_refresh, {"lanes": short})[0] or lone) and len(claimed) < limit:
         # A lane's hint was early (its jobs were taken, cancelled or deferred), or the lone lane ran
         # dry: read the lanes again, claim again.
-        more, _, _ = _claim_once(params, limit - len(claimed))
+        more, _, _, _ = _claim_once(params, limit - len(claimed))
         claimed += more
     return claimed
 
@@ -411,18 +414,18 @@ def _pool_has_key_limits(pool: str) -> bool:
 
 def fair_shares(lanes: list[tuple], limit: int) -> dict[int, int]:
     """How many jobs each lane gets of a claim of ``limit``: weighted fair share between keys
-    (start-time fair queueing). ``lanes``: (id, priority, key, vtime, weight, room, due) as
-    ``flow_lanes_due`` reads them. A lane's i-th job stands at vtime + i / weight; the ``limit``
+    (start-time fair queueing). ``lanes``: (id, priority, key, vtime, weight, room, due,
+    …) as ``flow_lanes_due`` reads them. A lane's i-th job stands at vtime + i / weight; the ``limit``
     first places go, the most urgent lane of priority first, no lane more than its due jobs and no
     key more than its room (None: no limit)."""
     room = {lane[2]: lane[5] for lane in lanes}
-    line = [(priority, vtime, index) for index, (_, priority, _, vtime, _, _, _) in enumerate(lanes)]
+    line = [(lane[1], lane[3], index) for index, lane in enumerate(lanes)]
     heapq.heapify(line)
     shares: dict[int, int] = {}
     taken = 0
     while line and taken < limit:
         priority, place, index = heapq.heappop(line)
-        lane_id, _, key, _, weight, _, due = lanes[index]
+        lane_id, _, key, _, weight, _, due = lanes[index][:7]
         if shares.get(lane_id, 0) >= due or (room[key] is not None and room[key] <= 0):
             continue
         if room[key] is not None:
@@ -440,9 +443,9 @@ LONE_LANE_SECONDS = 0.5
 _lone_lanes: dict[str, tuple[float, tuple]] = {}
 
 
-def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], list[int], bool]:
-    """One claim: the jobs, the lanes that gave fewer than their share, and whether it took from the
-    lone lane without reading the lanes. Where a running limit applies, the claim holds the pool's
+def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], list[int], bool, list[int]]:
+    """One claim: the jobs, the lanes that gave fewer than their share, whether it took from the
+    lone lane without reading the lanes, and the lanes it took from. Where a running limit applies, the claim holds the pool's
     claim lock: it counts the leases after the claim before it committed."""
     pool = params["pool"]
     params = {**params, "limit": limit}
@@ -451,7 +454,7 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
         cached = _lone_lanes.get(pool)
         lone = not limited and cached is not None and cached[0] > time.monotonic()
         if lone:
-            lanes, charged = [(*cached[1][:6], limit)], set()
+            lanes, charged = [(*cached[1][:6], limit, cached[1][7])], set()
         else:
             if limited:
                 _fetch_one(queries.flow_claim_lock, params)
@@ -466,7 +469,7 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
         # A lane whose hint said due but that has no due job: read again (after this transaction).
         stale = [lane[0] for lane in lanes if lane[6] == 0]
         if not shares:
-            return [], stale, False
+            return [], stale, False, []
         chosen = [lane for lane in lanes if lane[0] in shares]
         rows = _fetch_all(
             queries.jobs_claim_due_skip_locked,
@@ -477,6 +480,7 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
                 "keys": [lane[2] for lane in chosen],
                 "takes": [shares[lane[0]] for lane in chosen],
                 "weights": [lane[4] if lane[0] in charged else 0 for lane in chosen],
+                "fronts": [lane[7] for lane in chosen],
             },
         )
     # Django leaves JSON undecoded on raw cursors (its fields decode it); decode it here.
@@ -487,7 +491,7 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
     short = [lane for lane, take in shares.items() if got[lane] < take]
     if short:
         _lone_lanes.pop(pool, None)
-    return claimed, short + stale, lone
+    return claimed, short + stale, lone, list(got)
 
 
 # --- fenced writes by the lease holder ---------------------------------------------------------

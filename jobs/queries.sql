@@ -116,9 +116,10 @@ JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AN
 -- first, then the least served: at most %(limit)s of them, the most a claim of %(limit)s can use.
 -- A paused key's are left out; with %(limited)s (under flow_claim_lock), so are those of a key that
 -- holds its limit: %(default_limit)s leases, or its own limit if an operator set one (NULL: no
--- limit). Each with its key's weight and room (what it may still start; NULL: no limit), and its
--- due jobs counted up to %(limit)s (job_flow_idx). The leases are counted from the jobs
--- (job_leased_idx), right after any crash, as no counter would be.
+-- limit). Each with its key's weight and room (what it may still start; NULL: no limit), its due
+-- jobs counted up to %(limit)s (job_flow_idx, from next_due on: no planned job of the lane is due
+-- before it), and next_due. The leases are counted from the jobs (job_leased_idx), right after any
+-- crash, as no counter would be.
 WITH running AS MATERIALIZED (
     SELECT j.flow_key AS key, count(*) AS n FROM jobs_job AS j
     WHERE %(limited)s AND j.state = ANY(%(leased)s) AND j.pool = %(pool)s
@@ -128,9 +129,9 @@ SELECT l.id, l.priority, l.key, l.vtime, coalesce(k.weight, 1),
        CASE WHEN %(limited)s THEN coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0) END,
        (SELECT count(*) FROM (SELECT 1 FROM jobs_job AS j
                               WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.priority = l.priority
-                                AND j.flow_key = l.key AND j.due_at <= leitstand_now()
-                                AND j.due_at >= %(due_from)s::timestamptz
-                              LIMIT %(limit)s) AS due)
+                                AND j.flow_key = l.key AND j.due_at <= leitstand_now() AND j.due_at >= l.next_due
+                              LIMIT %(limit)s) AS due),
+       l.next_due
 FROM jobs_flowlane AS l
 LEFT JOIN jobs_flowkey AS k ON k.pool = l.pool AND k.key = l.key
 LEFT JOIN running AS r ON r.key = l.key
@@ -146,23 +147,23 @@ LIMIT %(limit)s
 -- %(takes)s of its oldest due; charged 1 / %(weights)s per job, 0: not charged): raise each one's lease version (the
 -- attempt's ID and fencing token), insert its attempt and log the claim; with %(start)s also start
 -- them (both transitions logged). Each lane moves on by 1 / weight per job, and its pool lane's
--- virtual time to the place of the last job served. Jobs another claimer locked are skipped. Only
--- jobs due at or after %(due_from)s are looked at ('-infinity': the whole line).
+-- virtual time to the place of the last job served. Jobs another claimer locked are skipped.
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 quota AS (
     SELECT * FROM unnest(%(lanes)s::bigint[], %(priorities)s::smallint[], %(keys)s::text[], %(takes)s::int[],
-                         %(weights)s::int[]) AS q(id, priority, key, take, weight)
+                         %(weights)s::int[], %(fronts)s::timestamptz[]) AS q(id, priority, key, take, weight, front)
 ),
 picked AS MATERIALIZED (
-    -- Each lane's oldest due jobs (job_flow_idx): both bounds on due_at are index conditions, so an
-    -- entry due before %(due_from)s is passed over inside the index, without a visit to the table.
+    -- Each lane's oldest due jobs (job_flow_idx): both bounds on due_at are index conditions, so the
+    -- entries before the lane's next_due (``front``: jobs claimed before, that vacuum may not have
+    -- removed yet) are passed over inside the index, without a visit to the table.
     -- SKIP LOCKED: concurrent claimers take different jobs instead of waiting for each other.
     -- MATERIALIZED: the locking selection must run exactly once.
     SELECT j.id, q.id AS lane FROM quota AS q
     CROSS JOIN LATERAL (
         SELECT j.id FROM jobs_job AS j
         WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.priority = q.priority AND j.flow_key = q.key
-          AND j.due_at <= (SELECT now FROM clock) AND j.due_at >= %(due_from)s::timestamptz
+          AND j.due_at <= (SELECT now FROM clock) AND j.due_at >= q.front
         ORDER BY j.due_at, j.id
         LIMIT q.take
         FOR UPDATE SKIP LOCKED

@@ -11,7 +11,7 @@ from django_fsm import TransitionNotAllowed
 from jobs import leases, services
 from jobs.effects import effect_apply_once
 from jobs.errors import ErrorKind
-from jobs.models import Attempt, Effect, Job, StaleWrite, State, Transition
+from jobs.models import Attempt, Effect, FlowLane, Job, StaleWrite, State, Transition
 from jobs.retry import RetryPolicy
 from tests.support.db import OWNER
 from tests.support.db import test_database_url as database_url
@@ -70,16 +70,22 @@ def test_claim_serves_the_urgent_lane_first_then_the_oldest_due(make_job, worker
     assert [c.lease_version for c in claimed] == [1, 1, 1, 1]
 
 
-def test_a_claim_from_the_front_passes_over_jobs_due_before_it_and_says_when_each_was_due(make_job, worker, db_clock):
+def test_a_claim_in_a_backlog_moves_its_lanes_past_the_jobs_it_took_and_says_when_each_was_due(
+    make_job, worker, db_clock
+):
     older = make_job(due_at=db_clock.now() - timedelta(minutes=2))
     front = make_job(due_at=db_clock.now() - timedelta(minutes=1))
     urgent = make_job(priority=0)
+    lane = FlowLane.objects.get(pool="crawl", priority=5, key="")
+    assert lane.next_due == older.due_at  # the lane's walk starts at its oldest planned job
 
-    claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=10, due_from=front.due_at)
+    claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=2, advance_lanes=True)
 
-    assert [(c.id, c.due_at) for c in claimed] == [(urgent.id, urgent.due_at), (front.id, front.due_at)]
+    assert [(c.id, c.due_at) for c in claimed] == [(urgent.id, urgent.due_at), (older.id, older.due_at)]
+    lane.refresh_from_db()
+    assert lane.next_due == front.due_at, "the next claim walks the lane from the job after those it took"
     (walked,) = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=10)
-    assert walked.id == older.id, "without due_from the claim walks the whole line"
+    assert walked.id == front.id
 
 
 def test_claim_takes_only_the_requested_types_and_at_most_the_limit(make_job, worker):

@@ -1,7 +1,7 @@
-"""Where a worker's claim starts (workers/runtime/claim_front.py), on real claims: from the front the
-last claim found while the pool works through a backlog, the whole line otherwise; a job that went
-back into line behind the front is found by the next whole walk; and a claim from the front does not
-visit the entries a long transaction keeps alive (the reason it exists)."""
+"""Where a worker's claim starts (workers/runtime/claim_front.py), on real claims: while the pool
+works through a backlog its claims move their flow lanes' next due time past the jobs they took, so
+the next claim does not visit the entries a long transaction keeps alive (the reason it exists); a
+job that goes back into line behind them lowers its lane's next due time and is found at once."""
 
 from datetime import timedelta
 
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from jobs import leases
-from jobs.models import Job, State
+from jobs.models import FlowLane, Job, State
 from tests.support.clock import Clock
 from tests.support.db import OWNER
 from tests.support.db import test_database_url as database_url
@@ -30,7 +30,9 @@ def take(worker):
 
     def take(limit, due_from):
         calls.append(due_from)
-        return leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=limit, due_from=due_from)
+        return leases.claim(
+            pool="crawl", worker=worker, lease_seconds=LEASE, limit=limit, advance_lanes=due_from is not None
+        )
 
     take.calls = calls
     return take
@@ -49,23 +51,21 @@ def test_a_backlog_is_claimed_from_the_front_in_line_order(front, take, make_job
     assert take.calls == [None, jobs[0].due_at, jobs[2].due_at], "the first walks the whole line, then the front"
 
 
-def test_a_partial_batch_from_the_front_walks_the_line_behind_it(front, take, make_job, db_clock):
+def test_a_claim_from_the_front_also_takes_an_older_job_of_a_less_urgent_lane(front, take, make_job, db_clock):
     jobs = backlog(make_job, db_clock, 3)
     bulk = make_job(priority=9, due_at=db_clock.now() - timedelta(hours=1))  # a less urgent lane, older
     front.claim(take, 2)
     assert [job.id for job in front.claim(take, 2)] == [jobs[2].id, bulk.id]
-    assert take.calls == [None, jobs[0].due_at, None]
+    assert take.calls == [None, jobs[0].due_at]
 
 
-def test_a_job_back_in_line_behind_the_front_waits_for_the_next_whole_walk(front, take, make_job, db_clock, worker):
+def test_a_job_back_in_line_behind_the_front_is_found_by_the_next_claim(front, take, make_job, db_clock, worker):
     jobs = backlog(make_job, db_clock, 8)
     first, _ = front.claim(take, 2)
     front.claim(take, 2)
     leases.release(first.id, first.lease_version, actor=worker.lease_owner, reason="handed back")
     assert Job.objects.get(pk=first.id).state == State.PLANNED and first.due_at < front.due_at
-    assert [job.id for job in front.claim(take, 2)] == [jobs[4].id, jobs[5].id], "behind the front: not yet"
-    front.clock.now += WALK_SECONDS
-    assert [job.id for job in front.claim(take, 2)] == [first.id, jobs[6].id], "in its place at the next walk"
+    assert [job.id for job in front.claim(take, 2)] == [first.id, jobs[4].id], "its lane's next due time went back"
 
 
 def test_no_backlog_means_whole_walks_only(front, take, make_job, db_clock):
@@ -105,11 +105,9 @@ def test_once_walks_are_expensive_claims_start_at_the_front_whatever_they_find(t
         return take(limit, due_from)
 
     front.claim(slow, 2)
-    assert [job.id for job in front.claim(slow, 2)] == [jobs[2].id], "the older bulk job waits for the next walk"
+    assert [job.id for job in front.claim(slow, 2)] == [jobs[2].id, bulk.id], "each lane from its next due time"
     assert [job.id for job in front.claim(slow, 2)] == [], "an empty claim keeps the front"
-    clock.now += 10
-    assert [job.id for job in front.claim(slow, 2)] == [bulk.id]
-    assert take.calls == [None, jobs[0].due_at, jobs[2].due_at, None]
+    assert take.calls == [None, jobs[0].due_at, bulk.due_at]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -118,28 +116,30 @@ def test_from_the_front_a_claim_does_not_visit_what_a_long_transaction_keeps(mak
     with psycopg.connect(database_url(user=OWNER), autocommit=True) as report:
         report.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         report.execute("SELECT count(*) FROM jobs_job")  # a snapshot from before the claims
-        claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=250)
+        leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=250, advance_lanes=True)
         connection.cursor().execute("VACUUM jobs_job")  # removes nothing the report can still see
+        front = FlowLane.objects.get(pool="crawl", priority=5, key="").next_due
         whole, from_front = (
             heap_fetches(
-                "SELECT id FROM jobs_job WHERE state = 'planned' AND pool = 'crawl' AND due_at <= now() "
-                "AND due_at >= %s::timestamptz ORDER BY priority, due_at, id LIMIT 10",
+                "SELECT id FROM jobs_job WHERE state = 'planned' AND pool = 'crawl' AND priority = 5"
+                " AND flow_key = '' AND due_at <= now() AND due_at >= %s::timestamptz ORDER BY due_at, id LIMIT 10",
                 due_from,
             )
-            for due_from in ("-infinity", claimed[-1].due_at)
+            for due_from in ("-infinity", front)
         )
         report.execute("COMMIT")
-    assert whole >= 250, "the whole walk visits every entry the report keeps alive"
-    assert from_front <= 20, f"from the front it does not ({from_front} visits)"
+    assert front == jobs[250].due_at, "the claim moved its lane's next due time past the jobs it took"
+    assert whole >= 250, "a walk of the whole lane visits every entry the report keeps alive"
+    assert from_front <= 20, f"from its next due time it does not ({from_front} visits)"
     assert Job.objects.filter(state=State.PLANNED).count() == len(jobs) - 250
 
 
 def heap_fetches(query: str, due_from) -> int:
-    """The heap visits of the claim's walk: the ordered scan of ``job_claim_idx`` a claim takes on a real
+    """The heap visits of a lane's walk: the ordered scan of ``job_flow_idx`` a claim takes on a real
     backlog. On 300 rows the planner may as well sort another index's 50, so sorting is priced out."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + query, [due_from])
         plan = "\n".join(line for (line,) in cursor.fetchall())
-    assert "job_claim_idx" in plan, plan
+    assert "job_flow_idx" in plan, plan
     return sum(int(line.split("Heap Fetches:")[1]) for line in plan.splitlines() if "Heap Fetches:" in line)

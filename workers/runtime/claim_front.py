@@ -1,23 +1,23 @@
-"""Where the front of a pool's line was, so that a worker's next claim starts there.
+"""Whether a worker's next claim is "from the front": in a backlog, its claims move their flow lanes'
+next due time past the jobs they took (``leases.claim(advance_lanes=True)``).
 
-The claim walks ``job_claim_idx`` (pool, priority, due_at, id) from its most urgent, oldest entry.
-Every job it claims leaves its entry there behind it, pointing at a row version that is dead but
-that vacuum may remove only once no transaction can still see it. While one long transaction lives
-on the primary — a report, a forgotten ``psql``, a backup (``manage.py db backup`` for as long as
-the dump runs) — nothing is removed, and each claim walks, and visits in the table, every job
-claimed since that transaction began: measured with ``bench.horizon``, a claim of 100 jobs went from
+A claim walks each flow lane's entries in ``job_flow_idx`` (pool, priority, flow_key, due_at, id)
+from the lane's next due time. Every job it claims leaves its entry there behind it, pointing at a
+row version that is dead but that vacuum may remove only once no transaction can still see it.
+While one long transaction lives on the primary — a report, a forgotten ``psql``, a backup
+(``manage.py db backup`` for as long as the dump runs) — nothing is removed, and a walk from a next
+due time that stayed where it was visits, in the table, every job claimed since that transaction
+began: measured with ``bench.horizon`` on the claim before flow keys, a claim of 100 jobs went from
 5 ms to 190 ms after four minutes, and the pool's throughput to a third.
 
-So a worker's claim may look only at jobs due at or after the front its last claim found
-(``leases.claim(due_from=…)``): the entries before it are passed over inside the index. While whole
-walks are cheap (under ``CHEAP_WALK_SECONDS``, as they are when vacuum keeps up), this is done only
-in a backlog (the last claim filled its batch), and a claim from the front that comes back short is
-followed by a whole walk at once (a lane ran dry: an older job of a less urgent lane is next) — the
-usual path is unchanged. Once a whole walk is expensive, claims start at the front whatever they
-find, and the whole line is walked only every ``WALK_SECONDS`` or, when walks take longer, as seldom
-as keeps them to ``WALK_SHARE`` of the time. The one delay this adds: a job behind the front (handed
-back in its place, an insert that committed late, an older job of a less urgent lane while walks are
-expensive) waits for the next whole walk.
+So while the pool works through a backlog (the last claim filled its batch), a claim also reads its
+lanes' next due time again after it (one more statement), and the next claim starts past what it
+took. While whole walks are cheap (under ``CHEAP_WALK_SECONDS``, as they are when vacuum keeps up),
+this is done only in a backlog, and a claim from the front that comes back short is followed by a
+plain claim at once; once a plain claim is expensive, claims are from the front whatever they find,
+and a plain one runs only every ``WALK_SECONDS`` or, when they take longer, as seldom as keeps them to
+``WALK_SHARE`` of the time. A job that goes back into line behind a lane's next due time lowers it
+(jobs/functions.sql, ``jobs_flow_lanes_touch``): it is found by the next claim either way.
 """
 
 from __future__ import annotations

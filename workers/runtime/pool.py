@@ -212,7 +212,7 @@ class PoolRuntime:
             limit=limit,
             start=True,
             processing_versions=self.versions,
-            due_from=due_from,
+            advance_lanes=due_from is not None,
             flow_limit=self.flow_limit,
         )
 

@@ -1,0 +1,147 @@
+"""Fair shares between flow keys in real pools (issue 39): a small key beside a flood, weights 3:1,
+and a running limit that holds while workers and the control process are killed.
+
+Synthetic jobs share their pool by client (``client:<name>``, their key namespace); they run here in
+the crawl pool, as an operator's drill may."""
+
+import os
+import signal
+import threading
+import time
+import uuid
+
+import psutil
+import pytest
+from django.db import connections
+
+from jobs import flows, leases, services
+from jobs.models import Attempt, Job, State
+from tests.support.pools import PoolProcesses, wait_for
+from workers.runtime.services import pool_pause, pool_resume
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+MAX_BATCH = 100  # LEITSTAND_MAX_BATCH (the default): the most one claim takes
+
+
+@pytest.fixture(scope="module")
+def pools(django_db_setup, django_db_blocker, tmp_path_factory):
+    processes = PoolProcesses(str(tmp_path_factory.mktemp("run")))  # leases of 2 s (FAST_TIMING)
+    processes.start("control")
+    processes.start("crawl")
+    yield processes
+    processes.stop_all()
+
+
+def flood(client: str, count: int, *, payload: dict | None = None) -> None:
+    """``count`` synthetic jobs of ``client`` in the crawl pool, in statements of 1,000."""
+    for start in range(0, count, 1000):
+        services.job_create_many(
+            [
+                {
+                    "type": "synthetic",
+                    "pool": "crawl",
+                    "idempotency_key": uuid.uuid4().hex,
+                    "payload": {"pool": "crawl", **(payload or {})},
+                    "priority": 5,
+                    "source": "",
+                    "max_attempts": 5,
+                    "schema_version": 1,
+                    "request_hash": "",
+                }
+                for _ in range(min(1000, count - start))
+            ],
+            actor="test",
+            correlation_id=f"flood-{client}",
+            key_namespace=f"client:{client}",
+        )
+
+
+def start_order() -> list[str]:
+    """The flow keys of the crawl pool's jobs in the order their first attempts were claimed."""
+    return list(
+        Attempt.objects.filter(pool="crawl", lease_version=1)
+        .order_by("claimed_at", "id")
+        .values_list("job__flow_key", flat=True)
+    )
+
+
+def test_a_small_client_starts_within_its_share_and_weights_divide_the_pool(pools):
+    pool_pause(pool="crawl", actor="test", reason="queue the flood first")
+    flood("A", 20_000)
+    flood("B", 100)
+    pool_resume(pool="crawl", actor="test", reason="go")
+    wait_for(
+        lambda: Job.objects.filter(flow_key="client:B", state=State.RESULT_STORED).count() == 100,
+        timeout=60,
+        message="client B's 100 jobs",
+    )
+    order = start_order()
+    last_b = max(i for i, key in enumerate(order) if key == "client:B")
+    # 1:1 between two keys: B's 100 jobs are among the first 200 places, give or take the claims of
+    # both workers that were under way (each takes at most MAX_BATCH, half of them B's).
+    assert last_b + 1 <= 200 + 2 * MAX_BATCH, f"B's last job started as job {last_b + 1}"
+    a_waiting = Job.objects.filter(flow_key="client:A", state=State.PLANNED).count()
+    assert a_waiting > 10_000, "B finished while A still had most of its flood waiting"
+
+    # Weights 3:1 for two flooding clients, measured over 4,000 starts while both have plenty left (a
+    # wake-up under way when the pool is paused goes on for its budget: some start before).
+    pool_pause(pool="crawl", actor="test", reason="queue the next floods")
+    wait_for(lambda: not Job.objects.filter(state__in=[State.RESERVED, State.RUNNING]).exists(), timeout=30)
+    # The rest of A's flood goes on below as a third key at weight 1: C, D and A share 3:1:1.
+    flows.flow_key_set(pool="crawl", key="client:C", actor="test", reason="worth more", weight=3)
+    flood("C", 8000)
+    flood("D", 8000)
+    started = len(start_order())
+    pool_resume(pool="crawl", actor="test", reason="go")
+    wait_for(lambda: len(start_order()) >= started + 4000, timeout=120, message="4,000 more starts")
+    later = start_order()[started : started + 4000]
+    c, d = later.count("client:C"), later.count("client:D")
+    assert 0.9 * 3 <= c / d <= 1.1 * 3, f"C {c}, D {d}: {c / d:.2f}"
+
+
+def test_a_running_limit_holds_while_workers_and_the_control_process_are_killed(pools):
+    flows.flow_key_set(pool="crawl", key="client:L", actor="test", reason="a partner's limit", max_running=5)
+    time.sleep(leases.LIMITS_SECONDS + 0.2)  # the claims' reading of the keys' limits is this old at most
+    flood("L", 300, payload={"duration_ms": 40})
+    flood("M", 300, payload={"duration_ms": 40})
+    highest, samples, stop = [0], [0], threading.Event()
+
+    def sample() -> None:
+        try:
+            while not stop.is_set():
+                running = Job.objects.filter(
+                    pool="crawl", flow_key="client:L", state__in=[State.RESERVED, State.RUNNING]
+                ).count()
+                highest[0] = max(highest[0], running)
+                samples[0] += 1
+                time.sleep(0.1)
+        finally:
+            connections.close_all()
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        for round in range(3):
+            time.sleep(1.5)
+            supervisor = psutil.Process(pools.processes["crawl"].pid).children()[0]
+            workers = [p for p in supervisor.children() if "pusher" not in p.name() and "monitor" not in p.name()]
+            for worker in workers[:1]:
+                os.kill(worker.pid, signal.SIGKILL)
+            if round == 1:
+                os.killpg(pools.processes["control"].pid, signal.SIGKILL)
+                pools.processes["control"].wait(timeout=10)
+                pools.processes.pop("control")
+                pools.start("control")
+        wait_for(
+            lambda: Job.objects.filter(flow_key__in=["client:L", "client:M"], state=State.PLANNED).count() == 0
+            and not Job.objects.filter(flow_key="client:L", state__in=[State.RESERVED, State.RUNNING]).exists(),
+            timeout=120,
+            message="both clients' jobs to run",
+        )
+    finally:
+        stop.set()
+        sampler.join(timeout=5)
+    assert samples[0] > 50
+    assert highest[0] == 5, f"client L ran {highest[0]} at once (limit 5)"
+    assert Job.objects.filter(flow_key="client:L", state=State.RESULT_STORED).count() == 300
