@@ -278,3 +278,14 @@ SELECT page.key,
         WHERE l.pool = %(pool)s AND l.key = page.key AND l.next_due IS NOT NULL)
 FROM page LEFT JOIN jobs_flowkey AS k ON k.pool = %(pool)s AND k.key = page.key
 ORDER BY page.key
+
+
+-- name: flow_running_by_key
+-- (pool, flow key, jobs holding leases) for every key with a lease: the leased set is small
+-- (job_leased_idx), whatever the number of keys.
+SELECT pool, flow_key, count(*) FROM jobs_job WHERE state IN {states.LEASED} GROUP BY pool, flow_key
+
+
+-- name: flow_keys_due_by_pool
+-- (pool, keys with due work) by %(now)s: lanes whose next due time has come (flowlane_turn_idx).
+SELECT pool, count(DISTINCT key) FROM jobs_flowlane WHERE next_due <= %(now)s GROUP BY pool

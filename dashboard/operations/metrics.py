@@ -33,6 +33,7 @@ from jobs.models import DeposedWrite, LeaderLease, database_now
 from workers.runtime import options as runtime_options
 from workers.runtime.selectors import pool_consumers
 
+FLOW_KEYS_SHOWN = 10  # per pool, by jobs holding leases
 DOCUMENTED = {
     "leitstand_jobs": "Jobs by type and state (open states exact at scrape time; done, dead, cancelled from "
     "the console snapshot, at most 5 minutes old)",
@@ -58,10 +59,15 @@ DOCUMENTED = {
     "leitstand_archived_jobs": "Jobs that left the database for the archive",
     "leitstand_leader_term": "Term of the control processes' leader lease (grows at each election; 0: nobody led yet)",
     "leitstand_leader_deposed_writes": "Writes of deposed control leaders that were refused",
+    "leitstand_flow_key_running": f"Jobs holding leases, by pool and flow key: the {FLOW_KEYS_SHOWN} keys with the most "
+    "per pool (the rest in leitstand_flow_key_running_others)",
+    "leitstand_flow_key_running_others": "Jobs holding leases of the flow keys not shown by name, by pool",
+    "leitstand_flow_keys_due": "Flow keys with due work waiting, by pool",
 }
 
 
 class PipelineCollector:
+    # Flow keys are as many as the sources and clients: only the busiest are labels (bounded cardinality).
     """Computes the pipeline figures from the database at every scrape (a handful of index-backed
     queries; the snapshot supplies the counts of finished jobs)."""
 
@@ -137,6 +143,7 @@ class PipelineCollector:
         for rule in sorted(set(Alert.objects.filter(state=Alert.State.FIRING).values_list("rule", flat=True))):
             firing.add_metric([rule], Alert.objects.filter(state=Alert.State.FIRING, rule=rule).count())
         yield firing
+        yield from self.flow_keys(now)
         lease = LeaderLease.objects.filter(name=CONTROL).values_list("term", flat=True).first()
         yield GaugeMetricFamily("leitstand_leader_term", DOCUMENTED["leitstand_leader_term"], value=lease or 0)
         yield GaugeMetricFamily(
@@ -144,6 +151,27 @@ class PipelineCollector:
             DOCUMENTED["leitstand_leader_deposed_writes"],
             value=DeposedWrite.objects.count(),
         )
+
+    def flow_keys(self, now: datetime):
+        """The busiest flow keys of each pool by name, the rest summed, and how many keys wait."""
+        running = GaugeMetricFamily(
+            "leitstand_flow_key_running", DOCUMENTED["leitstand_flow_key_running"], labels=["pool", "key"]
+        )
+        others = GaugeMetricFamily(
+            "leitstand_flow_key_running_others", DOCUMENTED["leitstand_flow_key_running_others"], labels=["pool"]
+        )
+        by_pool: dict[str, list[tuple[int, str]]] = {}
+        for pool, key, count in reads.rows("flow_running_by_key"):
+            by_pool.setdefault(pool, []).append((count, key))
+        for pool, counts in sorted(by_pool.items()):
+            counts.sort(key=lambda item: (-item[0], item[1]))
+            for count, key in counts[:FLOW_KEYS_SHOWN]:
+                running.add_metric([pool, key], count)
+            others.add_metric([pool], sum(count for count, _ in counts[FLOW_KEYS_SHOWN:]))
+        due = GaugeMetricFamily("leitstand_flow_keys_due", DOCUMENTED["leitstand_flow_keys_due"], labels=["pool"])
+        for pool, count in reads.rows("flow_keys_due_by_pool", now=now):
+            due.add_metric([pool], count)
+        yield from (running, others, due)
 
     def storage(self, snapshot: dict):
         """From the console snapshot: sizes walk the database's files, not worth a scrape's time."""
