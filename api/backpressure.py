@@ -2,11 +2,14 @@
 API submissions while it holds ``LEITSTAND_API_BULK_LANE_DEPTH`` planned jobs: they are answered 503
 with ``Retry-After`` (``errors.LaneFull``), nothing created, while submissions in the other lanes
 still pass — a flood of bulk work cannot bury urgent work, and its client is told to slow down
-before the queue drowns (docs/api.md, "Backpressure").
+before the queue drowns (docs/api.md, "Backpressure"). And a client with its bound of open jobs
+(its own ``Client.max_open_jobs``, else ``LEITSTAND_API_CLIENT_OPEN_JOBS``) is answered 429 with
+``Retry-After`` (``errors.OpenJobsFull``): one client's million jobs cannot fill the pools for all.
 
 The depth is counted through the claim's index (``lane_depth_capped`` in jobs/reads.sql: at most the
-bound's entries) and kept for a second in each process: the bound is soft by at most a second of
-submissions, and a full lane costs one count a second, not one per submission.
+bound's entries), a client's open jobs through ``job_client_open_idx`` (``client_open_jobs_capped``),
+and each count is kept for a second in each process: a bound is soft by at most a second of
+submissions, and a full lane or client costs one count a second, not one per submission.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable
 from prometheus_client import Counter
 
 from api import options
-from api.errors import LaneFull
+from api.errors import LaneFull, OpenJobsFull
 from jobs import reads
 from workers.runtime.registry import registry
 
@@ -25,6 +28,7 @@ BULK_LANE = 9
 CACHE_SECONDS = 1.0
 
 _depths: dict[str, tuple[float, int]] = {}  # pool → (when counted, depth counted up to the bound)
+_open: dict[int, tuple[float, int]] = {}  # client ID → (when counted, open jobs counted up to the bound)
 REFUSED = Counter(
     "leitstand_api_refused_submissions", "API submissions refused to protect a pool, by reason", ["pool", "reason"]
 )
@@ -49,6 +53,26 @@ def lane_check(job_type: str, priority: int | None, *, repeat: Callable[[], bool
         raise LaneFull(pool, bound, options.current().bulk_retry_after_seconds)
 
 
+def open_jobs_check(client, jobs: int, *, pool: str, repeat: Callable[[], bool]) -> None:
+    """Raise ``OpenJobsFull`` when ``client`` (None: the system's own, never bound) would have more
+    than its bound of open jobs with the ``jobs`` this submission adds, unless ``repeat()``: the
+    submission names what exists already. ``pool``: where the refusal is counted."""
+    bound = (
+        options.current().client_open_jobs if client is None or client.max_open_jobs is None else client.max_open_jobs
+    )
+    if client is None or not bound:
+        return
+    counted = _open.get(client.pk)
+    now = time.monotonic()
+    if counted is None or now - counted[0] > CACHE_SECONDS:
+        counted = (now, reads.row("client_open_jobs_capped", client=client.pk, cap=bound)[0])
+        _open[client.pk] = counted
+    if counted[1] + jobs > bound and not repeat():
+        REFUSED.labels(pool, "client_open_jobs").inc()
+        raise OpenJobsFull(bound, options.current().open_jobs_retry_after_seconds)
+
+
 def forget() -> None:
     """Count afresh on the next check (tests)."""
     _depths.clear()
+    _open.clear()

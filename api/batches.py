@@ -12,10 +12,11 @@ from ninja import Field, Router, Schema, Status
 from pydantic import BaseModel, StrictInt
 
 from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
-from api.backpressure import lane_check
+from api.backpressure import lane_check, open_jobs_check
 from api.fields import HeaderText, Text, utc
 from jobs.batches import batch_out, batch_progress
 from jobs.models import Batch
+from workers.runtime.registry import registry
 from workers.runtime.services import batch_submit
 
 logger = logging.getLogger("leitstand.api")
@@ -80,14 +81,14 @@ def batches_create(request, body: BatchIn):
         submittable_require(request, job.type, field=f"jobs[{index}].type")
     jobs_budget_spend(request, len(body.jobs))
     client = request.auth.client
+
+    def repeat() -> bool:
+        return Batch.objects.filter(key_namespace=client.key_namespace if client else "", key=body.key).exists()
+
     for job in body.jobs:  # a batch with a member for a full bulk lane is refused whole: nothing created
-        lane_check(
-            job.type,
-            job.priority,
-            repeat=lambda: Batch.objects.filter(
-                key_namespace=client.key_namespace if client else "", key=body.key
-            ).exists(),
-        )
+        lane_check(job.type, job.priority, repeat=repeat)
+    if body.jobs:  # one more than its bound of open jobs, and the batch is refused whole
+        open_jobs_check(client, len(body.jobs), pool=registry.get(body.jobs[0].type).pool, repeat=repeat)
     submitted = batch_submit(
         client=request.auth.client,
         key=body.key,

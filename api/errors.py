@@ -25,6 +25,17 @@ class LaneFull(Exception):
         self.retry_after = retry_after
 
 
+class OpenJobsFull(Exception):
+    """A submission of a client that has its bound of open jobs (api/backpressure.py)."""
+
+    def __init__(self, bound: int, retry_after: int) -> None:
+        super().__init__(
+            f"this client has {bound:,} or more open jobs (its bound: LEITSTAND_API_CLIENT_OPEN_JOBS, or its "
+            f"own); nothing was created: retry after {retry_after} s, once some of them have ended"
+        )
+        self.retry_after = retry_after
+
+
 class RateLimited(Exception):
     def __init__(self, retry_after: float, *, limit: str) -> None:
         super().__init__(f"{limit}; retry after {retry_after:.0f} s")
@@ -60,7 +71,8 @@ PROBLEM_STATUSES = {
     "413": "The body is over the configured limit (LEITSTAND_API_MAX_BODY_BYTES, default 1 MiB).",
     "422": "The request does not match the schema, the job type is unknown, the payload fails the type's "
     "schema, or the idempotency key names a job with another payload; see invalid_fields.",
-    "429": "Over the token's rate limit; retry after the seconds in Retry-After.",
+    "429": "Over the token's rate limit, or the client has its bound of open jobs; retry after the seconds "
+    "in Retry-After.",
     "503": "The pool's bulk lane is full (a submission in priority 9); retry after the seconds in Retry-After, "
     "or submit in a more urgent lane.",
 }
@@ -92,6 +104,12 @@ def handlers_install(api: NinjaAPI) -> None:
             kind="/problems/rate-limited",
         )
         response["Retry-After"] = str(max(int(exc.retry_after + 0.999), 1))
+        return response
+
+    @api.exception_handler(OpenJobsFull)
+    def _open_jobs_full(request, exc):
+        response = problem(429, "Too Many Requests", str(exc), kind="/problems/too-many-open-jobs")
+        response["Retry-After"] = str(exc.retry_after)
         return response
 
     @api.exception_handler(LaneFull)

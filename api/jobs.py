@@ -21,7 +21,7 @@ from ninja.errors import HttpError
 from pydantic import BaseModel, StrictInt
 
 from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require, submittable_require
-from api.backpressure import lane_check
+from api.backpressure import lane_check, open_jobs_check
 from api.fields import HeaderText, Text, due_at_check, utc
 from api.rechecks import ObservationOut, RecheckPlanOut
 from jobs import tracing
@@ -222,13 +222,14 @@ def jobs_create(request, body: JobIn):
     correlation = body.correlation_id or request.META.get("HTTP_X_CORRELATION_ID", "")
     due_at = due_at_check(utc(body.due_at, "due_at"))
     client = request.auth.client
-    lane_check(
-        body.type,
-        body.priority,
-        repeat=lambda: Job.objects.filter(
+
+    def repeat() -> bool:
+        return Job.objects.filter(
             type=body.type, key_namespace=client.key_namespace if client else "", idempotency_key=body.idempotency_key
-        ).exists(),
-    )
+        ).exists()
+
+    lane_check(body.type, body.priority, repeat=repeat)
+    open_jobs_check(client, 1, pool=registry.get(body.type).pool, repeat=repeat)
     submission = job_submit(
         client=request.auth.client,
         request_hash=request_fingerprint(

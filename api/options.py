@@ -12,6 +12,8 @@ reads ``django.conf`` (tests/api/test_options.py keeps it so).
 | ``LEITSTAND_TRUSTED_PROXIES`` | ``trusted_proxies``: how many proxies in front set ``X-Forwarded-For`` |
 | ``LEITSTAND_API_BULK_LANE_DEPTH`` | ``bulk_lane_depth``: planned jobs a pool's bulk lane holds before bulk submissions get 503 (0: no bound) |
 | ``LEITSTAND_API_BULK_RETRY_AFTER_SECONDS`` | ``bulk_retry_after_seconds``: the ``Retry-After`` of that 503 |
+| ``LEITSTAND_API_CLIENT_OPEN_JOBS`` | ``client_open_jobs``: open jobs a client may have before its submissions get 429, unless the client has its own bound (0: no bound) |
+| ``LEITSTAND_API_OPEN_JOBS_RETRY_AFTER_SECONDS`` | ``open_jobs_retry_after_seconds``: the ``Retry-After`` of that 429 |
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ SETTINGS = (
     "LEITSTAND_TRUSTED_PROXIES",
     "LEITSTAND_API_BULK_LANE_DEPTH",
     "LEITSTAND_API_BULK_RETRY_AFTER_SECONDS",
+    "LEITSTAND_API_CLIENT_OPEN_JOBS",
+    "LEITSTAND_API_OPEN_JOBS_RETRY_AFTER_SECONDS",
 )
 
 
@@ -40,6 +44,8 @@ class ApiOptions:
     trusted_proxies: int = 0
     bulk_lane_depth: int = 100_000
     bulk_retry_after_seconds: int = 30
+    client_open_jobs: int = 1_000_000
+    open_jobs_retry_after_seconds: int = 30
 
     def __post_init__(self) -> None:
         require_number(self.max_body_bytes, "LEITSTAND_API_MAX_BODY_BYTES", minimum=1024, whole=True)
@@ -51,6 +57,10 @@ class ApiOptions:
         require_number(self.trusted_proxies, "LEITSTAND_TRUSTED_PROXIES", minimum=0, whole=True)
         require_number(self.bulk_lane_depth, "LEITSTAND_API_BULK_LANE_DEPTH", minimum=0, whole=True)
         require_number(self.bulk_retry_after_seconds, "LEITSTAND_API_BULK_RETRY_AFTER_SECONDS", minimum=1, whole=True)
+        require_number(self.client_open_jobs, "LEITSTAND_API_CLIENT_OPEN_JOBS", minimum=0, whole=True)
+        require_number(
+            self.open_jobs_retry_after_seconds, "LEITSTAND_API_OPEN_JOBS_RETRY_AFTER_SECONDS", minimum=1, whole=True
+        )
 
     @classmethod
     def from_settings(cls, settings) -> ApiOptions:
@@ -63,6 +73,8 @@ class ApiOptions:
             trusted_proxies=settings.LEITSTAND_TRUSTED_PROXIES,
             bulk_lane_depth=settings.LEITSTAND_API_BULK_LANE_DEPTH,
             bulk_retry_after_seconds=settings.LEITSTAND_API_BULK_RETRY_AFTER_SECONDS,
+            client_open_jobs=settings.LEITSTAND_API_CLIENT_OPEN_JOBS,
+            open_jobs_retry_after_seconds=settings.LEITSTAND_API_OPEN_JOBS_RETRY_AFTER_SECONDS,
         )
 
 

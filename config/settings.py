@@ -610,6 +610,8 @@ LEITSTAND_API_UNAUTHENTICATED_PER_MINUTE = env_int("LEITSTAND_API_UNAUTHENTICATE
 # that lane holds this many planned jobs is answered 503 with Retry-After; other lanes still pass.
 LEITSTAND_API_BULK_LANE_DEPTH = env_int("LEITSTAND_API_BULK_LANE_DEPTH", 100_000, minimum=0)
 LEITSTAND_API_BULK_RETRY_AFTER_SECONDS = env_int("LEITSTAND_API_BULK_RETRY_AFTER_SECONDS", 30, minimum=1)
+LEITSTAND_API_CLIENT_OPEN_JOBS = env_int("LEITSTAND_API_CLIENT_OPEN_JOBS", 1_000_000, minimum=0)
+LEITSTAND_API_OPEN_JOBS_RETRY_AFTER_SECONDS = env_int("LEITSTAND_API_OPEN_JOBS_RETRY_AFTER_SECONDS", 30, minimum=1)
 # Webhooks to the PHP core (docs/api.md): signed POSTs on job.done, job.dead, job.ready_for_review
 # and recheck_plan.ended, delivered as jobs in the notify pool. Off while the URL is empty.
 LEITSTAND_WEBHOOK = {

@@ -40,6 +40,21 @@ def client_ensure(*, name: str, actor: str, user=None) -> tuple[Client, bool]:
     return Client.objects.get_or_create(name=name, defaults={"created_by": actor[:255]})
 
 
+def client_open_jobs_set(*, client_id: int, bound: int | None, actor: str, user=None) -> Client:
+    """Set how many open jobs the client may have before its submissions are answered 429 (1 …
+    10,000,000); None: the installation's ``LEITSTAND_API_CLIENT_OPEN_JOBS``."""
+    clients_require(user)
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= 10_000_000):
+        raise JobInputError("max_open_jobs", "must be a whole number from 1 to 10,000,000, or empty for the default")
+    with transaction.atomic():
+        client = Client.objects.select_for_update().filter(pk=client_id).first()
+        if client is None:
+            raise JobInputError("client", f"no client {client_id}")
+        client.max_open_jobs = bound
+        client.save(update_fields=["max_open_jobs"])
+    return client
+
+
 def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tuple[Client, str]:
     """Give the client its own webhook at ``url`` with a new signing secret (returned once, stored to
     sign); an empty ``url`` sends its events to the global webhook, ``none`` nowhere (the operator's

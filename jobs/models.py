@@ -82,6 +82,11 @@ class Client(models.Model):
         max_length=500, blank=True, default="", help_text="Its own receiver of events; empty: see uses_global_webhook."
     )
     webhook_secret = models.CharField(max_length=200, blank=True, default="", help_text="Signs its webhooks.")
+    max_open_jobs = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Open jobs it may have before its submissions are answered 429; empty: the default.",
+    )
     uses_global_webhook = models.BooleanField(
         default=False,
         db_default=False,
@@ -276,6 +281,12 @@ class Job(ConcurrentTransitionMixin, models.Model):
             # order of the last change. Transitions are not HOT updates anyway (``state`` is indexed),
             # so this is one more index entry per transition; heartbeats touch neither column.
             models.Index(fields=["state_changed_at", "id"], name="job_changed_idx"),
+            # A client's open jobs, counted (up to its bound) before it may submit more (api/backpressure.py).
+            models.Index(
+                fields=["client"],
+                name="job_client_open_idx",
+                condition=Q(client__isnull=False) & ~Q(state__in=TERMINAL_STATES),
+            ),
             # The same list for a client that sees only its own jobs.
             models.Index(
                 fields=["client", "state_changed_at", "id"],

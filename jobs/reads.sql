@@ -86,6 +86,13 @@ SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = {state.PLANNED} AND p
                       AND priority = %(priority)s LIMIT %(cap)s) AS lane
 
 
+-- name: client_open_jobs_capped
+-- Open jobs (not done, dead or cancelled) of client %(client)s, counted up to %(cap)s
+-- (job_client_open_idx: the API's bound on a client's open jobs; an exact count is never needed).
+SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE client_id = %(client)s AND NOT (state IN {states.TERMINAL})
+                      LIMIT %(cap)s) AS open
+
+
 -- name: pool_has_due_work
 -- Whether pool %(pool)s has a due planned job, and whether it is paused.
 SELECT EXISTS (SELECT 1 FROM jobs_job WHERE state = {state.PLANNED} AND pool = %(pool)s

@@ -12,11 +12,14 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from api import options as api_options
 from api.clients import client_webhook_set
 from api.models import ApiToken
 from api.tokens import SCOPES, token_create, token_revoke, token_rotate
 from dashboard.admin.base import ReadOnlyAdmin
 from dashboard.audit import audited
+from dashboard.display import as_id
+from jobs.clients import client_open_jobs_set
 from jobs.models import MANAGE_CLIENTS_PERMISSION, Client
 from jobs.services import JobInputError
 from workers.runtime.webhook import url_redacted
@@ -63,6 +66,7 @@ class ClientAdmin(ReadOnlyAdmin):
             "opts": self.model._meta,
             "scopes": SCOPES,
             "can_manage": request.user.has_perm(MANAGE_CLIENTS_PERMISSION),
+            "default_open_jobs": api_options.current().client_open_jobs or "no bound",
             **extra,
         }
 
@@ -122,6 +126,23 @@ class ClientAdmin(ReadOnlyAdmin):
                 apply=lambda: token_rotate(name=token_name, user=request.user),
                 secret_of=lambda rotated: (f"token {rotated[0].name}", rotated[1]),
                 result=lambda rotated: f"new secret, prefix {rotated[0].prefix}…",
+            )
+        if action == "open_jobs_set":
+            text = request.POST.get("max_open_jobs", "").strip()
+            bound = as_id(text) if text else None
+            if text and bound is None:
+                messages.error(request, "max_open_jobs: must be a whole number, or empty for the default")
+                return back
+            return self._apply(
+                request,
+                back,
+                action="api_client.open_jobs",
+                target=f"client {client.name}",
+                reason=reason,
+                apply=lambda: client_open_jobs_set(
+                    client_id=client.pk, bound=bound, actor=f"user:{request.user.get_username()}", user=request.user
+                ),
+                result=lambda changed: f"open jobs bound {changed.max_open_jobs or 'default'}",
             )
         if action == "webhook_set":
             url = request.POST.get("webhook_url", "")

@@ -111,3 +111,83 @@ def test_the_php_client_waits_for_retry_after_and_submits_again(live_server, ful
     assert result["created"] is True and result["attempts"] >= 2, result
     assert result["seconds"] >= 1.0, "it waited the Retry-After (1 s), not its own 0.1 s backoff"
     assert Job.objects.get(pk=result["id"]).priority == 9
+
+
+@pytest.fixture
+def bound_of_three(settings):
+    """Every client may have 3 open jobs."""
+    settings.LEITSTAND_API_CLIENT_OPEN_JOBS = 3
+    settings.LEITSTAND_API_OPEN_JOBS_RETRY_AFTER_SECONDS = 1
+    backpressure.forget()
+    yield
+    backpressure.forget()
+
+
+def test_a_client_at_its_bound_of_open_jobs_gets_429_and_others_go_on(client, bound_of_three, token):
+    for n in range(3):
+        assert submit(client, token, f"open-{n}").status_code == 201
+    backpressure.forget()
+    before = Job.objects.count()
+    refused = submit(client, token, "open-3")
+    assert refused.status_code == 429 and refused["Retry-After"] == "1"
+    assert refused["RateLimit-Limit"] and refused["RateLimit-Remaining"], "the token's budget, as on every answer"
+    assert (
+        refused.json()["type"] == "/problems/too-many-open-jobs" and "3 or more open jobs" in refused.json()["detail"]
+    )
+    assert Job.objects.count() == before, "nothing created"
+    assert submit(client, token, "open-0").status_code == 200, "a repeat of what exists is answered"
+    batch = {"key": "b", "name": "b", "jobs": [{"type": "synthetic", "payload": {}, "idempotency_key": "b-1"}]}
+    assert submit(client, token, None, path="/api/v1/batches", body=batch).status_code == 429
+    assert not Batch.objects.exists()
+
+    _, other = token_create(name="other", client="partner", scopes=["jobs:write", "jobs:synthetic"])
+    assert submit(client, other, "partner-1").status_code == 201, "another client's bound is its own"
+
+    from jobs.models import Client
+
+    Client.objects.filter(name="php-core").update(max_open_jobs=10)  # its own bound, above the default
+    backpressure.forget()
+    assert submit(client, token, "open-3").status_code == 201
+
+
+def test_the_bound_counts_open_jobs_only(client, bound_of_three, token):
+    ids = [submit(client, token, f"ended-{n}").json()["id"] for n in range(3)]
+    for job_id in ids:
+        client.post(
+            f"/api/v1/jobs/{job_id}/cancel", "{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+        )
+    backpressure.forget()
+    assert submit(client, token, "after-ended").status_code == 201, "cancelled jobs are not open"
+
+
+def test_the_php_client_waits_for_a_429s_retry_after_and_submits_again(live_server, bound_of_three, token):
+    """The client is at its bound when the PHP client submits; half a second later one of its jobs is
+    cancelled. The client waits the 429's Retry-After and its next try is created."""
+    from jobs.services import job_cancel
+
+    jobs = [submit_as(live_server, token, f"php-open-{n}") for n in range(3)]
+    backpressure.forget()  # counted afresh: the bound is soft by a second's submissions
+    freed = threading.Timer(0.5, lambda: job_cancel(job_id=jobs[0], actor="test", reason="done with it"))
+    script = f"""
+        require '{PHP_CLIENT}/autoload.php';
+        $client = new Leitstand\\Client('{live_server.url}', '{token}', ['backoff_seconds' => 0.1]);
+        $started = microtime(true);
+        $job = $client->submitJob('synthetic', [], 'php-open-3');
+        echo json_encode(['id' => $job['id'], 'created' => $job['created'], 'attempts' => $client->lastAttempts,
+                          'seconds' => microtime(true) - $started]);
+    """
+    freed.start()
+    ran = subprocess.run(["php", "-r", script], capture_output=True, text=True, timeout=60)
+    freed.join()
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    result = json.loads(ran.stdout)
+    assert result["created"] is True and result["attempts"] >= 2, result
+    assert result["seconds"] >= 1.0, "it waited the Retry-After (1 s), not its own 0.1 s backoff"
+
+
+def submit_as(live_server, token, key) -> str:
+    from django.test import Client as TestClient
+
+    answer = submit(TestClient(), token, key)
+    assert answer.status_code == 201, answer.content
+    return answer.json()["id"]

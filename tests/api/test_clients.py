@@ -342,3 +342,32 @@ def test_a_clients_webhook_at_a_private_address_is_refused_at_delivery(client, s
         assert receiver.deliveries == []
     finally:
         receiver.close()
+
+
+@pytest.mark.django_db
+def test_an_operator_sets_a_clients_bound_of_open_jobs_and_a_viewer_cannot(client, django_user_model):
+    from dashboard.roles import roles_ensure
+
+    token_create(name="core", client="php-core", scopes=["jobs:read"])
+    owner = Client.objects.get(name="php-core")
+    act = f"/admin/jobs/client/{owner.pk}/act/"
+    viewer = django_user_model.objects.create_user("vera", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()["viewer"])
+    client.force_login(viewer)
+    client.post(act, {"action": "open_jobs_set", "max_open_jobs": "5", "reason": "no"})
+    assert Client.objects.get(pk=owner.pk).max_open_jobs is None
+
+    operator = django_user_model.objects.create_user("olga", password="x" * 12, is_staff=True)
+    operator.groups.add(roles_ensure()["operator"])
+    client.force_login(operator)
+    page = client.get(f"/admin/jobs/client/{owner.pk}/change/").content.decode()
+    assert "the default (1000000)" in page
+    client.post(act, {"action": "open_jobs_set", "max_open_jobs": "5000", "reason": "a big nightly run"})
+    assert Client.objects.get(pk=owner.pk).max_open_jobs == 5000
+    for bad in ("0", "-3", "²", "1e9", "99999999999"):
+        client.post(act, {"action": "open_jobs_set", "max_open_jobs": bad, "reason": "r"})
+    assert Client.objects.get(pk=owner.pk).max_open_jobs == 5000, "nothing changed"
+    client.post(act, {"action": "open_jobs_set", "max_open_jobs": "", "reason": "back to the default"})
+    assert Client.objects.get(pk=owner.pk).max_open_jobs is None
+    entries = AuditEntry.objects.filter(action="api_client.open_jobs").values_list("actor", "result")
+    assert ("user:olga", "open jobs bound 5000") in list(entries)
