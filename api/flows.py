@@ -53,13 +53,13 @@ def _out(pool: str, row: dict) -> dict:
 
 
 @router.get("/pools/{pool}/keys", response=FlowKeyPage)
-def flow_keys_list(request, pool: str, after: Text = "", limit: int = PAGE):
+def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = PAGE):
     """A pool's keys with work or settings, in key order, a page at a time (``after``: the last key of
     the page before)."""
     require(request, "jobs:all")
     require(request, "jobs:read")
     limit = max(1, min(limit, PAGE))
-    rows = flows.flow_keys(pool, limit=limit + 1, after=after or None)
+    rows = flows.flow_keys(pool, limit=limit + 1, after=after)
     return {
         "items": [_out(pool, row) for row in rows[:limit]],
         "next_after": rows[limit - 1]["key"] if len(rows) > limit else None,
@@ -78,4 +78,4 @@ def flow_key_set(request, pool: str, body: FlowKeyIn):
     logger.info(
         "flow key %r of pool %s set by token %s: %s (%s)", body.key, pool, request.auth.name, changes, body.reason
     )
-    return _out(pool, flows.flow_key_read(pool, body.key))
+    return _out(pool, flows.flow_key_read(pool, flows.key_stored(body.key)))

@@ -29,10 +29,17 @@ MAINTENANCE_FUNCTIONS = (
     "leitstand_partitions_ensure(integer)",
     "leitstand_partitions_drop(date)",
 )
+# The engine's lane bookkeeping (jobs/functions.sql): run as the owner, by the application alone.
+APPLICATION_FUNCTIONS = ("jobs_flow_lanes_touch(uuid[])", "jobs_flow_lanes_refresh(bigint[])")
 
 
 def grants_sql(
-    application: str, maintenance: str, functions=MAINTENANCE_FUNCTIONS, *, idle_in_transaction_ms: int = 60_000
+    application: str,
+    maintenance: str,
+    functions=MAINTENANCE_FUNCTIONS,
+    *,
+    application_functions=APPLICATION_FUNCTIONS,
+    idle_in_transaction_ms: int = 60_000,
 ) -> list[str]:
     from dashboard.models import AuditEntry
     from jobs.models import Job, StepEvent, Transition
@@ -69,6 +76,11 @@ def grants_sql(
             f"REVOKE ALL ON FUNCTION {function} FROM PUBLIC, {application}",
             f"GRANT EXECUTE ON FUNCTION {function} TO {maintenance}",
         ]
+    for function in application_functions:  # they run as the owner: nobody else may call them
+        statements += [
+            f"REVOKE ALL ON FUNCTION {function} FROM PUBLIC, {maintenance}",
+            f"GRANT EXECUTE ON FUNCTION {function} TO {application}",
+        ]
     return statements
 
 
@@ -98,9 +110,17 @@ def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bo
             "SELECT f FROM unnest(%s::text[]) AS f WHERE to_regprocedure(f) IS NOT NULL", [list(MAINTENANCE_FUNCTIONS)]
         )
         functions = [row[0] for row in cursor.fetchall()]  # a database migrated back may lack some
+        cursor.execute(
+            "SELECT f FROM unnest(%s::text[]) AS f WHERE to_regprocedure(f) IS NOT NULL", [list(APPLICATION_FUNCTIONS)]
+        )
+        application_functions = [row[0] for row in cursor.fetchall()]
         idle_ms = settings.IDLE_IN_TRANSACTION_TIMEOUT_MS
         for statement in grants_sql(
-            roles["application"], roles["maintenance"], functions, idle_in_transaction_ms=idle_ms
+            roles["application"],
+            roles["maintenance"],
+            functions,
+            application_functions=application_functions,
+            idle_in_transaction_ms=idle_ms,
         ):
             cursor.execute(statement)
     return True

@@ -93,10 +93,12 @@ def _in_line(job: Job, now: datetime, *, weight: int) -> str:
             FlowKey.objects.filter(pool=job.pool, key__in=[r.key for r in rivals]).values_list("key", "weight")
         )
         for rival in rivals:
-            places = math.floor((place - rival.vtime) * weights.get(rival.key, 1)) + 1
+            places = min(math.floor((place - rival.vtime) * weights.get(rival.key, 1)) + 1, AHEAD_CAP - others)
             waiting = due.filter(priority=job.priority, flow_key=rival.key).values("id")[:places].count()
             others += waiting
             keys += 1 if waiting else 0
+            if others >= AHEAD_CAP:
+                break
     ahead = urgent + own + others
     shown = f"{AHEAD_CAP:,}+" if ahead >= AHEAD_CAP else f"{ahead:,}"
     detail = ""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from jobs import leases, reads
+from jobs.correlation import header_safe
 from jobs.models import FlowKey, LeitstandNow
 from jobs.services import JobInputError, text_check
 
@@ -40,6 +41,7 @@ def flow_key_set(
     names the field. Takes effect for the claims from a second later, on every host."""
     text_check("pool", pool, limit=64)
     text_check("key", key, limit=255)
+    key = key_stored(key)  # as a job's key is stored: "Bücher" is B%C3%BCcher (jobs.services.flow_key_of)
     text_check("actor", actor, limit=255)
     reason = reason.strip() if isinstance(reason, str) else reason
     if not isinstance(reason, str) or not reason:
@@ -68,6 +70,11 @@ def flow_key_set(
     leases.flow_settings_changed()
     settings.refresh_from_db()
     return settings
+
+
+def key_stored(key: str) -> str:
+    """A key as jobs carry it (printable ASCII; other characters percent-encoded)."""
+    return header_safe(key)
 
 
 def flow_keys(pool: str, *, limit: int = 100, after: str | None = None) -> list[dict]:

@@ -199,7 +199,8 @@ $$;
 -- The next due time of these flow lanes, read again from their planned jobs (NULL when none is
 -- planned): the claim found fewer due jobs in them than their hint said. Each is locked FOR UPDATE
 -- first (a lane a planner holds is skipped: it is being touched), and the jobs are read after the
--- lock, so no job a planner committed is missed. Returns how many lanes changed.
+-- lock, so no job a planner committed is missed — under READ COMMITTED, where each statement sees
+-- what committed before it; any other isolation level is refused. Returns how many lanes changed.
 CREATE OR REPLACE FUNCTION jobs_flow_lanes_refresh(lanes bigint[])
  RETURNS integer
  LANGUAGE plpgsql
@@ -210,6 +211,10 @@ DECLARE
     locked bigint[];
     changed integer;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'jobs_flow_lanes_refresh reads the jobs after its lock: it needs READ COMMITTED'
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
     locked := ARRAY(SELECT l.id FROM public.jobs_flowlane AS l WHERE l.id = ANY(lanes) ORDER BY l.id FOR UPDATE SKIP LOCKED);
     UPDATE public.jobs_flowlane AS l SET next_due = found.due
     FROM (SELECT f.id, (SELECT min(j.due_at) FROM public.jobs_job AS j

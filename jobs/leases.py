@@ -378,15 +378,19 @@ def claim(
         "default_limit": flow_limit,
         "leased": list(LEASED_STATES),
     }
-    claimed, short, lone, served = _claim_once(params, limit)
-    if advance_lanes and served:
-        # In a backlog: the lanes it took from start their next probe past the jobs it took.
-        short = sorted({*short, *served})
-    if short and (_fetch_one(queries.flow_lanes_refresh, {"lanes": short})[0] or lone) and len(claimed) < limit:
+    claimed: list[ClaimedJob] = []
+    for _ in range(CLAIM_ROUNDS):
+        more, short, lone, served = _claim_once(params, limit - len(claimed))
+        claimed += more
+        if advance_lanes and served:
+            # In a backlog: the lanes it took from start their next probe past the jobs it took.
+            short = sorted({*short, *served})
+        if not short or not (_fetch_one(queries.flow_lanes_refresh, {"lanes": short})[0] or lone):
+            break
+        if len(claimed) >= limit:
+            break
         # A lane's hint was early (its jobs were taken, cancelled or deferred), or the lone lane ran
         # dry: read the lanes again, claim again.
-        more, _, _, _ = _claim_once(params, limit - len(claimed))
-        claimed += more
     return claimed
 
 
@@ -414,12 +418,13 @@ def _pool_has_key_limits(pool: str) -> bool:
 
 def fair_shares(lanes: list[tuple], limit: int) -> dict[int, int]:
     """How many jobs each lane gets of a claim of ``limit``: weighted fair share between keys
-    (start-time fair queueing). ``lanes``: (id, priority, key, vtime, weight, room, due,
-    …) as ``flow_lanes_due`` reads them. A lane's i-th job stands at vtime + i / weight; the ``limit``
-    first places go, the most urgent lane of priority first, no lane more than its due jobs and no
-    key more than its room (None: no limit)."""
+    (start-time fair queueing). ``lanes``: (id, priority, key, vtime, weight, room, due, next_due,
+    clock) as ``flow_lanes_due`` reads them. A lane starts at its vtime or its pool lane's clock,
+    whichever is further (no credit for time it could not be served), and its i-th job stands at
+    start + i / weight; the ``limit`` first places go, the most urgent lane of priority first, no
+    lane more than its due jobs and no key more than its room (None: no limit)."""
     room = {lane[2]: lane[5] for lane in lanes}
-    line = [(lane[1], lane[3], index) for index, lane in enumerate(lanes)]
+    line = [(lane[1], max(lane[3], lane[8]), index) for index, lane in enumerate(lanes) if lane[6] > 0]
     heapq.heapify(line)
     shares: dict[int, int] = {}
     taken = 0
@@ -440,6 +445,11 @@ def fair_shares(lanes: list[tuple], limit: int) -> dict[int, int]:
 # without reading the lanes for LONE_LANE_SECONDS: a pool whose jobs share one key claims as it did
 # before keys, and another key's first jobs wait at most this long for their share.
 LONE_LANE_SECONDS = 0.5
+# Lanes a claim reads beyond its limit: those whose hint was early (no due job) are read again instead
+# of taking its places.
+STALE_LANES_SKIPPED = 32
+# Rounds of read-again-and-claim-again one claim makes while its lanes' hints were early.
+CLAIM_ROUNDS = 3
 _lone_lanes: dict[str, tuple[float, tuple]] = {}
 
 
@@ -454,17 +464,20 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
         cached = _lone_lanes.get(pool)
         lone = not limited and cached is not None and cached[0] > time.monotonic()
         if lone:
-            lanes, charged = [(*cached[1][:6], limit, cached[1][7])], set()
+            lanes, charged = [(*cached[1][:6], limit, *cached[1][7:])], set()
         else:
             if limited:
                 _fetch_one(queries.flow_claim_lock, params)
-            lanes = _fetch_all(queries.flow_lanes_due, {**params, "limited": limited})
-            if len(lanes) == 1 and not limited and limit > 1:
+            lanes = _fetch_all(
+                queries.flow_lanes_due, {**params, "limited": limited, "window": limit + STALE_LANES_SKIPPED}
+            )
+            if len(lanes) == 1 and lanes[0][6] > 0 and not limited and limit > 1:
                 _lone_lanes[pool] = (time.monotonic() + LONE_LANE_SECONDS, lanes[0])
             # A lane is charged its jobs when it shared the claim with another of its priority (or
             # the claim saw only as many lanes as it could use): alone, it takes nothing from anyone.
-            by_priority = Counter(lane[1] for lane in lanes)
-            charged = {lane[0] for lane in lanes if by_priority[lane[1]] > 1 or len(lanes) >= limit}
+            serving = [lane for lane in lanes if lane[6] > 0]
+            by_priority = Counter(lane[1] for lane in serving)
+            charged = {lane[0] for lane in serving if by_priority[lane[1]] > 1 or len(serving) >= limit}
         shares = fair_shares(lanes, limit)
         # A lane whose hint said due but that has no due job: read again (after this transaction).
         stale = [lane[0] for lane in lanes if lane[6] == 0]
@@ -481,6 +494,7 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
                 "takes": [shares[lane[0]] for lane in chosen],
                 "weights": [lane[4] if lane[0] in charged else 0 for lane in chosen],
                 "fronts": [lane[7] for lane in chosen],
+                "starts": [max(lane[3], lane[8]) for lane in chosen],
             },
         )
     # Django leaves JSON undecoded on raw cursors (its fields decode it); decode it here.

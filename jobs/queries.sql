@@ -113,13 +113,14 @@ JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AN
 
 -- name: flow_lanes_due
 -- The lanes of pool %(pool)s with due work a claim may serve (flowlane_turn_idx), most urgent lane
--- first, then the least served: at most %(limit)s of them, the most a claim of %(limit)s can use.
+-- first, then the least served: at most %(window)s of them (more than a claim of %(limit)s can use:
+-- a lane whose hint was early has no due job, and is read again instead).
 -- A paused key's are left out; with %(limited)s (under flow_claim_lock), so are those of a key that
 -- holds its limit: %(default_limit)s leases, or its own limit if an operator set one (NULL: no
 -- limit). Each with its key's weight and room (what it may still start; NULL: no limit), its due
 -- jobs counted up to %(limit)s (job_flow_idx, from next_due on: no planned job of the lane is due
--- before it), and next_due. The leases are counted from the jobs (job_leased_idx), right after any
--- crash, as no counter would be.
+-- before it), next_due, and its pool lane's clock. The leases are counted from the jobs
+-- (job_leased_idx), right after any crash, as no counter would be.
 WITH running AS MATERIALIZED (
     SELECT j.flow_key AS key, count(*) AS n FROM jobs_job AS j
     WHERE %(limited)s AND j.state = ANY(%(leased)s) AND j.pool = %(pool)s
@@ -131,7 +132,8 @@ SELECT l.id, l.priority, l.key, l.vtime, coalesce(k.weight, 1),
                               WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.priority = l.priority
                                 AND j.flow_key = l.key AND j.due_at <= leitstand_now() AND j.due_at >= l.next_due
                               LIMIT %(limit)s) AS due),
-       l.next_due
+       l.next_due,
+       coalesce((SELECT c.vtime FROM jobs_flowclock AS c WHERE c.pool = l.pool AND c.priority = l.priority), 0)
 FROM jobs_flowlane AS l
 LEFT JOIN jobs_flowkey AS k ON k.pool = l.pool AND k.key = l.key
 LEFT JOIN running AS r ON r.key = l.key
@@ -139,7 +141,7 @@ WHERE l.pool = %(pool)s AND l.next_due <= leitstand_now()
   AND NOT coalesce(k.paused, false)
   AND (NOT %(limited)s OR coalesce(coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0), 1) > 0)
 ORDER BY l.priority, l.vtime, l.next_due
-LIMIT %(limit)s
+LIMIT %(window)s
 
 
 -- name: jobs_claim_due_skip_locked
@@ -151,7 +153,8 @@ LIMIT %(limit)s
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 quota AS (
     SELECT * FROM unnest(%(lanes)s::bigint[], %(priorities)s::smallint[], %(keys)s::text[], %(takes)s::int[],
-                         %(weights)s::int[], %(fronts)s::timestamptz[]) AS q(id, priority, key, take, weight, front)
+                         %(weights)s::int[], %(fronts)s::timestamptz[], %(starts)s::float8[])
+        AS q(id, priority, key, take, weight, front, start)
 ),
 picked AS MATERIALIZED (
     -- Each lane's oldest due jobs (job_flow_idx): both bounds on due_at are index conditions, so the
@@ -170,8 +173,10 @@ picked AS MATERIALIZED (
     ) AS j
 ),
 served AS (
-    -- Weight 0: a lane that had its priority to itself is not charged (it took nothing from anyone).
-    UPDATE jobs_flowlane AS l SET vtime = l.vtime + taken.n::float8 / quota.weight
+    -- From where it started (its vtime, or the clock if that is further: no credit for the time it
+    -- waited paused, limited or not yet due). Weight 0: a lane that had its priority to itself is
+    -- not charged (it took nothing from anyone).
+    UPDATE jobs_flowlane AS l SET vtime = greatest(l.vtime, quota.start) + taken.n::float8 / quota.weight
     FROM (SELECT lane, count(*) AS n FROM picked GROUP BY lane) AS taken JOIN quota ON quota.id = taken.lane
     WHERE l.id = taken.lane AND quota.weight > 0
     RETURNING l.priority, l.vtime - 1.0 / quota.weight AS last

@@ -61,8 +61,10 @@ def _change(request, pool: str) -> HttpResponseRedirect:
     try:
         if weight:
             changes["weight"] = _whole(weight, "weight")
-        if "max_running" in request.POST:
-            changes["max_running"] = _whole(limit, "max_running") if limit else None
+        if request.POST.get("default_limit") == "yes":
+            changes["max_running"] = None
+        elif limit:
+            changes["max_running"] = _whole(limit, "max_running")
         if request.POST.get("paused") in ("yes", "no"):
             changes["paused"] = request.POST["paused"] == "yes"
 

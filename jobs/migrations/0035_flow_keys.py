@@ -77,6 +77,10 @@ DECLARE
     locked bigint[];
     changed integer;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'jobs_flow_lanes_refresh reads the jobs after its lock: it needs READ COMMITTED'
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
     locked := ARRAY(SELECT l.id FROM public.jobs_flowlane AS l WHERE l.id = ANY(lanes) ORDER BY l.id FOR UPDATE SKIP LOCKED);
     UPDATE public.jobs_flowlane AS l SET next_due = found.due
     FROM (SELECT f.id, (SELECT min(j.due_at) FROM public.jobs_job AS j

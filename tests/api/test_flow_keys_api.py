@@ -106,3 +106,13 @@ def test_a_bad_value_is_a_422_naming_its_field(client, body, field):
     assert answer.status_code == 422, answer.content
     assert field in answer.content.decode()
     assert not FlowKey.objects.exists()
+
+
+def test_a_page_that_ends_at_the_empty_key_goes_on_after_it(client):
+    core = bearer("jobs:read", "jobs:all")
+    submit("", 1)
+    submit("k", 1)
+    first = client.get(f"/api/v1/pools/{POOL}/keys?limit=1", **core).json()
+    assert [i["key"] for i in first["items"]] == [""] and first["next_after"] == ""
+    second = client.get(f"/api/v1/pools/{POOL}/keys?limit=1&after=", **core).json()
+    assert [i["key"] for i in second["items"]] == ["k"] and second["next_after"] is None

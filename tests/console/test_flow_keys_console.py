@@ -149,3 +149,13 @@ def test_the_job_page_says_what_its_key_holds_it_back_by(db_clock):
         "waiting for a flowconsole worker: 1 ahead of it (priority 5); 0 of key shop-a's own first, "
         "its fair share: 1 jobs of 1 other keys start first"
     )
+
+
+def test_pausing_through_the_form_keeps_the_keys_limit(as_role):
+    client = as_role(OPERATORS)
+    url = reverse("admin:flow_keys", args=[POOL])
+    client.post(url, {"key": "shop-a", "max_running": "2", "reason": "a partner's limit"})
+    client.post(url, {"key": "shop-a", "max_running": "", "paused": "yes", "reason": "asked to stop"})
+    assert FlowKey.objects.filter(key="shop-a").values_list("max_running", "paused").get() == (2, True)
+    client.post(url, {"key": "shop-a", "default_limit": "yes", "reason": "the pool's default again"})
+    assert FlowKey.objects.get(key="shop-a").max_running is None

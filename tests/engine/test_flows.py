@@ -244,3 +244,60 @@ def test_a_lone_lane_is_claimed_from_again_for_a_moment(worker, monkeypatch):
     assert keys_of(claim(worker, 10)) == {"first": 5, "second": 5}
     lanes = dict(FlowLane.objects.filter(pool=POOL).values_list("key", "vtime"))
     assert lanes == {"first": 5.0, "second": 5.0}  # charged only while they shared the pool
+
+
+@pytest.mark.django_db
+def test_only_the_application_may_run_the_lane_functions_and_only_under_read_committed(settings):
+    """They run as the tables' owner: the maintenance role (or PUBLIC) calling the refresh under an old
+    snapshot could hide a job from every claim."""
+    roles = settings.LEITSTAND_DB_ROLES
+    with connection.cursor() as cursor:
+        for function in ("jobs_flow_lanes_touch(uuid[])", "jobs_flow_lanes_refresh(bigint[])"):
+            cursor.execute(
+                "SELECT has_function_privilege(%s, %s, 'EXECUTE'), has_function_privilege(%s, %s, 'EXECUTE')",
+                [roles["application"], function, roles["maintenance"], function],
+            )
+            assert cursor.fetchone() == (True, False), function
+    import psycopg
+
+    from tests.support.db import test_database_url
+
+    with psycopg.connect(test_database_url()) as other:  # the application's role, a transaction of its own
+        other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        with pytest.raises(psycopg.errors.InvalidTransactionState, match="needs READ COMMITTED"):
+            other.execute("SELECT jobs_flow_lanes_refresh(ARRAY[1]::bigint[])")
+
+
+@pytest.mark.django_db
+def test_lanes_whose_jobs_went_elsewhere_do_not_empty_a_claim(worker):
+    """Thirty keys whose one job each was cancelled still point at a due time; a claim passes over them
+    (and reads them again) and takes the live key's jobs."""
+    for key in range(30):
+        (job,) = submit(f"gone-{key:02d}", 1)
+        services.job_cancel(job_id=job.id, actor="test", reason="not wanted")
+    submit_many("live", 10)
+    assert [len(claim(worker, 5)) for _ in range(3)] == [5, 5, 0]
+    assert not FlowLane.objects.filter(pool=POOL, key__startswith="gone-", next_due__isnull=False).exists()
+
+
+@pytest.mark.django_db
+def test_a_paused_key_comes_back_without_credit_for_its_pause(worker):
+    submit_many("a", 300)
+    submit_many("b", 300)
+    submit_many("c", 300)
+    FlowKey.objects.create(pool=POOL, key="c", paused=True, reason="asked to stop")
+    for _ in range(10):
+        complete(worker, claim(worker, 10))  # a and b: 50 each
+    FlowKey.objects.filter(key="c").update(paused=False)
+    taken = keys_of(claim(worker, 30))
+    assert set(taken) == {"a", "b", "c"} and all(9 <= n <= 11 for n in taken.values()), taken  # not 30 for c
+
+
+@pytest.mark.django_db
+def test_a_key_set_with_other_characters_is_the_key_its_jobs_carry(worker):
+    from jobs import flows
+
+    submit_many("Bücher", 5)
+    flows.flow_key_set(pool=POOL, key="Bücher", actor="test", reason="asked to stop", paused=True)
+    assert claim(worker, 5) == []
+    assert FlowKey.objects.get(pool=POOL).key == "B%C3%BCcher"
