@@ -94,22 +94,7 @@ def test_below_the_bound_or_without_one_bulk_submissions_pass(client, full_lane,
 def test_the_php_client_waits_for_retry_after_and_submits_again(live_server, full_lane, token):
     """The lane is full when the PHP client submits; a second later an operator moves a job out of it.
     The client waits the 503's Retry-After and its next try is created."""
-    freed = threading.Timer(0.5, lambda: leases.reorder(full_lane[0].pk, priority=5))
-    script = f"""
-        require '{PHP_CLIENT}/autoload.php';
-        $client = new Leitstand\\Client('{live_server.url}', '{token}', ['backoff_seconds' => 0.1]);
-        $started = microtime(true);
-        $job = $client->submitJob('synthetic', [], 'php-bulk-1', ['priority' => 9]);
-        echo json_encode(['id' => $job['id'], 'created' => $job['created'], 'attempts' => $client->lastAttempts,
-                          'seconds' => microtime(true) - $started]);
-    """
-    freed.start()
-    ran = subprocess.run(["php", "-r", script], capture_output=True, text=True, timeout=60)
-    freed.join()
-    assert ran.returncode == 0, ran.stderr + ran.stdout
-    result = json.loads(ran.stdout)
-    assert result["created"] is True and result["attempts"] >= 2, result
-    assert result["seconds"] >= 1.0, "it waited the Retry-After (1 s), not its own 0.1 s backoff"
+    result = php_submits_while(lambda: leases.reorder(full_lane[0].pk, priority=5), live_server, token, "php-bulk-1", 9)
     assert Job.objects.get(pk=result["id"]).priority == 9
 
 
@@ -167,15 +152,24 @@ def test_the_php_client_waits_for_a_429s_retry_after_and_submits_again(live_serv
 
     jobs = [submit_as(live_server, token, f"php-open-{n}") for n in range(3)]
     backpressure.forget()  # counted afresh: the bound is soft by a second's submissions
-    freed = threading.Timer(0.5, lambda: job_cancel(job_id=jobs[0], actor="test", reason="done with it"))
+    php_submits_while(
+        lambda: job_cancel(job_id=jobs[0], actor="test", reason="done with it"), live_server, token, "php-open-3"
+    )
+
+
+def php_submits_while(free, live_server, token, key, priority=None) -> dict:
+    """The PHP client submits ``key`` while it would be refused; half a second in, ``free()`` makes room.
+    It waits the answer's Retry-After (1 s) and its next try is created: what it says of its tries."""
+    options = f", ['priority' => {priority}]" if priority is not None else ""
     script = f"""
         require '{PHP_CLIENT}/autoload.php';
         $client = new Leitstand\\Client('{live_server.url}', '{token}', ['backoff_seconds' => 0.1]);
         $started = microtime(true);
-        $job = $client->submitJob('synthetic', [], 'php-open-3');
+        $job = $client->submitJob('synthetic', [], '{key}'{options});
         echo json_encode(['id' => $job['id'], 'created' => $job['created'], 'attempts' => $client->lastAttempts,
                           'seconds' => microtime(true) - $started]);
     """
+    freed = threading.Timer(0.5, free)
     freed.start()
     ran = subprocess.run(["php", "-r", script], capture_output=True, text=True, timeout=60)
     freed.join()
@@ -183,6 +177,7 @@ def test_the_php_client_waits_for_a_429s_retry_after_and_submits_again(live_serv
     result = json.loads(ran.stdout)
     assert result["created"] is True and result["attempts"] >= 2, result
     assert result["seconds"] >= 1.0, "it waited the Retry-After (1 s), not its own 0.1 s backoff"
+    return result
 
 
 def submit_as(live_server, token, key) -> str:
