@@ -333,3 +333,27 @@ def test_an_operator_moves_a_waiting_job_to_the_most_urgent_lane(page_as, live_s
     expect(page.locator(".messagelist")).to_contain_text("Moved: lane 0")
     assert Job.objects.get(pk=job.pk).priority == 0
     no_policy_violations(page)
+
+
+def test_an_operator_pauses_a_source_from_its_pool_s_key_view(page_as, live_server, make_job):
+    from jobs.models import FlowKey
+    from workers.runtime.models import Pool
+
+    Pool.objects.get_or_create(name="analysis")
+    for source, count in (("shop-a", 3), ("galerie-b", 1)):
+        for _ in range(count):
+            make_job("analysis", pool="analysis", source=source, payload={"candidate_id": 1})
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/workers/pool/")
+    page.locator('a[href="/admin/pools/analysis/keys/"]').click()
+    expect(page.locator("#flow-keys")).to_contain_text("shop-a")
+    form = page.locator("form.console-form")
+    form.get_by_label("Key").fill("shop-a")
+    form.get_by_label("State").select_option("yes")
+    form.get_by_label("Reason").fill("the site asked us to stop")
+    form.get_by_role("button", name="Change the key").click()
+    expect(page.locator(".messagelist")).to_contain_text("Key 'shop-a' in pool analysis")
+    expect(page.locator("#flow-keys tr.selected")).to_contain_text("paused")
+    page.screenshot(path="/tmp/flow-keys-page.png", full_page=True)
+    assert FlowKey.objects.get(pool="analysis", key="shop-a").paused
+    no_policy_violations(page)
