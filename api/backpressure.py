@@ -27,8 +27,8 @@ from workers.runtime.registry import registry
 BULK_LANE = 9
 CACHE_SECONDS = 1.0
 
-_depths: dict[str, tuple[float, int]] = {}  # pool → (when counted, depth counted up to the bound)
-_open: dict[int, tuple[float, int]] = {}  # client ID → (when counted, open jobs counted up to the bound)
+# (read, pool or client ID) → (when counted, what was counted up to the bound)
+_counted: dict[tuple[str, object], tuple[float, int]] = {}
 REFUSED = Counter(
     "leitstand_api_refused_submissions", "API submissions refused to protect a pool, by reason", ["pool", "reason"]
 )
@@ -43,12 +43,7 @@ def lane_check(job_type: str, priority: int | None, *, repeat: Callable[[], bool
     if not bound or (declared.default_priority if priority is None else priority) != BULK_LANE:
         return
     pool = declared.pool  # an API client's jobs run in their type's pool (workers/runtime/services.py)
-    counted = _depths.get(pool)
-    now = time.monotonic()
-    if counted is None or now - counted[0] > CACHE_SECONDS:
-        counted = (now, reads.row("lane_depth_capped", pool=pool, priority=BULK_LANE, cap=bound)[0])
-        _depths[pool] = counted
-    if counted[1] >= bound and not repeat():
+    if _count("lane_depth_capped", pool, pool=pool, priority=BULK_LANE, cap=bound) >= bound and not repeat():
         REFUSED.labels(pool, "bulk_lane_full").inc()
         raise LaneFull(pool, bound, options.current().bulk_retry_after_seconds)
 
@@ -57,22 +52,25 @@ def open_jobs_check(client, jobs: int, *, pool: str, repeat: Callable[[], bool])
     """Raise ``OpenJobsFull`` when ``client`` (None: the system's own, never bound) would have more
     than its bound of open jobs with the ``jobs`` this submission adds, unless ``repeat()``: the
     submission names what exists already. ``pool``: where the refusal is counted."""
-    bound = (
-        options.current().client_open_jobs if client is None or client.max_open_jobs is None else client.max_open_jobs
-    )
-    if client is None or not bound:
+    if client is None:
         return
-    counted = _open.get(client.pk)
-    now = time.monotonic()
-    if counted is None or now - counted[0] > CACHE_SECONDS:
-        counted = (now, reads.row("client_open_jobs_capped", client=client.pk, cap=bound)[0])
-        _open[client.pk] = counted
-    if counted[1] + jobs > bound and not repeat():
+    bound = options.current().client_open_jobs if client.max_open_jobs is None else client.max_open_jobs
+    open_jobs = _count("client_open_jobs_capped", client.pk, client=client.pk, cap=bound) if bound else 0
+    if bound and open_jobs + jobs > bound and not repeat():
         REFUSED.labels(pool, "client_open_jobs").inc()
         raise OpenJobsFull(bound, options.current().open_jobs_retry_after_seconds)
 
 
+def _count(read: str, subject, **params) -> int:
+    """The capped count ``read`` of jobs/reads.sql for ``subject``, as counted at most a second ago."""
+    now = time.monotonic()
+    counted = _counted.get((read, subject))
+    if counted is None or now - counted[0] > CACHE_SECONDS:
+        counted = (now, reads.row(read, **params)[0])
+        _counted[(read, subject)] = counted
+    return counted[1]
+
+
 def forget() -> None:
     """Count afresh on the next check (tests)."""
-    _depths.clear()
-    _open.clear()
+    _counted.clear()

@@ -48,8 +48,8 @@ class FlowKeyIn(Schema):
     reason: Text = Field(max_length=500, description="Why (required; recorded with the change).")
 
 
-def _out(pool: str, row: dict) -> dict:
-    return {**row, "pool": pool, "limit": row["max_running"] or registry.flow_limit(pool)}
+def _out(pool: str, row: dict, default_limit: int | None) -> dict:
+    return {**row, "pool": pool, "limit": row["max_running"] or default_limit}
 
 
 @router.get("/pools/{pool}/keys", response=FlowKeyPage)
@@ -60,8 +60,9 @@ def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = P
     require(request, "jobs:read")
     limit = max(1, min(limit, PAGE))
     rows = flows.flow_keys(pool, limit=limit + 1, after=after)
+    default_limit = registry.flow_limit(pool)
     return {
-        "items": [_out(pool, row) for row in rows[:limit]],
+        "items": [_out(pool, row, default_limit) for row in rows[:limit]],
         "next_after": rows[limit - 1]["key"] if len(rows) > limit else None,
     }
 
@@ -78,4 +79,4 @@ def flow_key_set(request, pool: str, body: FlowKeyIn):
     logger.info(
         "flow key %r of pool %s set by token %s: %s (%s)", body.key, pool, request.auth.name, changes, body.reason
     )
-    return _out(pool, flows.flow_key_read(pool, flows.key_stored(body.key)))
+    return _out(pool, flows.flow_key_read(pool, flows.key_stored(body.key)), registry.flow_limit(pool))

@@ -385,12 +385,11 @@ def claim(
         if advance_lanes and served:
             # In a backlog: the lanes it took from start their next probe past the jobs it took.
             short = sorted({*short, *served})
-        if not short or not (_fetch_one(queries.flow_lanes_refresh, {"lanes": short})[0] or lone):
-            break
-        if len(claimed) >= limit:
-            break
         # A lane's hint was early (its jobs were taken, cancelled or deferred), or the lone lane ran
-        # dry: read the lanes again, claim again.
+        # dry: read the lanes again, and claim again for what is still missing.
+        changed = short and (_fetch_one(queries.flow_lanes_refresh, {"lanes": short})[0] or lone)
+        if not changed or len(claimed) >= limit:
+            break
     return claimed
 
 
@@ -455,8 +454,8 @@ _lone_lanes: dict[str, tuple[float, tuple]] = {}
 
 def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], list[int], bool, list[int]]:
     """One claim: the jobs, the lanes that gave fewer than their share, whether it took from the
-    lone lane without reading the lanes, and the lanes it took from. Where a running limit applies, the claim holds the pool's
-    claim lock: it counts the leases after the claim before it committed."""
+    lone lane without reading the lanes, and the lanes it took from. Where a running limit applies,
+    the claim holds the pool's claim lock: it counts the leases after the claim before it committed."""
     pool = params["pool"]
     params = {**params, "limit": limit}
     limited = params["default_limit"] is not None or _pool_has_key_limits(pool)
