@@ -1,5 +1,5 @@
 """A pool's flow keys (issue 39): read each key's waiting and running jobs and settings, and set a
-key's weight, running limit or pause — with ``jobs:all`` (keys span every client's work): with
+key's weight, running limit, rate limit or pause — with ``jobs:all`` (keys span every client's work): with
 ``jobs:read`` to read, ``jobs:write`` to set. docs/operations.md, "Fair shares", says how to choose."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pydantic import StrictBool, StrictInt
 from api.auth import require
 from api.fields import Text
 from jobs import flows
+from jobs.services import JobInputError
 from workers.runtime.registry import registry
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,13 @@ class FlowKeyOut(Schema):
     limit: int | None = Field(description="The running limit in effect; null: none.")
     weight: int
     paused: bool
+    rate_starts: int | None = Field(
+        description="At most this many of its jobs start per rate_seconds; null: no rate limit."
+    )
+    rate_seconds: int | None = Field(description="The rate limit's interval in seconds; null: no rate limit.")
+    rate_limited_until: datetime | None = Field(
+        description="Until when its rate limit holds its next job back; null: it may start one now."
+    )
     reason: str = Field(description="Why its settings were last changed.")
 
 
@@ -45,6 +53,12 @@ class FlowKeyIn(Schema):
         default=None, description="1 … 100,000; null: the pool's default; left out: unchanged."
     )
     paused: StrictBool | None = Field(default=None, description="Left out: unchanged.")
+    rate_starts: StrictInt | None = Field(
+        default=None, description="1 … 1,000,000 starts per rate_seconds; null: no rate limit; left out: unchanged."
+    )
+    rate_seconds: StrictInt | None = Field(
+        default=None, description="1 … 86,400 seconds; given with rate_starts (null with it)."
+    )
     reason: Text = Field(max_length=500, description="Why (required; recorded with the change).")
 
 
@@ -69,12 +83,16 @@ def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = P
 
 @router.put("/pools/{pool}/keys", response=FlowKeyOut)
 def flow_key_set(request, pool: str, body: FlowKeyIn):
-    """Set one key's weight, running limit or pause (what the body leaves out stays); applies to the
-    claims from a second later, on every host."""
+    """Set one key's weight, running limit, rate limit or pause (what the body leaves out stays);
+    applies to the claims from a second later, on every host."""
     require(request, "jobs:all")
     require(request, "jobs:write")
     given = body.model_fields_set
     changes = {name: getattr(body, name) for name in ("weight", "max_running", "paused") if name in given}
+    if given & {"rate_starts", "rate_seconds"}:
+        if (body.rate_starts is None) != (body.rate_seconds is None):
+            raise JobInputError("rate_seconds", "must be given with rate_starts, both numbers or both null")
+        changes["rate"] = None if body.rate_starts is None else (body.rate_starts, body.rate_seconds)
     flows.flow_key_set(pool=pool, key=body.key, actor=f"api:{request.auth.name}", reason=body.reason, **changes)
     logger.info(
         "flow key %r of pool %s set by token %s: %s (%s)", body.key, pool, request.auth.name, changes, body.reason

@@ -50,6 +50,12 @@ def ago(seconds: float) -> str:
     return f"{seconds / 86_400:.1f} d"
 
 
+def rate(starts: int, seconds: int) -> str:
+    """A rate limit as people read it: "10 starts per second", "1 start per 5 min"."""
+    per = "second" if seconds == 1 else "minute" if seconds == 60 else "hour" if seconds == 3600 else ago(seconds)
+    return f"{starts:,} start{'' if starts == 1 else 's'} per {per}"
+
+
 def duration(milliseconds: float | None) -> str:
     """A step's or an attempt's duration as people read it: "0.9 ms", "48 ms", "1.2 s", "3 min 4 s"."""
     if milliseconds is None:

@@ -14,7 +14,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import options as console_options
-from dashboard.display import ago, clock
+from dashboard.display import ago, clock, rate
+from jobs import flows
 from jobs.models import LEASED_STATES, FlowKey, FlowLane, Job, ReviewLease, State, Transition
 from workers.runtime import options as runtime_options
 from workers.runtime.models import Pool, WorkerProcess
@@ -66,6 +67,12 @@ def _planned(job: Job, now: datetime) -> str:
                 f"{_key_named(job)} is at its limit ({running:,} of {limit:,} running); "
                 "its next job starts when one of them ends"
             )
+    until = flows.rate_limited_until(key, now)
+    if until is not None:
+        return (
+            f"{_key_named(job)} is rate-limited until {clock(until)} "
+            f"(at most {rate(key.rate_starts, key.rate_seconds)}); then it takes its share again"
+        )
     return _in_line(job, now, weight=key.weight if key else 1)
 
 

@@ -1,21 +1,24 @@
 """An operator's settings of one flow key in one pool (issue 39): its weight in the pool's fair share,
-its running limit, and whether it is paused. The console and the API change them only here; the
+its running limit, its rate limit (starts per interval), and whether it is paused. The console and the API change them only here; the
 claim reads them (jobs/queries.sql, ``flow_lanes_due``); docs/operations.md, "Fair shares", says how
 to choose them. Each change is the caller's to audit."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
 from jobs import leases, reads
 from jobs.correlation import header_safe
-from jobs.models import FlowKey, LeitstandNow
+from jobs.models import FlowKey, LeitstandNow, database_now
 from jobs.services import JobInputError, text_check
 
 MAX_WEIGHT = 1000
 MAX_LIMIT = 100_000
+MAX_RATE_STARTS = 1_000_000
+MAX_RATE_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,14 @@ def flow_key_set(
     weight: int | Unchanged = UNCHANGED,
     max_running: int | None | Unchanged = UNCHANGED,
     paused: bool | Unchanged = UNCHANGED,
+    rate: tuple[int, int] | None | Unchanged = UNCHANGED,
 ) -> FlowKey:
-    """Set a key's weight (1–1000), running limit (1–100,000; None: the pool's default) or pause
-    (``reason`` required, 1–500 printable characters); what is not named stays. ``JobInputError``
-    names the field. Takes effect for the claims from a second later, on every host."""
+    """Set a key's weight (1–1000), running limit (1–100,000; None: the pool's default), rate limit
+    (``rate``: at most so many starts, 1–1,000,000, per so many seconds, 1–86,400; None: none) or
+    pause (``reason`` required, 1–500 printable characters); what is not named stays.
+    ``JobInputError`` names the field. Takes effect for the claims from a second later, on every
+    host; a changed rate counts what the key started under the old one (its bucket) at the new one's
+    spacing."""
     text_check("pool", pool, limit=64)
     text_check("key", key, limit=255)
     key = key_stored(key)  # as a job's key is stored: "Bücher" is B%C3%BCcher (jobs.services.flow_key_of)
@@ -56,6 +63,12 @@ def flow_key_set(
             raise JobInputError("max_running", f"must be a whole number from 1 to {MAX_LIMIT:,}, or empty")
     if paused is not UNCHANGED and not isinstance(paused, bool):
         raise JobInputError("paused", "must be true or false")
+    if rate is not UNCHANGED and rate is not None:
+        starts, seconds = rate
+        if isinstance(starts, bool) or not isinstance(starts, int) or not 1 <= starts <= MAX_RATE_STARTS:
+            raise JobInputError("rate_starts", f"must be a whole number from 1 to {MAX_RATE_STARTS:,}")
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= MAX_RATE_SECONDS:
+            raise JobInputError("rate_seconds", f"must be a whole number of seconds from 1 to {MAX_RATE_SECONDS:,}")
     with transaction.atomic():
         settings, _ = FlowKey.objects.select_for_update().get_or_create(pool=pool, key=key)
         if weight is not UNCHANGED:
@@ -64,12 +77,27 @@ def flow_key_set(
             settings.max_running = max_running
         if paused is not UNCHANGED:
             settings.paused = paused
+        if rate is not UNCHANGED:
+            settings.rate_tat = _bucket_carried(settings, rate)
+            settings.rate_starts, settings.rate_seconds = rate or (None, None)
         settings.reason, settings.changed_by = reason, actor
         settings.save()
         FlowKey.objects.filter(pk=settings.pk).update(changed_at=LeitstandNow())
     leases.flow_settings_changed()
     settings.refresh_from_db()
     return settings
+
+
+def _bucket_carried(settings: FlowKey, rate: tuple[int, int] | None) -> datetime | None:
+    """A key's bucket under its new rate: the starts the old rate still counted count at the new
+    one's spacing (four starts of a minute's four count as half of a minute's eight)."""
+    if rate is None or settings.rate_tat is None:
+        return None
+    now = database_now()
+    if settings.rate_tat <= now:
+        return settings.rate_tat
+    counted = (settings.rate_tat - now) / (settings.rate_seconds / settings.rate_starts)
+    return now + counted * (rate[1] / rate[0])
 
 
 def key_stored(key: str) -> str:
@@ -80,8 +108,9 @@ def key_stored(key: str) -> str:
 def flow_keys(pool: str, *, limit: int = 100, after: str | None = None) -> list[dict]:
     """A pool's keys with work or settings, in key order after ``after`` (None: from the first, the
     key '' of jobs without one included): waiting jobs (counted up to 10,000 per lane), oldest due,
-    running, own limit, weight, pause, and place in the fair share — what the console's key view and
-    the API show. A page costs a few index probes per key, at any number of keys."""
+    running, own limit, weight, pause, place in the fair share, rate limit and until when it holds
+    the key back (``rate_limited_until``; None: it may start a job now) — what the console's key view
+    and the API show. A page costs a few index probes per key, at any number of keys."""
     return _rows(pool=pool, after=after, limit=limit, one=False, key="")
 
 
@@ -91,6 +120,28 @@ def flow_key_read(pool: str, key: str) -> dict:
     return row
 
 
+def rate_limited_until(settings: FlowKey | None, now: datetime) -> datetime | None:
+    """When a key's rate limit lets its next job start, if that is after ``now`` (database time);
+    None: no rate limit, or it may start one now. The bucket allows a start once it is due less than
+    rate_seconds minus one start's spacing ahead (jobs/queries.sql, ``flow_lanes_due``)."""
+    if settings is None or settings.rate_starts is None or settings.rate_tat is None:
+        return None
+    until = settings.rate_tat - timedelta(seconds=settings.rate_seconds * (1 - 1 / settings.rate_starts))
+    return until if until > now else None
+
+
 def _rows(**params) -> list[dict]:
     names = ("key", "waiting", "oldest_due", "running", "max_running", "weight", "paused", "reason", "vtime")
-    return [dict(zip(names, row)) for row in reads.rows("flow_keys_of_pool", **params)]
+    rows = []
+    for row in reads.rows("flow_keys_of_pool", **params):
+        *fields, rate_starts, rate_seconds, rate_tat, now = row
+        settings = FlowKey(rate_starts=rate_starts, rate_seconds=rate_seconds, rate_tat=rate_tat)
+        rows.append(
+            {
+                **dict(zip(names, fields)),
+                "rate_starts": rate_starts,
+                "rate_seconds": rate_seconds,
+                "rate_limited_until": rate_limited_until(settings, now),
+            }
+        )
+    return rows

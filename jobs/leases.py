@@ -393,10 +393,10 @@ def claim(
     return claimed
 
 
-# Whether an operator set a running limit on a key of a pool, as read at most LIMITS_SECONDS ago: a
-# limit set in the console applies to the claims from a second later.
+# Whether an operator set a running limit, and whether a rate limit, on a key of a pool, as read at
+# most LIMITS_SECONDS ago: a limit set in the console applies to the claims from a second later.
 LIMITS_SECONDS = 1.0
-_limits_seen: dict[str, tuple[float, bool]] = {}
+_limits_seen: dict[str, tuple[float, tuple[bool, bool]]] = {}
 
 
 def flow_settings_changed() -> None:
@@ -406,11 +406,12 @@ def flow_settings_changed() -> None:
     _lone_lanes.clear()
 
 
-def _pool_has_key_limits(pool: str) -> bool:
+def _pool_key_limits(pool: str) -> tuple[bool, bool]:
+    """Whether a key of ``pool`` has a running limit of its own, and whether one has a rate limit."""
     now = time.monotonic()
     seen = _limits_seen.get(pool)
     if seen is None or seen[0] < now:
-        seen = (now + LIMITS_SECONDS, _fetch_one(queries.flow_keys_limited, {"pool": pool})[0])
+        seen = (now + LIMITS_SECONDS, tuple(_fetch_one(queries.flow_keys_limited, {"pool": pool})))
         _limits_seen[pool] = seen
     return seen[1]
 
@@ -455,10 +456,12 @@ _lone_lanes: dict[str, tuple[float, tuple]] = {}
 def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], list[int], bool, list[int]]:
     """One claim: the jobs, the lanes that gave fewer than their share, whether it took from the
     lone lane without reading the lanes, and the lanes it took from. Where a running limit applies,
-    the claim holds the pool's claim lock: it counts the leases after the claim before it committed."""
+    the claim holds the pool's claim lock: it counts the leases after the claim before it committed,
+    and where a rate limit applies, fills the buckets of the keys it started jobs of before it commits."""
     pool = params["pool"]
     params = {**params, "limit": limit}
-    limited = params["default_limit"] is not None or _pool_has_key_limits(pool)
+    key_limited, rated = _pool_key_limits(pool)
+    limited = params["default_limit"] is not None or key_limited or rated
     with transaction.atomic() if limited else contextlib.nullcontext():
         cached = _lone_lanes.get(pool)
         lone = not limited and cached is not None and cached[0] > time.monotonic()
@@ -496,6 +499,13 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
                 "starts": [max(lane[3], lane[8]) for lane in chosen],
             },
         )
+        if rated and rows:
+            key_of = {lane[0]: lane[2] for lane in chosen}
+            by_key = Counter(key_of[row[13]] for row in rows)
+            _fetch_one(
+                queries.flow_rates_charge,
+                {"pool": pool, "keys": list(by_key), "counts": list(by_key.values()), "now": lanes[0][9]},
+            )
     # Django leaves JSON undecoded on raw cursors (its fields decode it); decode it here.
     claimed = [
         ClaimedJob(*row[:5], json.loads(row[5]) if isinstance(row[5], str) else row[5], *row[6:13]) for row in rows

@@ -679,8 +679,9 @@ class BatchCounter(models.Model):
 
 class FlowKey(models.Model):
     """An operator's settings for one flow key in one pool: its weight in the fair share, its running
-    limit (instead of its types' default), whether it is paused. A key without a row has weight 1,
-    the default limit, and runs. Changed by ``jobs.flows`` (audited by its callers)."""
+    limit (instead of its types' default), its rate limit (starts per interval), whether it is paused.
+    A key without a row has weight 1, the default limit, no rate limit, and runs. Changed by
+    ``jobs.flows`` (audited by its callers)."""
 
     pool = models.CharField(max_length=64)
     key = models.CharField(max_length=255, blank=True)
@@ -689,6 +690,13 @@ class FlowKey(models.Model):
         null=True, blank=True, help_text="At most this many of its jobs hold leases at once; empty: the default."
     )
     paused = models.BooleanField(db_default=False, default=False, help_text="None of its jobs is claimed.")
+    rate_starts = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many of its jobs start per rate_seconds; empty: no rate limit."
+    )
+    rate_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="The rate limit's interval.")
+    # The rate limit's bucket (GCRA): when its jobs started so far would have been spaced out evenly
+    # (rate_seconds / rate_starts apart). Written only by the claim (jobs/queries.sql, flow_rates_charge).
+    rate_tat = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(max_length=500, blank=True, db_default="", default="")
     changed_by = models.CharField(max_length=255, blank=True, db_default="", default="")
     changed_at = models.DateTimeField(db_default=LeitstandNow())
@@ -697,6 +705,11 @@ class FlowKey(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["pool", "key"], name="flowkey_once_per_pool"),
             models.CheckConstraint(condition=Q(weight__gte=1, weight__lte=1000), name="flowkey_weight_1_to_1000"),
+            models.CheckConstraint(
+                condition=Q(rate_starts__isnull=True, rate_seconds__isnull=True)
+                | Q(rate_starts__gte=1, rate_seconds__gte=1),
+                name="flowkey_rate_whole",
+            ),
         ]
 
     def __str__(self) -> str:

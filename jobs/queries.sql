@@ -117,29 +117,42 @@ JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AN
 -- a lane whose hint was early has no due job, and is read again instead).
 -- A paused key's are left out; with %(limited)s (under flow_claim_lock), so are those of a key that
 -- holds its limit: %(default_limit)s leases, or its own limit if an operator set one (NULL: no
--- limit). Each with its key's weight and room (what it may still start; NULL: no limit), its due
--- jobs counted up to %(limit)s (job_flow_idx, from next_due on: no planned job of the lane is due
--- before it), next_due, and its pool lane's clock. The leases are counted from the jobs
--- (job_leased_idx), right after any crash, as no counter would be.
+-- limit), and those of a key whose rate limit allows no start now. Each with its key's weight and
+-- room (what it may still start: the least of its running room and its rate room; NULL: no limit),
+-- its due jobs counted up to %(limit)s (job_flow_idx, from next_due on: no planned job of the lane
+-- is due before it), next_due, its pool lane's clock, and the time the rooms were read at. The
+-- leases are counted from the jobs (job_leased_idx), right after any crash, as no counter would be.
+-- A rate limit of r starts per T seconds is a bucket (GCRA): a key whose bucket is due at rate_tat
+-- may start floor((T - (rate_tat - now)) * r / T) now, r at most (flow_rates_charge fills it).
 WITH running AS MATERIALIZED (
     SELECT j.flow_key AS key, count(*) AS n FROM jobs_job AS j
     WHERE %(limited)s AND j.state = ANY(%(leased)s) AND j.pool = %(pool)s
     GROUP BY j.flow_key
+),
+clock AS MATERIALIZED (SELECT leitstand_now() AS now),
+lanes AS (
+    SELECT l.*, coalesce(k.weight, 1) AS weight, coalesce(k.paused, false) AS paused,
+           CASE WHEN %(limited)s THEN least(
+               coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0),
+               floor((k.rate_seconds - greatest(extract(epoch FROM k.rate_tat - (SELECT now FROM clock)), 0))
+                     * k.rate_starts / k.rate_seconds + 1e-6)::int
+           ) END AS room
+    FROM jobs_flowlane AS l
+    LEFT JOIN jobs_flowkey AS k ON k.pool = l.pool AND k.key = l.key
+    LEFT JOIN running AS r ON r.key = l.key
+    WHERE l.pool = %(pool)s AND l.next_due <= (SELECT now FROM clock)
 )
-SELECT l.id, l.priority, l.key, l.vtime, coalesce(k.weight, 1),
-       CASE WHEN %(limited)s THEN coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0) END,
+SELECT l.id, l.priority, l.key, l.vtime, l.weight, l.room,
        (SELECT count(*) FROM (SELECT 1 FROM jobs_job AS j
                               WHERE j.state = %(source)s AND j.pool = %(pool)s AND j.priority = l.priority
-                                AND j.flow_key = l.key AND j.due_at <= leitstand_now() AND j.due_at >= l.next_due
+                                AND j.flow_key = l.key AND j.due_at <= (SELECT now FROM clock)
+                                AND j.due_at >= l.next_due
                               LIMIT %(limit)s) AS due),
        l.next_due,
-       coalesce((SELECT c.vtime FROM jobs_flowclock AS c WHERE c.pool = l.pool AND c.priority = l.priority), 0)
-FROM jobs_flowlane AS l
-LEFT JOIN jobs_flowkey AS k ON k.pool = l.pool AND k.key = l.key
-LEFT JOIN running AS r ON r.key = l.key
-WHERE l.pool = %(pool)s AND l.next_due <= leitstand_now()
-  AND NOT coalesce(k.paused, false)
-  AND (NOT %(limited)s OR coalesce(coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0), 1) > 0)
+       coalesce((SELECT c.vtime FROM jobs_flowclock AS c WHERE c.pool = l.pool AND c.priority = l.priority), 0),
+       (SELECT now FROM clock)
+FROM lanes AS l
+WHERE NOT l.paused AND coalesce(l.room, 1) > 0
 ORDER BY l.priority, l.vtime, l.next_due
 LIMIT %(window)s
 
@@ -228,8 +241,25 @@ FROM claimed ORDER BY priority, due_at, id
 
 
 -- name: flow_keys_limited
--- Whether an operator set a running limit on a key of pool %(pool)s.
-SELECT EXISTS (SELECT 1 FROM jobs_flowkey WHERE pool = %(pool)s AND max_running IS NOT NULL)
+-- Whether an operator set a running limit on a key of pool %(pool)s, and whether a rate limit.
+SELECT EXISTS (SELECT 1 FROM jobs_flowkey WHERE pool = %(pool)s AND max_running IS NOT NULL),
+       EXISTS (SELECT 1 FROM jobs_flowkey WHERE pool = %(pool)s AND rate_starts IS NOT NULL)
+
+
+-- name: flow_rates_charge
+-- Fill the rate-limit buckets of pool %(pool)s's keys %(keys)s by the jobs each started (%(counts)s)
+-- at %(now)s, the time flow_lanes_due read their room at (under flow_claim_lock, in the same
+-- transaction): each start moves the bucket's due time on by rate_seconds / rate_starts, from now
+-- if it lay before. Keys without a rate limit are left alone. Answers how many buckets it filled.
+WITH filled AS (
+    UPDATE jobs_flowkey AS k
+    SET rate_tat = greatest(coalesce(k.rate_tat, %(now)s), %(now)s)
+                   + make_interval(secs => n.starts * k.rate_seconds::float8 / k.rate_starts)
+    FROM unnest(%(keys)s::text[], %(counts)s::int[]) AS n(key, starts)
+    WHERE k.pool = %(pool)s AND k.key = n.key AND k.rate_starts IS NOT NULL
+    RETURNING 1
+)
+SELECT count(*) FROM filled
 
 
 -- name: flow_claim_lock

@@ -255,8 +255,8 @@ SELECT id, name FROM jobs_client
 -- One page of pool %(pool)s's flow keys in key order, after %(after)s (NULL: from the first, the key
 -- '' included), at most %(limit)s: those with a lane (work planned now or before) or an operator's
 -- settings; with %(one)s only the key %(key)s. Per key: its planned jobs (counted up to 10,000 per
--- lane), its oldest due time, its jobs holding leases, its settings, and its least virtual time
--- among its lanes with due work. The page comes from flowlane_once (pool, key, priority) and
+-- lane), its oldest due time, its jobs holding leases, its settings, its least virtual time
+-- among its lanes with due work, its rate limit and bucket, and the database's time. The page comes from flowlane_once (pool, key, priority) and
 -- flowkey_once_per_pool in key order: fast at any number of keys.
 WITH page AS (
     SELECT %(key)s::text AS key WHERE %(one)s
@@ -282,7 +282,8 @@ SELECT page.key,
         WHERE j.state IN {states.LEASED} AND j.pool = %(pool)s AND j.flow_key = page.key),
        k.max_running, coalesce(k.weight, 1), coalesce(k.paused, false), coalesce(k.reason, ''),
        (SELECT min(l.vtime) FROM jobs_flowlane AS l
-        WHERE l.pool = %(pool)s AND l.key = page.key AND l.next_due IS NOT NULL)
+        WHERE l.pool = %(pool)s AND l.key = page.key AND l.next_due IS NOT NULL),
+       k.rate_starts, k.rate_seconds, k.rate_tat, leitstand_now()
 FROM page LEFT JOIN jobs_flowkey AS k ON k.pool = %(pool)s AND k.key = page.key
 ORDER BY page.key
 

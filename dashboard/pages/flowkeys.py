@@ -1,7 +1,7 @@
 """A pool's flow keys (issue 39): each key with work or settings — its waiting jobs, oldest due time,
-jobs running against its limit, weight, place in the fair share, pause — one keyset page at a time
-(fast at any number of keys), and an operator's change of one key's weight, limit or pause, with a
-reason (audited as ``flowkey.changed``; ``jobs.flows`` applies it)."""
+jobs running against its limit, weight, place in the fair share, rate limit, pause — one keyset page
+at a time (fast at any number of keys), and an operator's change of one key's weight, limit, rate
+limit or pause, with a reason (audited as ``flowkey.changed``; ``jobs.flows`` applies it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from dashboard.audit import audited
-from dashboard.display import ago, as_id
+from dashboard.display import ago, as_id, clock, rate
 from dashboard.pages.common import actor, render, require
 from jobs import flows
 from jobs.models import OPERATE_PERMISSION, database_now
@@ -36,6 +36,8 @@ def flow_keys(request, pool: str):
         row["limit"] = row["max_running"] or default_limit
         due_in = (row["oldest_due"] - now).total_seconds() if row["oldest_due"] else None
         row["due"] = "—" if due_in is None else f"due {ago(due_in)} ago" if due_in <= 0 else f"in {ago(due_in)}"
+        row["rate"] = rate(row["rate_starts"], row["rate_seconds"]) if row["rate_starts"] else ""
+        row["rate_until"] = clock(row["rate_limited_until"]) if row["rate_limited_until"] else ""
     return render(
         request,
         "admin/console/flow_keys.html",
@@ -58,6 +60,10 @@ def _change(request, pool: str) -> HttpResponseRedirect:
     reason = request.POST.get("reason", "").strip()
     changes: dict = {}
     weight, limit = request.POST.get("weight", "").strip(), request.POST.get("max_running", "").strip()
+    rate_starts, rate_seconds = (
+        request.POST.get("rate_starts", "").strip(),
+        request.POST.get("rate_seconds", "").strip(),
+    )
     try:
         if weight:
             changes["weight"] = _whole(weight, "weight")
@@ -65,13 +71,20 @@ def _change(request, pool: str) -> HttpResponseRedirect:
             changes["max_running"] = None
         elif limit:
             changes["max_running"] = _whole(limit, "max_running")
+        if request.POST.get("no_rate") == "yes":
+            changes["rate"] = None
+        elif rate_starts or rate_seconds:
+            changes["rate"] = (_whole(rate_starts, "rate_starts"), _whole(rate_seconds, "rate_seconds"))
         if request.POST.get("paused") in ("yes", "no"):
             changes["paused"] = request.POST["paused"] == "yes"
 
         def apply() -> str:
             settings = flows.flow_key_set(pool=pool, key=key, actor=actor(request), reason=reason, **changes)
             state = "paused" if settings.paused else "running"
-            return f"weight {settings.weight}, limit {settings.max_running or 'default'}, {state}"
+            limits = f"limit {settings.max_running or 'default'}"
+            if settings.rate_starts:
+                limits += f", at most {rate(settings.rate_starts, settings.rate_seconds)}"
+            return f"weight {settings.weight}, {limits}, {state}"
 
         done = audited(
             request,

@@ -62,6 +62,18 @@ def test_the_php_core_reads_the_keys_and_limits_one(client):
     assert (answer.json()["max_running"], answer.json()["weight"]) == (None, 4)
 
 
+def test_a_rate_limit_is_set_read_and_lifted(client):
+    core = bearer("jobs:read", "jobs:write", "jobs:all")
+    answer = put(client, core, {"key": "client:shop", "rate_starts": 10, "rate_seconds": 60, "reason": "their API"})
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["rate_starts"], body["rate_seconds"], body["rate_limited_until"]) == (10, 60, None)
+    listed = client.get(f"/api/v1/pools/{POOL}/keys", **core).json()["items"]
+    assert [(i["key"], i["rate_starts"], i["rate_seconds"]) for i in listed] == [("client:shop", 10, 60)]
+    answer = put(client, core, {"key": "client:shop", "rate_starts": None, "rate_seconds": None, "reason": "lifted"})
+    assert (answer.json()["rate_starts"], answer.json()["rate_seconds"]) == (None, None)
+
+
 def test_pages_of_keys_follow_each_other(client):
     core = bearer("jobs:read", "jobs:all")
     for n in range(5):
@@ -93,6 +105,11 @@ def test_a_token_without_jobs_all_or_jobs_write_changes_nothing(client, scopes, 
         ({"key": "x", "weight": True, "reason": "r"}, "weight"),
         ({"key": "x", "max_running": 0, "reason": "r"}, "max_running"),
         ({"key": "x", "paused": "yes", "reason": "r"}, "paused"),
+        ({"key": "x", "rate_starts": 5, "reason": "r"}, "rate_seconds"),
+        ({"key": "x", "rate_starts": None, "rate_seconds": 5, "reason": "r"}, "rate_seconds"),
+        ({"key": "x", "rate_starts": 0, "rate_seconds": 5, "reason": "r"}, "rate_starts"),
+        ({"key": "x", "rate_starts": 5, "rate_seconds": 86_401, "reason": "r"}, "rate_seconds"),
+        ({"key": "x", "rate_starts": "5", "rate_seconds": 5, "reason": "r"}, "rate_starts"),
         ({"key": "x", "paused": None, "reason": "r"}, "paused"),
         ({"key": "x", "weight": 2, "reason": "  "}, "reason"),
         ({"key": "x", "weight": 2}, "reason"),

@@ -1,5 +1,5 @@
 """The console's flow-key page of a pool: every key with work or settings, a page at a time; an
-operator changes one key's weight, limit or pause with a reason (audited); a viewer cannot; what a
+operator changes one key's weight, limit, rate limit or pause with a reason (audited); a viewer cannot; what a
 job's key holds it back by is the job page's sentence."""
 
 import uuid
@@ -10,7 +10,8 @@ from django.urls import reverse
 from dashboard.explain import job_explain
 from dashboard.models import AuditEntry
 from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
-from jobs import leases, services
+from dashboard.display import clock
+from jobs import flows, leases, services
 from jobs.models import FlowKey, Job, database_now
 from workers.runtime.models import WorkerProcess
 
@@ -143,12 +144,40 @@ def test_the_job_page_says_what_its_key_holds_it_back_by(db_clock):
         "key shop-a is at its limit (1 of 1 running); its next job starts when one of them ends"
     )
 
-    flow_key_set(**services_set, reason="no limit", max_running=None)
+    flow_key_set(**services_set, reason="a burst of 1 per minute", max_running=None, rate=(1, 60))
+    submit("shop-a", 1)
+    leases.claim(pool=POOL, worker=worker, lease_seconds=60, limit=5)  # the one start the minute allows
+    (left,) = Job.objects.filter(pool=POOL, state="planned")
+    now = database_now()
+    until = flows.rate_limited_until(FlowKey.objects.get(pool=POOL, key="shop-a"), now)
+    assert 59 < (until - now).total_seconds() <= 60
+    assert job_explain(left, now=now) == (
+        f"key shop-a is rate-limited until {clock(until)} (at most 1 start per minute); then it takes its share again"
+    )
+    db_clock.advance(seconds=61)
+    WorkerProcess.objects.update(last_seen_at=database_now())
+    assert job_explain(left, now=database_now()).startswith("waiting for a flowconsole worker")
+
+    flow_key_set(**services_set, reason="no limit", rate=None)
     submit("big", 30)
     assert job_explain(left, now=database_now()) == (
         "waiting for a flowconsole worker: 1 ahead of it (priority 5); 0 of key shop-a's own first, "
         "its fair share: 1 jobs of 1 other keys start first"
     )
+
+
+def test_an_operator_sets_and_lifts_a_rate_limit_through_the_form(as_role):
+    client = as_role(OPERATORS)
+    url = reverse("admin:flow_keys", args=[POOL])
+    client.post(url, {"key": "shop-a", "rate_starts": "30", "rate_seconds": "60", "reason": "their robots.txt"})
+    assert FlowKey.objects.filter(key="shop-a").values_list("rate_starts", "rate_seconds").get() == (30, 60)
+    assert "30 starts per minute" in page(client)
+    client.post(url, {"key": "shop-a", "rate_starts": "30", "reason": "no interval"})
+    assert "Not changed: rate_seconds: must be a whole number" in page(client)
+    client.post(url, {"key": "shop-a", "paused": "yes", "reason": "asked to stop"})  # the rate stays
+    assert FlowKey.objects.filter(key="shop-a").values_list("rate_starts", "paused").get() == (30, True)
+    client.post(url, {"key": "shop-a", "no_rate": "yes", "reason": "lifted"})
+    assert FlowKey.objects.filter(key="shop-a").values_list("rate_starts", "rate_seconds").get() == (None, None)
 
 
 def test_pausing_through_the_form_keeps_the_keys_limit(as_role):

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from jobs import leases, services
+from jobs import flows, leases, services
 from jobs.models import FlowKey, FlowLane, Job, State
 from jobs.retry import RetryPolicy
 
@@ -180,6 +180,67 @@ def test_a_lost_lease_stops_counting_once_reaped(worker, db_clock):
         Job.objects.filter(pk=job.pk).update(next_attempt_at=job.next_attempt_at - timedelta(hours=1))
     leases.retries_promote_due()
     assert keys_of(claim(worker, 5, flow_limit=2)) == {"crashy": 2}
+
+
+@pytest.mark.django_db
+def test_a_rate_limited_key_starts_its_burst_then_one_per_spacing_and_the_others_go_on(worker, db_clock):
+    """3 starts per 12 s: a burst of 3, then one every 4 s; the other key takes what it leaves."""
+    submit_many("rated", 20)
+    submit_many("free", 40)
+    FlowKey.objects.create(pool=POOL, key="rated", rate_starts=3, rate_seconds=12)
+    assert keys_of(claim(worker, 10)) == {"rated": 3, "free": 7}
+    assert keys_of(claim(worker, 10)) == {"free": 10}  # not claimed and handed back: just not taken
+    db_clock.advance(seconds=3.9)
+    assert keys_of(claim(worker, 2)) == {"free": 2}
+    db_clock.advance(seconds=0.2)  # 4.1 s after the burst: one start
+    assert keys_of(claim(worker, 2)) == {"rated": 1, "free": 1}
+    assert keys_of(claim(worker, 2)) == {"free": 2}
+    db_clock.advance(seconds=60)  # idle for long: a burst of 3 again, not the 15 it "saved"
+    assert keys_of(claim(worker, 10)) == {"rated": 3, "free": 7}
+
+
+@pytest.mark.django_db
+def test_a_rate_limit_counts_every_claimer_and_a_changed_rate_keeps_the_bucket(worker, db_clock):
+    """The bucket lies in the database: claims of other workers (other hosts) draw on the same
+    starts; a rate set anew applies to what was started before."""
+    other = leases.WorkerIdentity(host="other-host", pid=4242, pool=POOL)
+    submit_many("rated", 20)
+    FlowKey.objects.create(pool=POOL, key="rated", rate_starts=4, rate_seconds=60)
+    assert len(claim(worker, 3)) == 3
+    assert len(claim(other, 3)) == 1
+    assert claim(worker, 3) == claim(other, 3) == []
+    leases.flow_settings_changed()
+    flows.flow_key_set(pool=POOL, key="rated", actor="test", reason="faster", rate=(8, 60))
+    # 4 started by now at 8 per minute: 4 more may start now.
+    assert len(claim(other, 10)) == 4
+    flows.flow_key_set(pool=POOL, key="rated", actor="test", reason="lifted", rate=None)
+    assert len(claim(worker, 20)) == 12  # the rest, at once
+
+
+@pytest.mark.django_db
+def test_a_rate_limit_says_until_when_it_holds_a_key_back(worker, db_clock):
+    submit_many("rated", 5)
+    FlowKey.objects.create(pool=POOL, key="rated", rate_starts=2, rate_seconds=10)
+    assert flows.flow_key_read(POOL, "rated")["rate_limited_until"] is None
+    claim(worker, 5)
+    now = db_clock.now()
+    until = flows.flow_key_read(POOL, "rated")["rate_limited_until"]
+    assert timedelta(seconds=4.5) < until - now <= timedelta(seconds=5)  # one spacing: 10 s / 2
+    db_clock.advance(seconds=(until - now).total_seconds() + 0.01)
+    assert flows.flow_key_read(POOL, "rated")["rate_limited_until"] is None
+    assert len(claim(worker, 5)) == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("rate", "field"),
+    [((0, 10), "rate_starts"), ((10, 0), "rate_seconds"), ((1, 86_401), "rate_seconds"), ((True, 5), "rate_starts")],
+)
+def test_a_rate_limit_out_of_bounds_is_refused_and_changes_nothing(rate, field):
+    with pytest.raises(services.JobInputError) as refused:
+        flows.flow_key_set(pool=POOL, key="k", actor="test", reason="r", rate=rate)
+    assert refused.value.field == field
+    assert not FlowKey.objects.filter(pool=POOL).exists()
 
 
 @pytest.mark.django_db

@@ -145,3 +145,36 @@ def test_a_running_limit_holds_while_workers_and_the_control_process_are_killed(
     assert samples[0] > 50
     assert highest[0] == 5, f"client L ran {highest[0]} at once (limit 5)"
     assert Job.objects.filter(flow_key="client:L", state=State.RESULT_STORED).count() == 300
+
+
+def test_a_rate_limit_spaces_a_keys_starts_across_the_pools_workers(pools):
+    """10 starts per 2 s for client R, counted in PostgreSQL by every worker of the pool: a burst of
+    10, then one start every 0.2 s — in any stretch of time t, at most 10 + 5 t starts (and one more
+    for a claim under way) — while client N, without a limit, runs beside it."""
+    starts, seconds = 10, 2
+    flows.flow_key_set(pool="crawl", key="client:R", actor="test", reason="their API", rate=(starts, seconds))
+    time.sleep(leases.LIMITS_SECONDS + 0.2)  # the claims' reading of the keys' limits is this old at most
+    flood("R", 40)
+    flood("N", 200, payload={"duration_ms": 20})
+    wait_for(
+        lambda: Job.objects.filter(flow_key__in=["client:R", "client:N"], state=State.RESULT_STORED).count() == 240,
+        timeout=60,
+        message="both clients' jobs to run",
+    )
+    claimed = [
+        moment.timestamp()
+        for moment in Attempt.objects.filter(job__flow_key="client:R")
+        .order_by("claimed_at")
+        .values_list("claimed_at", flat=True)
+    ]
+    assert len(claimed) == 40
+    for i, first in enumerate(claimed):
+        for j in range(i, len(claimed)):
+            bound = starts + (claimed[j] - first) * starts / seconds + 1
+            assert j - i + 1 <= bound, f"{j - i + 1} starts in {claimed[j] - first:.2f} s (at most {bound:.1f})"
+    # The limit spaces the starts, and does not starve them: 30 after the burst take 6 s.
+    assert 5.5 <= claimed[-1] - claimed[0] <= 10, f"R's 40 starts took {claimed[-1] - claimed[0]:.1f} s"
+    n_last = (
+        Attempt.objects.filter(job__flow_key="client:N").order_by("-claimed_at").values_list("claimed_at", flat=True)
+    )
+    assert n_last[0].timestamp() < claimed[-1], "client N waited for rate-limited client R"
