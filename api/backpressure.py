@@ -17,10 +17,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from django.db import connection
 from prometheus_client import Counter
 
 from api import options
 from api.errors import LaneFull, OpenJobsFull
+from api.models import ApiRefusalWindow
 from jobs import reads
 from workers.runtime.registry import registry
 
@@ -34,17 +36,17 @@ REFUSED = Counter(
 )
 
 
-def lane_check(job_type: str, priority: int | None, *, repeat: Callable[[], bool]) -> None:
+def lane_check(job_type: str, priority: int | None, *, client, repeat: Callable[[], bool]) -> None:
     """Raise ``LaneFull`` for a submission of ``job_type`` to its pool's bulk lane (``priority``; None:
     the type's default) while that lane is full, unless ``repeat()``: the submission names what exists
-    already (answered with it, nothing created: never refused)."""
+    already (answered with it, nothing created: never refused). ``client``: whose refusal is counted."""
     bound = options.current().bulk_lane_depth
     declared = registry.get(job_type)
     if not bound or (declared.default_priority if priority is None else priority) != BULK_LANE:
         return
     pool = declared.pool  # an API client's jobs run in their type's pool (workers/runtime/services.py)
     if _count("lane_depth_capped", pool, pool=pool, priority=BULK_LANE, cap=bound) >= bound and not repeat():
-        REFUSED.labels(pool, "bulk_lane_full").inc()
+        _refusal_count(client, pool, ApiRefusalWindow.Reason.BULK_LANE_FULL)
         raise LaneFull(pool, bound, options.current().bulk_retry_after_seconds)
 
 
@@ -57,8 +59,37 @@ def open_jobs_check(client, jobs: int, *, pool: str, repeat: Callable[[], bool])
     bound = options.current().client_open_jobs if client.max_open_jobs is None else client.max_open_jobs
     open_jobs = _count("client_open_jobs_capped", client.pk, client=client.pk, cap=bound) if bound else 0
     if bound and open_jobs + jobs > bound and not repeat():
-        REFUSED.labels(pool, "client_open_jobs").inc()
+        _refusal_count(client, pool, ApiRefusalWindow.Reason.CLIENT_OPEN_JOBS)
         raise OpenJobsFull(bound, options.current().open_jobs_retry_after_seconds)
+
+
+# One statement per refusal: add it to the minute's window of its client, pool and reason; as a
+# statement of its own it commits without waiting for the disk, as the API's budget counts do
+# (api/tokens.py; inside a caller's transaction it commits with it). The first refusal of a window tidies up windows older than an hour.
+_REFUSAL_SQL = """
+    WITH relaxed AS (SELECT CASE WHEN %(relaxed)s THEN set_config('synchronous_commit', 'off', true) END)
+    INSERT INTO api_apirefusalwindow AS w (client_id, pool, reason, window_start, refused)
+    SELECT %(client)s, %(pool)s, %(reason)s, date_trunc('minute', leitstand_now()), 1 FROM relaxed
+    ON CONFLICT (client_id, pool, reason, window_start) DO UPDATE SET refused = w.refused + 1
+    RETURNING refused"""
+_REFUSAL_TIDY_SQL = "DELETE FROM api_apirefusalwindow WHERE window_start < leitstand_now() - interval '1 hour'"
+
+
+def _refusal_count(client, pool: str, reason: str) -> None:
+    """Count a refusal where the metric and the alert rule ``api_submissions_refused`` see it."""
+    REFUSED.labels(pool, reason).inc()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _REFUSAL_SQL,
+            {
+                "client": client.pk if client else None,
+                "pool": pool,
+                "reason": reason,
+                "relaxed": not connection.in_atomic_block,
+            },
+        )
+        if cursor.fetchone()[0] == 1:
+            cursor.execute(_REFUSAL_TIDY_SQL)
 
 
 def _count(read: str, subject, **params) -> int:

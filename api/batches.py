@@ -86,7 +86,7 @@ def batches_create(request, body: BatchIn):
         return Batch.objects.filter(key_namespace=client.key_namespace if client else "", key=body.key).exists()
 
     for job in body.jobs:  # a batch with a member for a full bulk lane is refused whole: nothing created
-        lane_check(job.type, job.priority, repeat=repeat)
+        lane_check(job.type, job.priority, client=client, repeat=repeat)
     if body.jobs:  # one more than its bound of open jobs, and the batch is refused whole
         open_jobs_check(client, len(body.jobs), pool=registry.get(body.jobs[0].type).pool, repeat=repeat)
     submitted = batch_submit(

@@ -228,7 +228,7 @@ def jobs_create(request, body: JobIn):
             type=body.type, key_namespace=client.key_namespace if client else "", idempotency_key=body.idempotency_key
         ).exists()
 
-    lane_check(body.type, body.priority, repeat=repeat)
+    lane_check(body.type, body.priority, client=client, repeat=repeat)
     open_jobs_check(client, 1, pool=registry.get(body.type).pool, repeat=repeat)
     submission = job_submit(
         client=request.auth.client,

@@ -48,3 +48,27 @@ class ApiAddressWindow(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["address", "window_start"], name="address_window_once")]
+
+
+class ApiRefusalWindow(models.Model):
+    """Submissions the API refused to protect a pool (backpressure: a 429 for a client at its bound of
+    open jobs, a 503 for a full bulk lane), per client, pool, reason and minute: what the alert rule
+    ``api_submissions_refused`` reads. Kept an hour (``api.backpressure``); a refusal costs one count."""
+
+    class Reason(models.TextChoices):
+        CLIENT_OPEN_JOBS = "client_open_jobs", "429: the client is at its bound of open jobs"
+        BULK_LANE_FULL = "bulk_lane_full", "503: the pool's bulk lane is full"
+
+    client = models.ForeignKey("jobs.Client", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    pool = models.CharField(max_length=64)
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    window_start = models.DateTimeField()
+    refused = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["client", "pool", "reason", "window_start"], name="refusal_window_once", nulls_distinct=False
+            )
+        ]
+        indexes = [models.Index(fields=["window_start"], name="refusal_window_start_idx")]

@@ -510,6 +510,9 @@ LEITSTAND_ALERTS = {
     "dlq_growth": {**_ALERT_TIMING, "for_seconds": 0, "count": 20, "window_seconds": 3600},
     "stuck_leases": {**_ALERT_TIMING, "for_seconds": 300},
     "stale_writes_spike": {**_ALERT_TIMING, "for_seconds": 0, "count": 50, "window_seconds": 600},
+    # A client's submissions refused by backpressure (429, 503) this often: one refusal is flow
+    # control the client waits out; many mean it does not, or a pool cannot keep up.
+    "api_submissions_refused": {**_ALERT_TIMING, "for_seconds": 0, "count": 50, "window_seconds": 600},
     "review_backlog_age": {**_ALERT_TIMING, "seconds": 24 * 3600},
     "rechecks_overdue": {**_ALERT_TIMING, "seconds": 3600},
     "source_quiet": {**_ALERT_TIMING, "hours": 48},

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Max, Min, Q, Sum
 
+from api.models import ApiRefusalWindow
 from dashboard import options
 from dashboard.display import ago, clock
 from dashboard.models import ArchiveFile, Route, RuleViolation
@@ -232,6 +233,43 @@ def _stale_writes(now: datetime, memory: dict) -> list[Firing]:
         for r in rows
         if r["n"] >= option("stale_writes_spike", "count", f"type:{r['job__type']}")
     ]
+
+
+NO_CLIENT = "(none: the system's own tokens)"
+
+
+def _submissions_refused(now: datetime, memory: dict) -> list[Firing]:
+    window = option("api_submissions_refused", "window_seconds")
+    rows = (
+        ApiRefusalWindow.objects.filter(window_start__gt=now - timedelta(seconds=window))
+        .order_by()
+        .values("client__name", "reason", "pool")
+        .annotate(n=Sum("refused"))
+    )
+    by_client: dict[str, list[dict]] = {}
+    for row in rows:
+        by_client.setdefault(row["client__name"] or "", []).append(row)
+    firings = []
+    for name, refusals in sorted(by_client.items()):
+        scope, total = f"client:{name}", sum(r["n"] for r in refusals)
+        if total < option("api_submissions_refused", "count", scope):
+            continue
+        why = "; ".join(
+            f"{r['n']:,} × 429 at its bound of open jobs (pool {r['pool']})"
+            if r["reason"] == ApiRefusalWindow.Reason.CLIENT_OPEN_JOBS
+            else f"{r['n']:,} × 503 for pool {r['pool']}'s full bulk lane"
+            for r in sorted(refusals, key=lambda r: -r["n"])
+        )
+        firings.append(
+            Firing(
+                scope,
+                total,
+                option("api_submissions_refused", "count", scope),
+                f"client {name or NO_CLIENT}: {total:,} submissions refused in the last "
+                f"{ago(window)} — {why}: it does not wait out Retry-After, or its pool cannot keep up",
+            )
+        )
+    return firings
 
 
 def _review_backlog(now: datetime, memory: dict) -> list[Firing]:
@@ -484,6 +522,7 @@ RULES = {
         Rule("dlq_growth", "The dead-letter queue grows", _dlq_growth),
         Rule("stuck_leases", "Expired leases are not released", _stuck_leases, severity="page"),
         Rule("stale_writes_spike", "Refused stale writes spike", _stale_writes),
+        Rule("api_submissions_refused", "A client's API submissions are refused by backpressure", _submissions_refused),
         Rule("review_backlog_age", "The review backlog's oldest case is too old", _review_backlog, route="review"),
         Rule("rechecks_overdue", "Recheck plans are overdue", _rechecks_overdue),
         Rule("source_quiet", "A source is unusually quiet", _source_quiet, route="business"),

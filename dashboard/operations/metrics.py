@@ -48,6 +48,8 @@ DOCUMENTED = {
     "leitstand_recheck_plans_overdue": "Active recheck plans more than the overdue limit past their next check",
     "leitstand_alerts_firing": "Firing (unacknowledged) alerts, by rule",
     "leitstand_worker_jobs_total": "Jobs a worker process handled, by pool and outcome",
+    "leitstand_api_refused_submissions_total": "API submissions refused to protect a pool (429, 503), by pool and "
+    "reason (counted by the web processes, api/backpressure.py)",
     "leitstand_worker_wakeups_total": "Wake-ups worker processes ran, by pool and whether they found work",
     "leitstand_database_bytes": "Size of the database (console snapshot)",
     "leitstand_table_bytes": "Size of the largest tables with their indexes, by table (console snapshot)",

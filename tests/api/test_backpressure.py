@@ -135,6 +135,45 @@ def test_a_client_at_its_bound_of_open_jobs_gets_429_and_others_go_on(client, bo
     assert submit(client, token, "open-3").status_code == 201
 
 
+def test_refusals_repeated_by_one_client_raise_its_alert_and_no_one_elses(client, full_lane, settings, token, db_clock):
+    """A client that keeps submitting into 429s and 503s (not waiting out Retry-After) raises
+    api_submissions_refused with its reasons; a client refused once, as flow control, raises nothing."""
+    from dashboard.models import Alert
+    from dashboard.operations import alert_rules, alerts
+
+    settings.LEITSTAND_ALERTS = {
+        **settings.LEITSTAND_ALERTS,
+        "api_submissions_refused": {
+            **settings.LEITSTAND_ALERTS["api_submissions_refused"],
+            "count": 5,
+            "clear_seconds": 0,
+        },
+    }
+    settings.LEITSTAND_API_CLIENT_OPEN_JOBS = 3
+    _, patient = token_create(name="patient", client="partner", scopes=["jobs:write", "jobs:synthetic"])
+    assert submit(client, patient, "p-1", priority=9).status_code == 503
+    for n in range(4):
+        assert submit(client, token, f"loop-{n}", priority=9).status_code == 503
+    backpressure.forget()  # php-core's 3 open jobs (the lane's blockers are the system's own)
+    for n in range(3):
+        assert submit(client, token, f"urgent-{n}", priority=0).status_code == 201
+    backpressure.forget()
+    for n in range(2):
+        assert submit(client, token, f"over-{n}", priority=0).status_code == 429
+    alert_rules.rule_memory.clear()
+    alerts.alerts_evaluate(now=db_clock.now())
+    (alert,) = Alert.objects.filter(rule="api_submissions_refused").exclude(state="resolved")
+    assert alert.scope == "client:php-core" and alert.value == 6
+    assert alert.diagnosis == (
+        "client php-core: 6 submissions refused in the last 10 min — 4 × 503 for pool synthetic's full bulk "
+        "lane; 2 × 429 at its bound of open jobs (pool synthetic): it does not wait out Retry-After, or its "
+        "pool cannot keep up"
+    )
+    db_clock.advance(seconds=11 * 60)  # the refusals fall out of the window: the alert resolves
+    alerts.alerts_evaluate(now=db_clock.now())
+    assert not Alert.objects.filter(rule="api_submissions_refused").exclude(state="resolved").exists()
+
+
 def test_the_bound_counts_open_jobs_only(client, bound_of_three, token):
     ids = [submit(client, token, f"ended-{n}").json()["id"] for n in range(3)]
     for job_id in ids:
