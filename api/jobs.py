@@ -27,7 +27,7 @@ from api.rechecks import ObservationOut, RecheckPlanOut
 from jobs import tracing
 from jobs.models import Attempt, Job, State, Transition
 from jobs.selectors import jobs_page
-from jobs.services import JobInputError, job_cancel, job_reorder
+from jobs.services import JobInputError, job_cancel, job_hold, job_reorder, job_resume
 from rechecks.models import Observation, RecheckPlan
 from workers.pipeline.models import Finding
 from workers.runtime.registry import registry
@@ -295,6 +295,10 @@ class CancelIn(Schema):
     reason: Text = Field(default="cancelled by the PHP core", min_length=1, max_length=400)
 
 
+class HoldIn(Schema):
+    reason: Text = Field(min_length=1, max_length=400, description="Why (required; on the job's history).")
+
+
 class MoveIn(Schema):
     priority: StrictInt | None = Field(default=None, ge=0, le=9, description="The lane: 0 most urgent, 9 bulk.")
     due_at: datetime | None = Field(default=None, description="Not claimed before this time; now or later.")
@@ -362,6 +366,34 @@ def jobs_move(request, job_id: uuid.UUID, body: MoveIn):
     logger.info(
         "job %s moved by token %s (lane %s, due %s): %s", job_id, request.auth.name, body.priority, due_at, body.reason
     )
+    return job_out(job_read(job_id), with_transitions=True)
+
+
+@router.post("/jobs/{job_id}/hold", response=JobOut)
+def jobs_hold(request, job_id: uuid.UUID, body: HoldIn):
+    """Hold a job of this client that waits in line (planned): no worker claims it until it is
+    resumed; it keeps its due time. 200 with the job (state ``held``); 409 when it does not wait."""
+    return _hold_or_resume(request, job_id, body, job_hold, "held")
+
+
+@router.post("/jobs/{job_id}/resume", response=JobOut)
+def jobs_resume(request, job_id: uuid.UUID, body: HoldIn):
+    """Put a held job of this client back in line, at the place its due time gives it: 200 with the
+    job (state ``planned``); 409 when it is not held."""
+    return _hold_or_resume(request, job_id, body, job_resume, "resumed")
+
+
+def _hold_or_resume(request, job_id: uuid.UUID, body: HoldIn, service, done: str):
+    require(request, "jobs:write")
+    job = _visible(request).filter(pk=job_id).first()
+    if job is None:
+        raise Http404(f"no job {job_id}")
+    try:
+        service(job_id=job.pk, actor=f"api:{request.auth.name}", reason=body.reason)
+    except TransitionNotAllowed:
+        state = Job.objects.get(pk=job_id).state
+        raise HttpError(409, f"job {job_id} is {state}: it cannot be {done} now") from None
+    logger.info("job %s %s by token %s: %s", job_id, done, request.auth.name, body.reason)
     return job_out(job_read(job_id), with_transitions=True)
 
 

@@ -26,6 +26,7 @@ _PLACES = {
     State.READY_FOR_REVIEW: (4, 1),
     State.RECHECK_DUE: (3, 2),
     State.CANCELLED: (4, 2),
+    State.HELD: (0, 2),
 }
 _W, _H, _NODE_W, _NODE_H = 215, 110, 124, 30
 

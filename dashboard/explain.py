@@ -198,8 +198,16 @@ def _ended(job: Job, now: datetime) -> str:
     return f"{job.state} at {when}: {job.completion_reason or 'no reason recorded'}"
 
 
+def _held(job: Job, now: datetime) -> str:
+    held = Transition.objects.filter(job=job, to_state=State.HELD).order_by("-id").first()
+    by, at = (held.actor, clock(held.at)) if held else ("someone", "an unknown time")
+    reason = held.cause.removeprefix("held: ") if held else "no reason recorded"
+    return f"held by {by} at {at}: {reason}; no worker claims it until it is resumed"
+
+
 _EXPLAIN = {
     State.PLANNED: _planned,
+    State.HELD: _held,
     State.RESERVED: _leased,
     State.RUNNING: _leased,
     State.FAILED: _failed,

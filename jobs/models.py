@@ -49,6 +49,7 @@ class State(models.TextChoices):
     DONE = "done", "done"
     DEAD = "dead", "dead"
     CANCELLED = "cancelled", "cancelled"
+    HELD = "held", "held by an operator"
 
 
 # A job in one of these states holds a lease: exactly one attempt is entitled to write.
@@ -381,6 +382,15 @@ class Job(ConcurrentTransitionMixin, models.Model):
         self.next_attempt_at = None
         self.finished_at = None
         self.completion_reason = ""
+
+    @transition(field=state, source=State.PLANNED, target=State.HELD, permission=OPERATE_PERMISSION)
+    def hold(self, *, reason: str):
+        """Take a job waiting in line out of it until a person resumes it (the transition log keeps who
+        held it, when and why); it keeps its due time, and so its place, for when it comes back."""
+
+    @transition(field=state, source=State.HELD, target=State.PLANNED, permission=OPERATE_PERMISSION)
+    def resume(self, *, reason: str):
+        """Put a held job back in line, at the place its due time gives it."""
 
     @transition(field=state, source=CANCELLABLE_STATES, target=State.CANCELLED, permission=OPERATE_PERMISSION)
     def cancel(self, *, reason: str):

@@ -400,6 +400,19 @@ def job_cancel(*, job_id, actor: str, reason: str, user=None) -> Job:
     )
 
 
+def job_hold(*, job_id, actor: str, reason: str, user=None) -> Job:
+    """Hold a job waiting in line (planned): no worker claims it until a person resumes it. It keeps
+    its due time, so it comes back at its place in line; the transition log keeps who, when and why."""
+    _require_reason(reason)
+    return leases.transition_apply(job_id, "hold", actor=actor, cause=f"held: {reason}", user=user, reason=reason)
+
+
+def job_resume(*, job_id, actor: str, reason: str, user=None) -> Job:
+    """Put a held job back in line (planned) at the place its due time gives it."""
+    _require_reason(reason)
+    return leases.transition_apply(job_id, "resume", actor=actor, cause=f"resumed: {reason}", user=user, reason=reason)
+
+
 def job_confirm(*, job_id, actor: str, reason: str = "business outcome confirmed", user=None) -> Job:
     """Confirm the business outcome of an executed job: result_stored (or recheck_due) → done."""
     return leases.transition_apply(job_id, "confirm", actor=actor, cause=reason, user=user, reason=reason)

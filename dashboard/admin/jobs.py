@@ -347,6 +347,8 @@ JOB_ACTIONS = {
     "release": ("Release the lease", OPERATE_PERMISSION),
     "review": ("Send to review", OPERATE_PERMISSION),
     "reorder": ("Move in line", OPERATE_PERMISSION),
+    "hold": ("Hold", OPERATE_PERMISSION),
+    "resume": ("Resume", OPERATE_PERMISSION),
 }
 
 
@@ -553,6 +555,8 @@ class JobAdmin(ReadOnlyAdmin):
             "release": job.state in (State.RESERVED, State.RUNNING),
             "review": job.state in leases.sources_of("queue_for_review"),
             "reorder": job.state == State.PLANNED,
+            "hold": "hold" in allowed,
+            "resume": "resume" in allowed,
         }
         actions = [
             {"name": name, "label": label}
@@ -669,6 +673,12 @@ def _job_act(name: str, job_id, *, actor: str, reason: str, user, form) -> str:
     if name == "release":
         services.job_release(job_id=job_id, actor=actor, reason=reason, user=user)
         return "released: planned again, due now"
+    if name == "hold":
+        services.job_hold(job_id=job_id, actor=actor, reason=reason, user=user)
+        return "held: no worker claims it until it is resumed"
+    if name == "resume":
+        job = services.job_resume(job_id=job_id, actor=actor, reason=reason, user=user)
+        return f"resumed: back in line, due {timezone.localtime(job.due_at):%Y-%m-%d %H:%M:%S}"
     if name == "reorder":
         priority, due_at = _reorder_input(form)
         job = services.job_reorder(

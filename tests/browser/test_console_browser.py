@@ -335,6 +335,26 @@ def test_an_operator_moves_a_waiting_job_to_the_most_urgent_lane(page_as, live_s
     no_policy_violations(page)
 
 
+def test_an_operator_holds_a_waiting_job_and_resumes_it(page_as, live_server, make_job):
+    job = make_job()
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")
+    form = page.locator("form", has=page.locator("#act-hold"))
+    form.get_by_label("reason for Hold").fill("the customer asked us to wait")
+    form.locator("#act-hold").click()
+    expect(page.locator(".messagelist")).to_contain_text("Held: no worker claims it until it is resumed")
+    expect(page.locator("body")).to_contain_text("held by user:")
+    expect(page.locator("body")).to_contain_text(": the customer asked us to wait; no worker claims it")
+    page.screenshot(path="/tmp/job-held.png", full_page=False)
+    assert Job.objects.get(pk=job.pk).state == "held"
+    form = page.locator("form", has=page.locator("#act-resume"))
+    form.get_by_label("reason for Resume").fill("the customer is ready")
+    form.locator("#act-resume").click()
+    expect(page.locator(".messagelist")).to_contain_text("Resumed: back in line")
+    assert Job.objects.get(pk=job.pk).state == "planned"
+    no_policy_violations(page)
+
+
 def test_an_operator_pauses_a_source_from_its_pool_s_key_view(page_as, live_server, make_job):
     from jobs.models import FlowKey
     from workers.runtime.models import Pool
@@ -350,10 +370,14 @@ def test_an_operator_pauses_a_source_from_its_pool_s_key_view(page_as, live_serv
     form = page.locator("form.console-form")
     form.get_by_label("Key").fill("shop-a")
     form.get_by_label("State").select_option("yes")
+    form.get_by_label("Rate limit: at most").fill("30")
+    form.get_by_label("starts per").fill("60")
     form.get_by_label("Reason").fill("the site asked us to stop")
     form.get_by_role("button", name="Change the key").click()
     expect(page.locator(".messagelist")).to_contain_text("Key 'shop-a' in pool analysis")
     expect(page.locator("#flow-keys tr.selected")).to_contain_text("paused")
+    expect(page.locator("#flow-keys tr.selected")).to_contain_text("30 starts per minute")
     page.screenshot(path="/tmp/flow-keys-page.png", full_page=True)
-    assert FlowKey.objects.get(pool="analysis", key="shop-a").paused
+    settings = FlowKey.objects.get(pool="analysis", key="shop-a")
+    assert (settings.paused, settings.rate_starts, settings.rate_seconds) == (True, 30, 60)
     no_policy_violations(page)

@@ -135,6 +135,8 @@ PAGE_CASES = {
     "release": State.RUNNING,
     "review": State.UNCLEAR,
     "reorder": State.PLANNED,
+    "hold": State.PLANNED,
+    "resume": State.HELD,
 }
 # What each action's form sends besides its reason (the move's lane select).
 PAGE_FIELDS = {"reorder": {"priority": "0"}}

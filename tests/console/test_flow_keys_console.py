@@ -7,10 +7,10 @@ import uuid
 import pytest
 from django.urls import reverse
 
+from dashboard.display import clock
 from dashboard.explain import job_explain
 from dashboard.models import AuditEntry
 from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
-from dashboard.display import clock
 from jobs import flows, leases, services
 from jobs.models import FlowKey, Job, database_now
 from workers.runtime.models import WorkerProcess
@@ -188,3 +188,13 @@ def test_pausing_through_the_form_keeps_the_keys_limit(as_role):
     assert FlowKey.objects.filter(key="shop-a").values_list("max_running", "paused").get() == (2, True)
     client.post(url, {"key": "shop-a", "default_limit": "yes", "reason": "the pool's default again"})
     assert FlowKey.objects.get(key="shop-a").max_running is None
+
+
+def test_the_job_page_says_who_held_a_job_and_why(make_job):
+    job = make_job()
+    services.job_hold(job_id=job.pk, actor="user:op", reason="the customer asked us to wait")
+    job.refresh_from_db()
+    held_at = job.transitions.get(to_state="held").at
+    assert job_explain(job, now=database_now()) == (
+        f"held by user:op at {clock(held_at)}: the customer asked us to wait; no worker claims it until it is resumed"
+    )

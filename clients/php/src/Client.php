@@ -149,6 +149,27 @@ final class Client
     }
 
     /**
+     * Hold a job of this client that waits in line: no worker claims it until it is resumed (it keeps
+     * its due time, and so its place). An ApiError with status 409 when it does not wait in line.
+     *
+     * @return array<string, mixed> the job record, state `held`
+     */
+    public function holdJob(string $jobId, string $reason): array
+    {
+        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/hold', ['reason' => $reason])[1];
+    }
+
+    /**
+     * Put a held job of this client back in line; an ApiError with status 409 when it is not held.
+     *
+     * @return array<string, mixed> the job record, state `planned`
+     */
+    public function resumeJob(string $jobId, string $reason): array
+    {
+        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/resume', ['reason' => $reason])[1];
+    }
+
+    /**
      * Move a job of this client that waits in line to another lane (0 most urgent, 9 bulk) and/or
      * another due time (ISO 8601, now or later); an ApiError with status 409 when it no longer waits.
      *

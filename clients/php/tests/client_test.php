@@ -44,6 +44,16 @@ $results['state'] = $read['state'];
 $moved = $client->moveJob($job['id'], 'the customer is waiting', 0);
 check($moved['priority'] === 0 && $moved['state'] === 'planned', 'a waiting job moves to another lane');
 
+// 3c. Hold it and resume it; resuming it again is a 409.
+check($client->holdJob($job['id'], 'the customer asked us to wait')['state'] === 'held', 'a waiting job is held');
+check($client->resumeJob($job['id'], 'the customer is ready')['state'] === 'planned', 'a held job is resumed');
+try {
+    $client->resumeJob($job['id'], 'twice');
+    check(false, 'a job that is not held cannot be resumed');
+} catch (ApiError $e) {
+    check($e->status() === 409, 'resuming a job that is not held is a 409');
+}
+
 // 4. The same key with another payload: 422 naming the field.
 try {
     $client->submitJob('synthetic', ['steps' => ['other']], 'php-order-1');
