@@ -67,7 +67,8 @@ PROBLEM_STATUSES = {
     "401": "The bearer token is missing, unknown, revoked or expired.",
     "403": "The token lacks the scope this operation needs.",
     "404": "No such job or recheck plan.",
-    "409": "The job or plan has already ended (or the test notification was confirmed already).",
+    "409": "The job or plan is not in a state this operation applies to: it has already ended, or no longer "
+    "waits in line (move, hold), or is not held (resume); or the test notification was confirmed already.",
     "413": "The body is over the configured limit (LEITSTAND_API_MAX_BODY_BYTES, default 1 MiB).",
     "422": "The request does not match the schema, the job type is unknown, the payload fails the type's "
     "schema, or the idempotency key names a job with another payload; see invalid_fields.",

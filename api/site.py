@@ -25,7 +25,7 @@ class LeitstandApi(NinjaAPI):
                     statuses |= {"400", "413"}
                 if "{" in path:
                     statuses.add("404")
-                if path.endswith(("/cancel", "/move", "/decision", "/alert-tests/confirm")):
+                if path.endswith(("/cancel", "/move", "/hold", "/resume", "/decision", "/alert-tests/confirm")):
                     statuses.add("409")
                 if method == "get" and path.endswith("/jobs"):
                     statuses.add("400")

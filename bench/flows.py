@@ -12,6 +12,8 @@ the measurement, so the leased set stays as small as a pool keeps it.
 - **one key**: every job of the pool shares one key (what a pool without keys does).
 - **one key, limited**: the same with a running limit that never binds: the claim lock and the
   count of the leases per key.
+- **one key, rate-limited**: the same with a rate limit of 1,000,000 starts a second that never
+  binds: the claim lock, the rooms, and the charge of the key's bucket after each claim.
 - **100,000 keys**: each job its own key, so every claim looks at 100 lanes of 100,000.
 - **fairness**: key A submits a flood, then key B 100 jobs at the same priority: how many jobs
   start before B's last one, and the shares of two flooding keys with weights 3 and 1.
@@ -152,10 +154,13 @@ def drain(pool: str, *, before: bool, flow_limit: int | None = None) -> tuple[fl
     return len(order) / spent, order
 
 
-def cost(jobs: int, keys: int, *, before: bool, flow_limit: int | None = None) -> float:
+def cost(jobs: int, keys: int, *, before: bool, flow_limit: int | None = None, rate: bool = False) -> float:
     pool = f"b{uuid.uuid4().hex[:10]}"
     names = [f"k{i}" for i in range(keys)]
     submit(pool, names, per_key=max(1, jobs // keys))
+    if rate:  # a rate limit that never binds: the claim lock, the rooms and the bucket's charge
+        FlowKey.objects.create(pool=pool, key=names[0], rate_starts=10**6, rate_seconds=1)
+        leases.flow_settings_changed()
     rate, order = drain(pool, before=before, flow_limit=flow_limit)
     assert len(order) == max(1, jobs // keys) * keys, (len(order), jobs)
     return rate
@@ -211,6 +216,7 @@ def main() -> None:
         "the claim before flow keys, one pool (baseline)": lambda: cost(n, 1, before=True),
         "flow-key claim, one key": lambda: cost(n, 1, before=False),
         "flow-key claim, one key, running limit (not binding)": lambda: cost(n, 1, before=False, flow_limit=10**6),
+        "flow-key claim, one key, rate limit (not binding)": lambda: cost(n, 1, before=False, rate=True),
         f"the claim before flow keys, {args.keys:,} jobs (baseline)": lambda: cost(args.keys, 1, before=True),
         f"flow-key claim, {args.keys:,} keys with a job each": lambda: cost(args.keys, args.keys, before=False),
     }
