@@ -65,14 +65,17 @@ def open_jobs_check(client, jobs: int, *, pool: str, repeat: Callable[[], bool])
 
 # One statement per refusal: add it to the minute's window of its client, pool and reason; as a
 # statement of its own it commits without waiting for the disk, as the API's budget counts do
-# (api/tokens.py; inside a caller's transaction it commits with it). The first refusal of a window tidies up windows older than an hour.
+# (api/tokens.py; inside a caller's transaction it commits with it). Each process tidies up windows
+# older than a day (longer than any alert window: LEITSTAND_ALERTS' api_submissions_refused) at
+# most once a minute, after a refusal: a refused flood adds one small write per request.
 _REFUSAL_SQL = """
     WITH relaxed AS (SELECT CASE WHEN %(relaxed)s THEN set_config('synchronous_commit', 'off', true) END)
     INSERT INTO api_apirefusalwindow AS w (client_id, pool, reason, window_start, refused)
     SELECT %(client)s, %(pool)s, %(reason)s, date_trunc('minute', leitstand_now()), 1 FROM relaxed
-    ON CONFLICT (client_id, pool, reason, window_start) DO UPDATE SET refused = w.refused + 1
-    RETURNING refused"""
-_REFUSAL_TIDY_SQL = "DELETE FROM api_apirefusalwindow WHERE window_start < leitstand_now() - interval '1 hour'"
+    ON CONFLICT (client_id, pool, reason, window_start) DO UPDATE SET refused = w.refused + 1"""
+_REFUSAL_TIDY_SQL = "DELETE FROM api_apirefusalwindow WHERE window_start < leitstand_now() - interval '1 day'"
+TIDY_SECONDS = 60.0
+_tidied = [0.0]  # when this process last tidied (monotonic)
 
 
 def _refusal_count(client, pool: str, reason: str) -> None:
@@ -88,7 +91,8 @@ def _refusal_count(client, pool: str, reason: str) -> None:
                 "relaxed": not connection.in_atomic_block,
             },
         )
-        if cursor.fetchone()[0] == 1:
+        if time.monotonic() - _tidied[0] > TIDY_SECONDS:
+            _tidied[0] = time.monotonic()
             cursor.execute(_REFUSAL_TIDY_SQL)
 
 

@@ -74,8 +74,8 @@ PROBLEM_STATUSES = {
     "schema, or the idempotency key names a job with another payload; see invalid_fields.",
     "429": "Over the token's rate limit, or the client has its bound of open jobs; retry after the seconds "
     "in Retry-After.",
-    "503": "The pool's bulk lane is full (a submission in priority 9); retry after the seconds in Retry-After, "
-    "or submit in a more urgent lane.",
+    "503": "The pool's bulk lane is full (a submission, or a held job resumed, in priority 9); retry after the "
+    "seconds in Retry-After, or submit in a more urgent lane.",
 }
 
 

@@ -90,7 +90,7 @@ def flow_key_set(request, pool: str, body: FlowKeyIn):
     given = body.model_fields_set
     changes = {name: getattr(body, name) for name in ("weight", "max_running", "paused") if name in given}
     if given & {"rate_starts", "rate_seconds"}:
-        if (body.rate_starts is None) != (body.rate_seconds is None):
+        if not given >= {"rate_starts", "rate_seconds"} or (body.rate_starts is None) != (body.rate_seconds is None):
             raise JobInputError("rate_seconds", "must be given with rate_starts, both numbers or both null")
         changes["rate"] = None if body.rate_starts is None else (body.rate_starts, body.rate_seconds)
     flows.flow_key_set(pool=pool, key=body.key, actor=f"api:{request.auth.name}", reason=body.reason, **changes)

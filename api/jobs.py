@@ -388,6 +388,10 @@ def _hold_or_resume(request, job_id: uuid.UUID, body: HoldIn, service, done: str
     job = _visible(request).filter(pk=job_id).first()
     if job is None:
         raise Http404(f"no job {job_id}")
+    if service is job_resume and job.state == State.HELD:
+        # Back in line is like a submission: not into a full bulk lane (held jobs are not counted in
+        # its depth, so holding and resuming cannot carry a client past the bound).
+        lane_check(job.type, job.priority, client=request.auth.client, repeat=lambda: False)
     try:
         service(job_id=job.pk, actor=f"api:{request.auth.name}", reason=body.reason)
     except TransitionNotAllowed:

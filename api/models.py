@@ -53,7 +53,7 @@ class ApiAddressWindow(models.Model):
 class ApiRefusalWindow(models.Model):
     """Submissions the API refused to protect a pool (backpressure: a 429 for a client at its bound of
     open jobs, a 503 for a full bulk lane), per client, pool, reason and minute: what the alert rule
-    ``api_submissions_refused`` reads. Kept an hour (``api.backpressure``); a refusal costs one count."""
+    ``api_submissions_refused`` reads. Kept a day (``api.backpressure``); a refusal costs one count."""
 
     class Reason(models.TextChoices):
         CLIENT_OPEN_JOBS = "client_open_jobs", "429: the client is at its bound of open jobs"

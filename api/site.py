@@ -29,7 +29,7 @@ class LeitstandApi(NinjaAPI):
                     statuses.add("409")
                 if method == "get" and path.endswith("/jobs"):
                     statuses.add("400")
-                if method == "post" and path.endswith(("/jobs", "/batches")):
+                if method == "post" and path.endswith(("/jobs", "/batches", "/resume")):
                     statuses.add("503")  # a full bulk lane (api/backpressure.py)
                 for status in sorted(statuses):
                     answer = {"description": PROBLEM_STATUSES[status], "content": problem_content}

@@ -39,6 +39,12 @@ def clock(moment: datetime) -> str:
     return timezone.localtime(moment).strftime("%H:%M:%S")
 
 
+def moment(at: datetime, now: datetime) -> str:
+    """A time as people read it next to now: "14:02:10" today, "2026-12-06 14:02:10" on another day."""
+    local = timezone.localtime(at)
+    return clock(at) if local.date() == timezone.localtime(now).date() else f"{local:%Y-%m-%d %H:%M:%S}"
+
+
 def ago(seconds: float) -> str:
     seconds = abs(seconds)
     if seconds < 90:

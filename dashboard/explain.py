@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import options as console_options
-from dashboard.display import ago, clock, rate
+from dashboard.display import ago, clock, moment, rate
 from jobs import flows
 from jobs.models import LEASED_STATES, FlowKey, FlowLane, Job, ReviewLease, State, Transition
 from workers.runtime import options as runtime_options
@@ -70,7 +70,7 @@ def _planned(job: Job, now: datetime) -> str:
     until = flows.rate_limited_until(key, now)
     if until is not None:
         return (
-            f"{_key_named(job)} is rate-limited until {clock(until)} "
+            f"{_key_named(job)} is rate-limited until {moment(until, now)} "
             f"(at most {rate(key.rate_starts, key.rate_seconds)}); then it takes its share again"
         )
     return _in_line(job, now, weight=key.weight if key else 1)

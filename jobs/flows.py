@@ -90,14 +90,17 @@ def flow_key_set(
 
 def _bucket_carried(settings: FlowKey, rate: tuple[int, int] | None) -> datetime | None:
     """A key's bucket under its new rate: the starts the old rate still counted count at the new
-    one's spacing (four starts of a minute's four count as half of a minute's eight)."""
+    one's spacing (four starts of a minute's four count as half of a minute's eight), up to a full
+    bucket of the new rate."""
     if rate is None or settings.rate_tat is None:
         return None
     now = database_now()
     if settings.rate_tat <= now:
         return settings.rate_tat
     counted = (settings.rate_tat - now) / (settings.rate_seconds / settings.rate_starts)
-    return now + counted * (rate[1] / rate[0])
+    # At most one full interval of the new rate: a lowered rate holds the key back for no longer
+    # than its interval (600 a minute down to 10 a minute after a burst: one minute, not an hour).
+    return now + min(counted * (rate[1] / rate[0]), timedelta(seconds=rate[1]))
 
 
 def key_stored(key: str) -> str:

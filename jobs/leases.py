@@ -499,9 +499,9 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
                 "starts": [max(lane[3], lane[8]) for lane in chosen],
             },
         )
-        if rated and rows:
-            key_of = {lane[0]: lane[2] for lane in chosen}
-            by_key = Counter(key_of[row[13]] for row in rows)
+        rated_lanes = {lane[0]: lane[2] for lane in chosen if not lone and lane[10]}
+        if rated_lanes and rows:
+            by_key = Counter(rated_lanes[row[13]] for row in rows if row[13] in rated_lanes)
             _fetch_one(
                 queries.flow_rates_charge,
                 {"pool": pool, "keys": list(by_key), "counts": list(by_key.values()), "now": lanes[0][9]},

@@ -120,7 +120,8 @@ JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AN
 -- limit), and those of a key whose rate limit allows no start now. Each with its key's weight and
 -- room (what it may still start: the least of its running room and its rate room; NULL: no limit),
 -- its due jobs counted up to %(limit)s (job_flow_idx, from next_due on: no planned job of the lane
--- is due before it), next_due, its pool lane's clock, and the time the rooms were read at. The
+-- is due before it), next_due, its pool lane's clock, the time the rooms were read at, and whether
+-- its key has a rate limit (whose bucket the claim then fills: flow_rates_charge). The
 -- leases are counted from the jobs (job_leased_idx), right after any crash, as no counter would be.
 -- A rate limit of r starts per T seconds is a bucket (GCRA): a key whose bucket is due at rate_tat
 -- may start floor((T - (rate_tat - now)) * r / T) now, r at most (flow_rates_charge fills it).
@@ -132,6 +133,7 @@ WITH running AS MATERIALIZED (
 clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 lanes AS (
     SELECT l.*, coalesce(k.weight, 1) AS weight, coalesce(k.paused, false) AS paused,
+           k.rate_starts IS NOT NULL AS rated,
            CASE WHEN %(limited)s THEN least(
                coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0),
                floor((k.rate_seconds - greatest(extract(epoch FROM k.rate_tat - (SELECT now FROM clock)), 0))
@@ -150,7 +152,7 @@ SELECT l.id, l.priority, l.key, l.vtime, l.weight, l.room,
                               LIMIT %(limit)s) AS due),
        l.next_due,
        coalesce((SELECT c.vtime FROM jobs_flowclock AS c WHERE c.pool = l.pool AND c.priority = l.priority), 0),
-       (SELECT now FROM clock)
+       (SELECT now FROM clock), l.rated
 FROM lanes AS l
 WHERE NOT l.paused AND coalesce(l.room, 1) > 0
 ORDER BY l.priority, l.vtime, l.next_due

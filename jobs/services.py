@@ -404,12 +404,14 @@ def job_hold(*, job_id, actor: str, reason: str, user=None) -> Job:
     """Hold a job waiting in line (planned): no worker claims it until a person resumes it. It keeps
     its due time, so it comes back at its place in line; the transition log keeps who, when and why."""
     _require_reason(reason)
+    text_check("reason", reason, limit=480)  # it is shown in the job's sentence: one printable line
     return leases.transition_apply(job_id, "hold", actor=actor, cause=f"held: {reason}", user=user, reason=reason)
 
 
 def job_resume(*, job_id, actor: str, reason: str, user=None) -> Job:
     """Put a held job back in line (planned) at the place its due time gives it."""
     _require_reason(reason)
+    text_check("reason", reason, limit=480)
     return leases.transition_apply(job_id, "resume", actor=actor, cause=f"resumed: {reason}", user=user, reason=reason)
 
 

@@ -1,5 +1,5 @@
 """Submissions refused by backpressure, counted per client, pool, reason and minute (issue 39): the
-record the alert rule ``api_submissions_refused`` reads, kept an hour."""
+record the alert rule ``api_submissions_refused`` reads, kept a day."""
 
 import django.db.models.deletion
 from django.db import migrations, models

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from dashboard.audit import audited
-from dashboard.display import ago, as_id, clock, rate
+from dashboard.display import ago, as_id, moment, rate
 from dashboard.pages.common import actor, render, require
 from jobs import flows
 from jobs.models import OPERATE_PERMISSION, database_now
@@ -37,7 +37,7 @@ def flow_keys(request, pool: str):
         due_in = (row["oldest_due"] - now).total_seconds() if row["oldest_due"] else None
         row["due"] = "—" if due_in is None else f"due {ago(due_in)} ago" if due_in <= 0 else f"in {ago(due_in)}"
         row["rate"] = rate(row["rate_starts"], row["rate_seconds"]) if row["rate_starts"] else ""
-        row["rate_until"] = clock(row["rate_limited_until"]) if row["rate_limited_until"] else ""
+        row["rate_until"] = moment(row["rate_limited_until"], now) if row["rate_limited_until"] else ""
     return render(
         request,
         "admin/console/flow_keys.html",

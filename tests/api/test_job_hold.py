@@ -41,7 +41,28 @@ def test_another_clients_job_a_read_token_and_no_reason_are_refused(client, own_
     path = f"/api/v1/jobs/{job.pk}/{action}"
     assert post(client, path, {"reason": "r"}, bearer("partner")).status_code == 404
     assert post(client, path, {"reason": "r"}, bearer(scopes=("jobs:read",))).status_code == 403
-    for body in ({}, {"reason": ""}, {"reason": "x" * 401}, {"reason": "a\u0000b"}):
+    for body in ({}, {"reason": ""}, {"reason": "x" * 401}, {"reason": "a\u0000b"}, {"reason": "a\nforged line"}):
         answer = post(client, path, body, headers)
         assert answer.status_code == 422 and "reason" in answer.text, answer.text
     assert Job.objects.get(pk=job.pk).state == State.PLANNED
+
+
+def test_a_held_bulk_job_is_not_resumed_into_a_full_bulk_lane(client, settings, make_job):
+    """Held jobs are not counted in the bulk lane's depth: resuming them is refused like a submission
+    while the lane is full (503), so holding and resuming cannot carry a client past the bound."""
+    from api import backpressure
+
+    headers = bearer()
+    created = post(
+        client, "/api/v1/jobs", {"type": "synthetic", "payload": {}, "idempotency_key": "bulk", "priority": 9}, headers
+    )
+    job_id = created.json()["id"]
+    assert post(client, f"/api/v1/jobs/{job_id}/hold", {"reason": "later"}, headers).status_code == 200
+    settings.LEITSTAND_API_BULK_LANE_DEPTH = 2
+    backpressure.forget()
+    for _ in range(2):
+        make_job("synthetic", pool="synthetic", payload={}, priority=9)
+    answer = post(client, f"/api/v1/jobs/{job_id}/resume", {"reason": "now"}, headers)
+    assert answer.status_code == 503 and answer["Retry-After"], answer.text
+    assert Job.objects.get(pk=job_id).state == State.HELD
+    backpressure.forget()

@@ -218,6 +218,35 @@ def test_a_rate_limit_counts_every_claimer_and_a_changed_rate_keeps_the_bucket(w
 
 
 @pytest.mark.django_db
+def test_a_lowered_rate_holds_a_key_back_for_one_interval_at_most(worker, db_clock):
+    submit_many("rated", 700)
+    FlowKey.objects.create(pool=POOL, key="rated", rate_starts=600, rate_seconds=60)
+    assert len(claim(worker, 100)) == 100  # a burst: 100 of the minute's 600
+    flows.flow_key_set(pool=POOL, key="rated", actor="test", reason="their quota fell", rate=(10, 60))
+    # 100 starts at 10 a minute would hold it back 10 minutes; the bucket holds at most a minute of
+    # the new rate: full, so its next start comes one spacing (6 s) on, and one every 6 s after.
+    until = flows.flow_key_read(POOL, "rated")["rate_limited_until"]
+    assert 5.5 < (until - db_clock.now()).total_seconds() <= 6
+    db_clock.advance(seconds=6.1)
+    assert len(claim(worker, 10)) == 1
+    assert claim(worker, 10) == []
+
+
+@pytest.mark.django_db
+def test_a_rate_set_while_the_claim_reads_limits_from_its_cache_is_charged(worker):
+    """A host whose cached flags say "running limits, no rates" still fills the bucket of a key whose
+    rate was set a moment ago: whether to charge comes with the lanes, not from the cache."""
+    submit_many("limited", 5)
+    submit_many("rated", 5)
+    FlowKey.objects.create(pool=POOL, key="limited", max_running=1)
+    claim(worker, 2)  # caches: a running limit, no rate limit
+    FlowKey.objects.create(pool=POOL, key="rated", rate_starts=2, rate_seconds=60)
+    assert keys_of(claim(worker, 10)) == {"rated": 2}  # its bucket's burst; "limited" holds its one
+    assert FlowKey.objects.get(pool=POOL, key="rated").rate_tat is not None
+    assert claim(worker, 10) == []
+
+
+@pytest.mark.django_db
 def test_a_rate_limit_says_until_when_it_holds_a_key_back(worker, db_clock):
     submit_many("rated", 5)
     FlowKey.objects.create(pool=POOL, key="rated", rate_starts=2, rate_seconds=10)
