@@ -125,11 +125,18 @@ def flow_key_read(pool: str, key: str) -> dict:
 
 def rate_limited_until(settings: FlowKey | None, now: datetime) -> datetime | None:
     """When a key's rate limit lets its next job start, if that is after ``now`` (database time);
-    None: no rate limit, or it may start one now. The bucket allows a start once it is due less than
-    rate_seconds minus one start's spacing ahead (jobs/queries.sql, ``flow_lanes_due``)."""
-    if settings is None or settings.rate_starts is None or settings.rate_tat is None:
+    None: no rate limit, or it may start one now."""
+    if settings is None:
         return None
-    until = settings.rate_tat - timedelta(seconds=settings.rate_seconds * (1 - 1 / settings.rate_starts))
+    return _rate_until(settings.rate_starts, settings.rate_seconds, settings.rate_tat, now)
+
+
+def _rate_until(starts: int | None, seconds: int | None, tat: datetime | None, now: datetime) -> datetime | None:
+    # The bucket allows a start once it is due less than rate_seconds minus one start's spacing
+    # ahead (jobs/queries.sql, ``flow_lanes_due``).
+    if starts is None or tat is None:
+        return None
+    until = tat - timedelta(seconds=seconds * (1 - 1 / starts))
     return until if until > now else None
 
 
@@ -138,13 +145,12 @@ def _rows(**params) -> list[dict]:
     rows = []
     for row in reads.rows("flow_keys_of_pool", **params):
         *fields, rate_starts, rate_seconds, rate_tat, now = row
-        settings = FlowKey(rate_starts=rate_starts, rate_seconds=rate_seconds, rate_tat=rate_tat)
         rows.append(
             {
                 **dict(zip(names, fields)),
                 "rate_starts": rate_starts,
                 "rate_seconds": rate_seconds,
-                "rate_limited_until": rate_limited_until(settings, now),
+                "rate_limited_until": _rate_until(rate_starts, rate_seconds, rate_tat, now),
             }
         )
     return rows
