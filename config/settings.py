@@ -626,4 +626,8 @@ LEITSTAND_WEBHOOK = {
     ),
     # Empty: every job type (the system's own deliveries never cause webhooks).
     "job_types": env_list("LEITSTAND_WEBHOOK_JOB_TYPES", []),
+    # Which signatures every signed delivery carries (a client's webhook, the global one, an alert
+    # route's): "both" (default), "leitstand" (X-Leitstand-Signature) or "standard" (Standard
+    # Webhooks: webhook-id, webhook-timestamp, webhook-signature). docs/api.md, "Webhooks".
+    "signatures": env_str("LEITSTAND_WEBHOOK_SIGNATURES", "both"),
 }

@@ -45,14 +45,22 @@ def require_number(value: object, setting: str, *, minimum: float, whole: bool =
         raise OptionError(f"{setting} must be {kind} of at least {minimum:g}, not {value!r}")
 
 
+SIGNATURE_FORMS = ("both", "leitstand", "standard")
+
+
 @dataclass(frozen=True)
 class WebhookOptions:
     url: str = ""
     secret: str = ""
     events: tuple[str, ...] = ()
     job_types: tuple[str, ...] = ()  # empty: every job type
+    signatures: str = "both"  # which signatures deliveries carry: both, leitstand, standard
 
     def __post_init__(self) -> None:
+        _require(
+            self.signatures in SIGNATURE_FORMS,
+            f"LEITSTAND_WEBHOOK_SIGNATURES is {self.signatures!r}; it is one of {', '.join(SIGNATURE_FORMS)}",
+        )
         _require(
             not self.url or bool(self.secret),
             "LEITSTAND_WEBHOOK_URL is set but LEITSTAND_WEBHOOK_SECRET is empty: every webhook is signed; "
@@ -94,6 +102,7 @@ class EngineOptions:
                 secret=hook["secret"],
                 events=tuple(hook["events"]),
                 job_types=tuple(hook.get("job_types", ())),
+                signatures=hook.get("signatures", "both"),
             ),
             trace_database=settings.LEITSTAND_TRACE_DATABASE,
         )

@@ -21,7 +21,7 @@ from jobs.clients import client_webhook_set
 from jobs.models import Job, State
 from jobs.services import job_confirm
 from jobs.webhooks import webhook_sweep
-from workers.runtime.webhook import sign
+from workers.runtime.webhook import sign, standard_headers
 
 PHP_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "php"
 SECRET = "php-webhook-secret-3"
@@ -162,3 +162,18 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(live_server
         receiver_url, content=body, headers={"X-Leitstand-Signature": sign(SECRET, int(time.time()), body)}
     )
     assert again.status_code == 204 and len(list(events.iterdir())) == 1
+
+    # The Standard Webhooks form alone (LEITSTAND_WEBHOOK_SIGNATURES=standard): verified the same way.
+    now = int(time.time())
+    standard = standard_headers(SECRET, event["id"], now, body)
+    assert httpx.post(receiver_url, content=body, headers=standard).status_code == 204
+    refused = {
+        "another secret": standard_headers("wrong", event["id"], now, body),
+        "another body": standard_headers(SECRET, event["id"], now, body + b" "),
+        "another event's ID": standard_headers(SECRET, "evt_other", now, body),
+        "a day old": standard_headers(SECRET, event["id"], now - 86400, body),
+    }
+    for why, headers in refused.items():
+        answer = httpx.post(receiver_url, content=body, headers=headers)
+        assert answer.status_code == 401, why
+    assert len(list(events.iterdir())) == 1

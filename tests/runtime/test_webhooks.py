@@ -1,10 +1,13 @@
 """Webhooks to the PHP core: events are written in the transaction of their change, turned into
 delivery jobs once each, and delivered signed by the notify pool to a local receiver."""
 
+import base64
 import json
 
 import pytest
 from django.db import transaction
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from config.checks import timing_invariants
 from jobs import leases
@@ -85,9 +88,13 @@ def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, h
     assert {job.state for job in Job.objects.filter(type="api_webhook")} == {State.DONE}
     assert len(receiver.deliveries) == 3
     bodies = {}
+    standard = Webhook("whsec_" + base64.b64encode(SECRET.encode()).decode())
     for headers, body in receiver.deliveries:
         assert signature_valid(SECRET, headers[SIGNATURE_HEADER], body)
+        # Standard Webhooks too: its own library verifies the delivery, and its ID is the event's.
+        assert standard.verify(body, dict(headers)) == json.loads(body)
         message = json.loads(body)
+        assert headers["webhook-id"] == message["id"]
         assert headers["X-Leitstand-Event-Id"] == message["id"] and message["id"].startswith("evt_")
         assert headers["X-Leitstand-Event-Type"] == message["type"]
         assert headers["X-Correlation-ID"] == message["job"]["correlation_id"]
@@ -109,6 +116,36 @@ def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, h
     assert not Job.objects.filter(type="api_webhook").exclude(pk__in=deliveries).exists(), (
         "a delivered webhook does not announce itself with another webhook"
     )
+
+
+@pytest.mark.parametrize("form", ["leitstand", "standard"])
+def test_deliveries_carry_the_signatures_the_setting_names_and_tampering_is_refused(outcomes, hook, pool_runtime, form):
+    receiver = hook(200, signatures=form)
+    webhook_sweep()
+    pool_runtime("notify").wake()
+    assert len(receiver.deliveries) == 3
+    standard = Webhook("whsec_" + base64.b64encode(SECRET.encode()).decode())
+    for headers, body in receiver.deliveries:
+        headers = {name.lower(): value for name, value in dict(headers).items()}
+        assert (SIGNATURE_HEADER.lower() in headers) == (form == "leitstand")
+        assert ("webhook-signature" in headers) == (form == "standard")
+        if form == "standard":
+            standard.verify(body, headers)
+            tampered = body.replace(b'"job"', b'"jab"')
+            with pytest.raises(WebhookVerificationError):
+                standard.verify(tampered, headers)
+            with pytest.raises(WebhookVerificationError):
+                Webhook(b"another secret").verify(body, headers)
+            with pytest.raises(WebhookVerificationError):  # a replay a day later
+                standard.verify(body, {**headers, "webhook-timestamp": str(int(headers["webhook-timestamp"]) - 86400)})
+        else:
+            assert signature_valid(SECRET, headers[SIGNATURE_HEADER.lower()], body)
+            assert not signature_valid(SECRET, headers[SIGNATURE_HEADER.lower()], body + b" ")
+
+
+def test_an_unknown_signature_form_is_a_configuration_error(settings):
+    settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "signatures": "hmac-md5"}
+    assert any("LEITSTAND_WEBHOOK_SIGNATURES" in error.msg for error in timing_invariants())
 
 
 def test_events_and_job_types_can_be_narrowed(outcomes, hook):

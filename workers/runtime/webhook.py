@@ -1,13 +1,23 @@
 """Signed webhook deliveries, and the handler of ``api_webhook`` jobs (events for the PHP core).
 
-A webhook is a JSON POST signed with HMAC-SHA256: the header
-``X-Leitstand-Signature: t=<unix time>,v1=<hex>`` where ``v1 = HMAC(secret, "<t>." + body)``; the
-receiver recomputes it over the raw body and rejects old timestamps. A non-2xx answer, a timeout or
-a refused connection is a transient failure (retried with backoff, then the dead-letter queue).
+A webhook is a JSON POST signed with HMAC-SHA256, in two forms (``LEITSTAND_WEBHOOK_SIGNATURES``:
+both by default, or either alone):
+
+- Leitstand's own: ``X-Leitstand-Signature: t=<unix time>,v1=<hex>`` where
+  ``v1 = HMAC(secret, "<t>." + body)``;
+- Standard Webhooks (standardwebhooks.com): ``webhook-id`` (the event's ID, the same on every retry),
+  ``webhook-timestamp`` (unix time) and ``webhook-signature: v1,<base64>`` where
+  ``<base64> = HMAC(secret, "<id>.<timestamp>." + body)`` — the key is the secret's UTF-8 bytes, so a
+  Standard Webhooks library takes ``"whsec_" + base64(secret)``.
+
+The receiver recomputes either over the raw body and rejects old timestamps. A non-2xx answer, a
+timeout or a refused connection is a transient failure (retried with backoff, then the dead-letter
+queue).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -37,6 +47,26 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={digest}"
 
 
+def standard_headers(secret: str, message_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The Standard Webhooks headers of a delivery: its ID, its time, and ``v1,<base64 HMAC-SHA256>``
+    over ``"<id>.<timestamp>." + body`` with the secret's UTF-8 bytes as the key."""
+    digest = hmac.new(secret.encode(), f"{message_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": f"v1,{base64.b64encode(digest).decode()}",
+    }
+
+
+def signature_headers(secret: str, message_id: str, body: bytes) -> dict[str, str]:
+    """The signatures ``LEITSTAND_WEBHOOK_SIGNATURES`` asks for, signed now."""
+    form, now = engine_options.current().webhook.signatures, int(time.time())
+    headers = {SIGNATURE_HEADER: sign(secret, now, body)} if form in ("both", "leitstand") else {}
+    if form in ("both", "standard"):
+        headers.update(standard_headers(secret, message_id, now, body))
+    return headers
+
+
 # The guarded POST: the safe client's, with the address guard and the connection pinned to the
 # address it checked (workers.pipeline registers it at start-up; the runtime cannot import the
 # pipeline above it). (url, body, headers, timeout, propagate) -> status; raises the client's error
@@ -59,8 +89,10 @@ def post_signed(
     headers: dict[str, str] | None = None,
     guarded: bool = True,
     propagate: bool = False,
+    message_id: str = "",
 ) -> Done:
-    """POST ``message`` as compact JSON, signed, as the step ``webhook``. ``guarded``: through the
+    """POST ``message`` as compact JSON, signed, as the step ``webhook``. ``message_id``: what the
+    receiver deduplicates on (``webhook-id``; '': the delivery job's ID). ``guarded``: through the
     address guard, the POST pinned to the checked address (receivers people set in the console: a
     client's webhook, a route's); False only for the operators' own environment setting.
     ``propagate``: the receiver joins the trace (``traceparent``/``tracestate`` of the request)."""
@@ -68,7 +100,7 @@ def post_signed(
     all_headers = {
         "Content-Type": "application/json",
         "User-Agent": agent,
-        SIGNATURE_HEADER: sign(secret, int(time.time()), body),
+        **signature_headers(secret, message_id or str(context.job_id), body),
         "X-Leitstand-Delivery": str(context.job_id),
         **(headers or {}),
     }
@@ -136,6 +168,7 @@ def handle_api_webhook(context: JobContext):
         agent="Leitstand-Webhooks/1",
         guarded=client_name is not None,  # a client's own webhook, set in the console
         propagate=True,
+        message_id=event["id"],  # the same on every retry of the delivery: receivers deduplicate on it
         headers={
             "X-Leitstand-Event-Id": event["id"],
             "X-Leitstand-Event-Type": event["type"],
