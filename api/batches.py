@@ -71,7 +71,7 @@ class BatchOut(Schema):
     job_ids: list[uuid.UUID] = Field(default=[], description="The members submitted (on POST only).")
 
 
-@router.post("/batches", response={200: BatchOut, 201: BatchOut})
+@router.post("/batches", response={200: BatchOut, 201: BatchOut}, summary="Submit a batch of jobs")
 def batches_create(request, body: BatchIn):
     """Submit many jobs as one batch, in one transaction. The same key with the same contents answers
     200 with the batch; with other contents, 422. A job whose idempotency key names a job of another
@@ -122,7 +122,7 @@ def batches_create(request, body: BatchIn):
     return Status(201 if submitted.created else 200, batch_record(submitted.batch, job_ids=submitted.job_ids))
 
 
-@router.get("/batches/{batch_id}", response=BatchOut)
+@router.get("/batches/{batch_id}", response=BatchOut, summary="Read a batch's progress")
 def batches_get(request, batch_id: int):
     """A batch's live counters, rate and ETA; its statistics once finished."""
     require(request, "jobs:read")

@@ -66,7 +66,7 @@ def _out(pool: str, row: dict, default_limit: int | None) -> dict:
     return {**row, "pool": pool, "limit": row["max_running"] or default_limit}
 
 
-@router.get("/pools/{pool}/keys", response=FlowKeyPage)
+@router.get("/pools/{pool}/keys", response=FlowKeyPage, summary="List a pool's flow keys")
 def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = PAGE):
     """A pool's keys with work or settings, in key order, a page at a time (``after``: the last key of
     the page before)."""
@@ -81,7 +81,7 @@ def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = P
     }
 
 
-@router.put("/pools/{pool}/keys", response=FlowKeyOut)
+@router.put("/pools/{pool}/keys", response=FlowKeyOut, summary="Set a flow key's weight, limits or pause")
 def flow_key_set(request, pool: str, body: FlowKeyIn):
     """Set one key's weight, running limit, rate limit or pause (what the body leaves out stays);
     applies to the claims from a second later, on every host."""

@@ -212,7 +212,7 @@ def _may_see(request, job: Job) -> bool:
     return job.type not in registry.system_only() and may_act_for(request, job.client_id)
 
 
-@router.post("/jobs", response={200: JobOut, 201: JobOut}, auth=TokenAuth(jobs=1))
+@router.post("/jobs", response={200: JobOut, 201: JobOut}, auth=TokenAuth(jobs=1), summary="Submit a job")
 def jobs_create(request, body: JobIn):
     """Submit a job of a type clients submit. The same idempotency key with the same request answers 200
     with the first job; with any difference (payload, priority, source, due time, correlation ID), 422.
@@ -264,8 +264,10 @@ def jobs_create(request, body: JobIn):
     )
 
 
-@router.get("/jobs/{job_id}", response=JobOut)
+@router.get("/jobs/{job_id}", response=JobOut, summary="Read a job with its history")
 def jobs_get(request, job_id: uuid.UUID, include: Literal["logs"] | None = None):
+    """One job of this client (any job with ``jobs:all``) with its transitions, findings and recheck
+    plan; with ``include=logs`` also the log lines its attempts kept (without tracebacks)."""
     require(request, "jobs:read")
     job = job_read(job_id)
     if job is None or not _may_see(request, job):
@@ -313,7 +315,7 @@ def _cursor_decode(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise HttpError(400, "cursor is not one this API issued") from None
 
 
-@router.get("/jobs", response=JobPage)
+@router.get("/jobs", response=JobPage, summary="List this client's jobs")
 def jobs_list(
     request,
     correlation_id: Text | None = None,
@@ -347,7 +349,7 @@ def jobs_list(
     return {"items": [job_out(job, with_transitions=False) for job in page], "next_cursor": next_cursor}
 
 
-@router.post("/jobs/{job_id}/move", response=JobOut)
+@router.post("/jobs/{job_id}/move", response=JobOut, summary="Move a waiting job in line")
 def jobs_move(request, job_id: uuid.UUID, body: MoveIn):
     """Move a job of this client that waits in line (planned) to another lane or due time (either, or
     both): 200 with the job; 409 when it no longer waits (it started, ended, or waits for its retry)."""
@@ -369,14 +371,14 @@ def jobs_move(request, job_id: uuid.UUID, body: MoveIn):
     return job_out(job_read(job_id), with_transitions=True)
 
 
-@router.post("/jobs/{job_id}/hold", response=JobOut)
+@router.post("/jobs/{job_id}/hold", response=JobOut, summary="Hold a waiting job")
 def jobs_hold(request, job_id: uuid.UUID, body: HoldIn):
     """Hold a job of this client that waits in line (planned): no worker claims it until it is
     resumed; it keeps its due time. 200 with the job (state ``held``); 409 when it does not wait."""
     return _hold_or_resume(request, job_id, body, job_hold, "held")
 
 
-@router.post("/jobs/{job_id}/resume", response=JobOut)
+@router.post("/jobs/{job_id}/resume", response=JobOut, summary="Resume a held job")
 def jobs_resume(request, job_id: uuid.UUID, body: HoldIn):
     """Put a held job of this client back in line, at the place its due time gives it: 200 with the
     job (state ``planned``); 409 when it is not held."""
@@ -401,7 +403,7 @@ def _hold_or_resume(request, job_id: uuid.UUID, body: HoldIn, service, done: str
     return job_out(job_read(job_id), with_transitions=True)
 
 
-@router.post("/jobs/{job_id}/cancel", response=JobOut)
+@router.post("/jobs/{job_id}/cancel", response=JobOut, summary="Cancel a job")
 def jobs_cancel(request, job_id: uuid.UUID, body: CancelIn | None = None):
     """Cancel a job that has not ended: 200 with the job; 409 when it already ended."""
     require(request, "jobs:write")

@@ -58,8 +58,10 @@ def plan_out(plan: RecheckPlan) -> dict:
     return data
 
 
-@router.get("/rechecks/{plan_id}", response=RecheckPlanOut)
+@router.get("/rechecks/{plan_id}", response=RecheckPlanOut, summary="Read a recheck plan")
 def rechecks_get(request, plan_id: int):
+    """A recheck plan of this client's job: its target, state, next check, deadline, how it ended, and
+    every observation so far."""
     require(request, "jobs:read")
     plan = owned(request, RecheckPlan.objects, path="job__client").filter(pk=plan_id).first()
     if plan is None:
@@ -67,7 +69,7 @@ def rechecks_get(request, plan_id: int):
     return plan_out(plan)
 
 
-@router.post("/rechecks/{plan_id}/decision", response=RecheckPlanOut)
+@router.post("/rechecks/{plan_id}/decision", response=RecheckPlanOut, summary="End a recheck plan with a decision")
 def rechecks_decide(request, plan_id: int, body: DecisionIn):
     """End a recheck plan with a manual decision (the case is confirmed); 409 once the plan ended."""
     require(request, "reviews:write")

@@ -8,9 +8,15 @@ from ninja import NinjaAPI
 from api import batches, flows, jobs, rechecks, sources
 from api.auth import TokenAuth
 from api.errors import PROBLEM, PROBLEM_SCHEMA, PROBLEM_STATUSES, handlers_install
+from api.examples import EXAMPLES, PROBLEM_TYPES
 
 
 class LeitstandApi(NinjaAPI):
+    def get_openapi_operation_id(self, operation) -> str:
+        """The view's own name (``jobs_create``, ``batches_get``, ``alert_test_confirm``): what a
+        generated client names its functions, with no module path in it."""
+        return operation.view_func.__name__
+
     """Declares the problem answers of every operation in the OpenAPI schema, as they are sent:
     ``application/problem+json`` (ninja would describe them as plain JSON)."""
 
@@ -32,7 +38,11 @@ class LeitstandApi(NinjaAPI):
                 if method == "post" and path.endswith(("/jobs", "/batches", "/resume")):
                     statuses.add("503")  # a full bulk lane (api/backpressure.py)
                 for status in sorted(statuses):
-                    answer = {"description": PROBLEM_STATUSES[status], "content": problem_content}
+                    kinds = ", ".join(f"`{kind}`" for kind in PROBLEM_TYPES[status])
+                    answer = {
+                        "description": f"{PROBLEM_STATUSES[status]} Problem types: {kinds}.",
+                        "content": problem_content,
+                    }
                     if status in ("429", "503"):
                         answer["headers"] = {
                             "Retry-After": {
@@ -43,7 +53,19 @@ class LeitstandApi(NinjaAPI):
                             }
                         }
                     operation.setdefault("responses", {})[status] = answer
+                _examples_add(operation)
         return schema
+
+
+def _examples_add(operation: dict) -> None:
+    """The operation's request and success examples (``api.examples``), where its schema shows them."""
+    example = EXAMPLES.get(operation["operationId"], {})
+    if "request" in example:
+        operation["requestBody"]["content"]["application/json"]["example"] = example["request"]
+    if "response" in example:
+        for status, answer in operation["responses"].items():
+            if str(status).startswith("2") and "application/json" in answer.get("content", {}):
+                answer["content"]["application/json"]["example"] = example["response"]
 
 
 api = LeitstandApi(

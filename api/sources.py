@@ -80,15 +80,16 @@ def schedule_out(source: Source) -> dict:
     }
 
 
-@router.get("/sources", response=list[ScheduleOut])
+@router.get("/sources", response=list[ScheduleOut], summary="List the sources' crawl schedules")
 def sources_list(request):
     """Every source with its schedule, by name."""
     require(request, "jobs:read")
     return [schedule_out(source) for source in _sources(request).order_by("name")]
 
 
-@router.get("/sources/{source_id}/schedule", response=ScheduleOut)
+@router.get("/sources/{source_id}/schedule", response=ScheduleOut, summary="Read a source's crawl schedule")
 def schedule_get(request, source_id: int):
+    """One source's crawl schedule, as in the list: its interval, window, zone, last run and next run."""
     require(request, "jobs:read")
     source = _sources(request).filter(pk=source_id).first()
     if source is None:
@@ -96,7 +97,7 @@ def schedule_get(request, source_id: int):
     return schedule_out(source)
 
 
-@router.put("/sources/{source_id}/schedule", response=ScheduleOut)
+@router.put("/sources/{source_id}/schedule", response=ScheduleOut, summary="Set a source's crawl schedule")
 def schedule_set(request, source_id: int, body: ScheduleIn):
     """Set a source's schedule: the whole of it (fields left out take their defaults: the installation's
     interval, no window, the installation's time zone). The next slot follows the new interval."""
