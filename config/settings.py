@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "django_prometheus",
     "ninja",  # the API docs' Swagger UI from its own static files, not a CDN
     "django_htmx",  # the console's live parts: htmx, vendored as a static file
+    "django_tasks",  # Django's Tasks framework (the backport on 5.2): its checks; TASKS below
     "config.apps.ConfigApp",
     "devtools",  # manage.py cluster (the network-namespace cluster and its drill)
     "jobs",
@@ -301,6 +302,8 @@ LEITSTAND_POOLS = {
     # Synthetic jobs (canaries, API clients' test jobs): a client's load never takes a real pool's
     # workers. Operators may send drills to the other pools (workers/runtime/synthetic.py).
     "synthetic": {"workers": env_int("LEITSTAND_SYNTHETIC_WORKERS", 1, minimum=1)},
+    # Django @task functions of the installed apps (TASKS below; docs/operations.md, "Django tasks").
+    "tasks": {"workers": env_int("LEITSTAND_TASKS_WORKERS", 1, minimum=1)},
 }
 _RECYCLE_AFTER = env_int("LEITSTAND_WORKER_RECYCLE_AFTER", 500, minimum=1)
 _MAX_RSS_MB = env_int("LEITSTAND_WORKER_MAX_RSS_MB", 512, minimum=32)
@@ -601,6 +604,17 @@ LEITSTAND_PATHS = {
 }
 # Shadow runs sampled from live jobs: JSON {"analysis": {"version": "analysis@2-tight", "share": 0.05}}.
 LEITSTAND_SHADOW_SAMPLES = env_json("LEITSTAND_SHADOW_SAMPLES", {})
+
+# Django's Tasks framework: @task functions of any installed app run as jobs in Leitstand's pools
+# (workers/runtime/tasks.py; docs/operations.md, "Django tasks"). A task's queue names its pool:
+# "default" is the tasks pool; others must be listed here.
+TASKS = {
+    "default": {
+        "BACKEND": "workers.runtime.tasks.LeitstandBackend",
+        "QUEUES": env_list("LEITSTAND_TASK_QUEUES", ["default"]),
+        "OPTIONS": {"MAX_ATTEMPTS": env_int("LEITSTAND_TASK_MAX_ATTEMPTS", 3, minimum=1)},
+    }
+}
 
 # REST API v1 (docs/api.md).
 LEITSTAND_API_MAX_BODY_BYTES = env_int("LEITSTAND_API_MAX_BODY_BYTES", 2**20, minimum=1024)

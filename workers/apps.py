@@ -25,6 +25,13 @@ class WorkersConfig(AppConfig):
         pipeline_types.job_types_register()
         control.sweeps_register()
         schedule_sweep.register()
+        # Every installed app's @task functions become job types here (their tasks modules
+        # imported), so a pool process knows every task it may claim.
+        from django.conf import settings
+
+        from workers.runtime.tasks import tasks_discover
+
+        tasks_discover(getattr(settings, "TASKS", {}) or {})
 
         # Webhooks to receivers people set go through the safe client (the runtime cannot import it).
         from workers.pipeline.http import notification_client

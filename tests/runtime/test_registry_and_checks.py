@@ -106,7 +106,7 @@ def test_consumers_are_counted_from_the_age_of_their_last_refresh(db_clock):
     db_clock.advance(60)
     WorkerProcess.objects.filter(pk=stale.pk).update(last_seen_at=db_clock.now() - timedelta(seconds=100))
     WorkerProcess.objects.exclude(pk=stale.pk).update(last_seen_at=db_clock.now())
-    assert pool_consumers() == {"crawl": 1, "analysis": 1, "recheck": 0, "notify": 0, "synthetic": 0}
+    assert pool_consumers() == {"crawl": 1, "analysis": 1, "recheck": 0, "notify": 0, "synthetic": 0, "tasks": 0}
 
 
 @pytest.mark.django_db
@@ -120,4 +120,4 @@ def test_pools_are_annotated_with_their_live_consumers_in_one_query(db_clock, dj
     WorkerProcess.objects.create(host="a", pid=2, pool="crawl")
     with django_assert_num_queries(1):
         counted = {p.name: p.live_consumers for p in pools_with_consumers()}
-    assert counted == {"crawl": 2, "analysis": 0, "recheck": 0, "notify": 0, "synthetic": 0}
+    assert counted == {"crawl": 2, "analysis": 0, "recheck": 0, "notify": 0, "synthetic": 0, "tasks": 0}

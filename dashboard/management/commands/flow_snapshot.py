@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 
 from dashboard.diagram import declared_edges
 from workers.runtime.registry import registry
+from workers.runtime.tasks import TYPE_PREFIX as TASK_TYPE_PREFIX
 
 SNAPSHOT = Path(__file__).resolve().parents[3] / "docs" / "flow-snapshot.json"
 
@@ -22,6 +23,7 @@ def flow_declared() -> dict:
                 "paths": sorted((" > ".join(steps) or "(no steps)") + " -> " + exit for steps, exit in t.paths.paths),
             }
             for t in registry.all()
+            if not t.name.startswith(TASK_TYPE_PREFIX)  # the installed apps' @task functions, not Leitstand's flow
         },
     }
 

@@ -1,0 +1,83 @@
+"""Django ``@task`` functions of an installed app (tests/support/tasksapp) on a real ``tasks`` pool and the
+control process: enqueued on commit, run, read with ``get_result``; a failing task retried and then
+dead, its job in the dead-letter queue and on the console's job page; ``run_after`` and priorities
+honoured."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from jobs.models import Job, State
+from tests.support.pools import PoolProcesses, wait_for
+from tests.support.tasksapp import tasks
+from workers.runtime.tasks import TaskResultStatus
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def pools(django_db_setup, django_db_blocker, tmp_path_factory):
+    processes = PoolProcesses(str(tmp_path_factory.mktemp("run")))  # leases of 2 s (FAST_TIMING)
+    processes.start("control")  # promotes retries when due
+    processes.start("tasks")
+    yield processes
+    processes.stop_all()
+
+
+def test_tasks_run_on_a_pool_and_their_results_are_read(pools, client):
+    with transaction.atomic():
+        added = tasks.add.enqueue(2, 40)
+        context = tasks.attempt_of.enqueue(note="from a process")
+        later = tasks.add.using(run_after=added.enqueued_at + timedelta(seconds=3)).enqueue(1, 1)
+        assert not Job.objects.filter(state=State.DONE).exists()
+    wait_for(
+        lambda: tasks.add.get_result(added.id).status == TaskResultStatus.SUCCESSFUL,
+        timeout=30,
+        message="the task to run once its enqueue committed",
+    )
+    assert tasks.add.get_result(added.id).return_value == 42
+    ran = wait_for(lambda: tasks.attempt_of.get_result(context.id).is_finished, timeout=30)
+    assert ran and tasks.attempt_of.get_result(context.id).return_value == {"attempt": 1, "note": "from a process"}
+    assert tasks.add.get_result(later.id).status == TaskResultStatus.READY, "run_after holds it back"
+    wait_for(lambda: tasks.add.get_result(later.id).is_finished, timeout=30, message="the deferred task")
+    finished = tasks.add.get_result(later.id)
+    assert finished.started_at >= later.enqueued_at + timedelta(seconds=3)
+
+    # Retried on a transient error (the control process promotes the retry), then it succeeds.
+    flaky = tasks.flaky.enqueue(fail_until=2)
+    wait_for(lambda: tasks.flaky.get_result(flaky.id).is_finished, timeout=60, message="the flaky task")
+    read = tasks.flaky.get_result(flaky.id)
+    assert (read.status, read.return_value, read.attempts) == (TaskResultStatus.SUCCESSFUL, "succeeded at attempt 2", 2)
+    assert read.errors[0].exception_class is ConnectionError
+
+    # A permanent error: dead at once, in the dead-letter queue, on the console's job page.
+    broken = tasks.broken.enqueue("A-17")
+    wait_for(lambda: tasks.broken.get_result(broken.id).is_finished, timeout=30, message="the broken task")
+    failed = tasks.broken.get_result(broken.id)
+    assert failed.status == TaskResultStatus.FAILED and Job.objects.get(pk=broken.id).state == State.DEAD
+    assert "order A-17 has no lines" in failed.errors[0].traceback
+    admin = get_user_model().objects.create_superuser("root", password="x" * 16)
+    client.force_login(admin)
+    page = client.get(f"/admin/jobs/job/{broken.id}/change/").content.decode()
+    assert "task__tests__support__tasksapp__tasks__broken" in page and "order A-17 has no lines" in page
+    from dashboard.operations.deadletters import dead_letter_groups
+
+    groups = dead_letter_groups(now=failed.finished_at + timedelta(seconds=1))
+    assert [(g.type, g.error_class, g.step) for g in groups] == [
+        ("task__tests__support__tasksapp__tasks__broken", "ValueError", "task")
+    ]
+
+
+def test_the_more_urgent_task_starts_first(pools):
+    from workers.runtime.services import pool_pause, pool_resume
+
+    pool_pause(pool="tasks", actor="test", reason="queue both first")
+    bulk = [tasks.bulk.enqueue(f"bulk-{n}") for n in range(5)]
+    urgent = tasks.urgent.enqueue("urgent")
+    pool_resume(pool="tasks", actor="test", reason="go")
+    for result in [*bulk, urgent]:
+        wait_for(lambda r=result: r.task.get_result(r.id).is_finished, timeout=30)
+    started = {r.id: r.task.get_result(r.id).started_at for r in [*bulk, urgent]}
+    assert started[urgent.id] <= min(started[r.id] for r in bulk)

@@ -1,0 +1,168 @@
+"""The django.tasks backend (workers/runtime/tasks.py), case by case against what Django's Tasks
+framework defines: enqueue on commit, get_result and its statuses, priorities, queue names, run_after,
+takes_context, errors with their tracebacks, arguments and return values as JSON — run by a pool
+runtime in this process (tests/processes/test_django_tasks.py runs them in real pools)."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+
+from jobs import leases
+from jobs.models import Job, State
+from tests.support.tasksapp import tasks
+from workers.runtime.tasks import (
+    InvalidTaskError,
+    LeitstandBackend,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    lane,
+    type_name,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def job_of(result) -> Job:
+    return Job.objects.get(pk=result.id)
+
+
+def test_a_task_is_a_job_type_of_its_own_in_the_tasks_pool():
+    result = tasks.add.enqueue(2, 3)
+    job = job_of(result)
+    assert (job.type, job.pool, job.priority, job.state) == (
+        type_name("tests.support.tasksapp.tasks.add"),
+        "tasks",
+        5,
+        "planned",
+    )
+    assert job.type == "task__tests__support__tasksapp__tasks__add"
+    assert (result.status, result.args, result.kwargs, result.backend) == (
+        TaskResultStatus.READY,
+        [2, 3],
+        {},
+        "default",
+    )
+    assert result.task is tasks.add and not result.is_finished
+
+
+def test_enqueued_in_a_transaction_it_exists_only_if_that_commits():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        result = tasks.add.enqueue(1, 1)
+        assert Job.objects.filter(pk=result.id).exists()  # inside: created with the caller's change
+        raise RuntimeError("the business change fails")
+    assert not Job.objects.filter(pk=result.id).exists()
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)
+
+
+def test_a_pool_runs_it_and_get_result_reads_the_return_value(pool_runtime):
+    result = tasks.add.enqueue(a=20, b=22)
+    pool_runtime("tasks").wake()
+    read = tasks.add.get_result(result.id)
+    assert (read.status, read.return_value, read.errors, read.attempts) == (TaskResultStatus.SUCCESSFUL, 42, [], 1)
+    assert read.enqueued_at <= read.started_at <= read.finished_at
+    assert job_of(result).state == State.DONE
+    result.refresh()  # the framework's refresh reads it again through the backend
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 42
+
+
+@pytest.mark.parametrize(("priority", "expected"), [(100, 0), (60, 2), (0, 5), (-40, 7), (-80, 9), (-100, 9)])
+def test_django_priorities_map_onto_the_lanes(priority, expected):
+    assert lane(priority) == expected
+    assert job_of(tasks.add.using(priority=priority).enqueue(1, 2)).priority == expected
+
+
+def test_the_more_urgent_task_runs_first(pool_runtime):
+    bulk, urgent = tasks.bulk.enqueue("bulk"), tasks.urgent.enqueue("urgent")
+    runtime = pool_runtime("tasks")
+    claimed = leases.claim(pool="tasks", worker=leases.WorkerIdentity("t", 1, "tasks"), lease_seconds=60, limit=1)
+    assert [job.id for job in claimed] == [job_of(urgent).pk]
+    assert job_of(bulk).priority == 9 and job_of(urgent).priority == 0
+    del runtime
+
+
+def test_run_after_is_the_due_time_and_holds_it_back(pool_runtime, db_clock):
+    later = db_clock.now() + timedelta(minutes=10)
+    result = tasks.add.using(run_after=later).enqueue(1, 2)
+    assert job_of(result).due_at == later
+    pool_runtime("tasks").wake()
+    assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
+    db_clock.advance(seconds=601)
+    pool_runtime("tasks").wake()
+    assert tasks.add.get_result(result.id).return_value == 3
+
+
+def test_a_queue_names_a_pool_and_one_not_allowed_is_refused():
+    assert job_of(tasks.add.using(queue_name="synthetic").enqueue(1, 2)).pool == "synthetic"
+    with pytest.raises(InvalidTaskError, match="not valid for backend"):
+        tasks.add.using(queue_name="crawl")  # not in TASKS' QUEUES
+    with pytest.raises(InvalidTaskError):
+        tasks.add.using(queue_name="notify")
+
+
+def test_arguments_travel_as_json_and_what_json_cannot_hold_is_refused():
+    result = tasks.attempt_of.enqueue(note=("a", "tuple"))
+    assert job_of(result).payload["kwargs"] == {"note": ["a", "tuple"]}
+    with pytest.raises(InvalidTaskError, match="not JSON"):
+        tasks.add.enqueue(object(), 1)
+    assert not Job.objects.filter(type=type_name("tests.support.tasksapp.tasks.add")).exists()
+
+
+def test_a_task_that_takes_context_gets_its_attempt(pool_runtime):
+    result = tasks.attempt_of.enqueue("first")
+    pool_runtime("tasks").wake()
+    assert tasks.attempt_of.get_result(result.id).return_value == {"attempt": 1, "note": "first"}
+
+
+def test_a_transient_error_is_retried_and_kept_with_its_traceback(pool_runtime):
+    result = tasks.flaky.enqueue(fail_until=2)
+    pool_runtime("tasks").wake()
+    waiting = tasks.flaky.get_result(result.id)
+    assert (waiting.status, job_of(result).state) == (TaskResultStatus.READY, State.FAILED)  # its retry waits
+    (error,) = waiting.errors
+    assert error.exception_class is ConnectionError
+    assert "Traceback" in error.traceback and "attempt 1: the partner is down" in error.traceback
+    Job.objects.filter(pk=result.id).update(next_attempt_at=job_of(result).next_attempt_at - timedelta(hours=1))
+    leases.retries_promote_due()
+    pool_runtime("tasks").wake()
+    done = tasks.flaky.get_result(result.id)
+    assert (done.status, done.return_value, len(done.errors), done.attempts) == (
+        TaskResultStatus.SUCCESSFUL,
+        "succeeded at attempt 2",
+        1,
+        2,
+    )
+
+
+def test_a_permanent_error_ends_dead_in_the_dead_letter_queue(pool_runtime):
+    result = tasks.broken.enqueue("A-17")
+    pool_runtime("tasks").wake()
+    failed = tasks.broken.get_result(result.id)
+    assert (failed.status, job_of(result).state) == (TaskResultStatus.FAILED, State.DEAD)
+    assert failed.errors[0].exception_class is ValueError and "order A-17 has no lines" in failed.errors[0].traceback
+    with pytest.raises(ValueError, match="failed"):
+        failed.return_value  # noqa: B018 (the framework's property raises for a failed task)
+
+
+def test_get_result_refuses_what_is_not_one_of_its_tasks(make_job):
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result("not-a-uuid")
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(str(make_job().pk))  # a crawl job
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result("01935d4e-7b1c-7c3a-9f0e-5a4b3c2d1e0f")
+
+
+@pytest.mark.parametrize(
+    ("params", "refusal"),
+    [
+        ({"ENQUEUE_ON_COMMIT": False}, "ENQUEUE_ON_COMMIT False is not supported"),
+        ({"OPTIONS": {"ENQUEUE_ON_COMMIT": False}}, "ENQUEUE_ON_COMMIT False is not supported"),
+        ({"OPTIONS": {"TIMEOUT": 5}}, "unknown options: TIMEOUT"),
+    ],
+)
+def test_a_configuration_it_cannot_honour_is_refused_at_start(params, refusal):
+    with pytest.raises(ImproperlyConfigured, match=refusal):
+        LeitstandBackend("other", params)
