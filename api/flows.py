@@ -1,6 +1,7 @@
 """A pool's flow keys (issue 39): read each key's waiting and running jobs and settings, and set a
-key's weight, running limit, rate limit or pause — with ``jobs:all`` (keys span every client's work): with
-``jobs:read`` to read, ``jobs:write`` to set. docs/operations.md, "Fair shares", says how to choose."""
+key's weight, running limit, rate limit or pause — with ``jobs:all`` (keys span every client's
+work): with ``jobs:read`` to read, ``jobs:write`` to set. docs/operations.md, "Fair shares", says
+how to choose."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """An operator's settings of one flow key in one pool (issue 39): its weight in the pool's fair share,
-its running limit, its rate limit (starts per interval), and whether it is paused. The console and the API change them only here; the
-claim reads them (jobs/queries.sql, ``flow_lanes_due``); docs/operations.md, "Fair shares", says how
-to choose them. Each change is the caller's to audit."""
+its running limit, its rate limit (starts per interval), and whether it is paused. The console and
+the API change them only here; the claim reads them (jobs/queries.sql, ``flow_lanes_due``);
+docs/operations.md, "Fair shares", says how to choose them. Each change is the caller's to audit."""
 
 from __future__ import annotations
 
