@@ -122,7 +122,8 @@ def test_from_the_front_a_claim_does_not_visit_what_a_long_transaction_keeps(mak
         whole, from_front = (
             heap_fetches(
                 "SELECT id FROM jobs_job WHERE state = 'planned' AND pool = 'crawl' AND priority = 5"
-                " AND flow_key = '' AND due_at <= now() AND due_at >= %s::timestamptz ORDER BY due_at, id LIMIT 10",
+                " AND flow_key = '' AND due_at <= now() AND due_at >= %s::timestamptz"
+                " ORDER BY flow_key, due_at, id LIMIT 10",  # the lane's walk: job_flow_idx's order
                 due_from,
             )
             for due_from in ("-infinity", front)
@@ -136,7 +137,9 @@ def test_from_the_front_a_claim_does_not_visit_what_a_long_transaction_keeps(mak
 
 def heap_fetches(query: str, due_from) -> int:
     """The heap visits of a lane's walk: the ordered scan of ``job_flow_idx`` a claim takes on a real
-    backlog. On 300 rows the planner may as well sort another index's 50, so sorting is priced out."""
+    backlog. On 300 rows the planner may as well sort another index's 50, so sorting is priced out,
+    and the order names the key: with every job of one key, ``job_claim_idx`` (pool, priority, due
+    time) filtered by key would cost the planner the same, and it chose either."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + query, [due_from])
