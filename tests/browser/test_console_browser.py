@@ -381,3 +381,20 @@ def test_an_operator_pauses_a_source_from_its_pool_s_key_view(page_as, live_serv
     settings = FlowKey.objects.get(pool="analysis", key="shop-a")
     assert (settings.paused, settings.rate_starts, settings.rate_seconds) == (True, 30, 60)
     no_policy_violations(page)
+
+
+def test_an_operator_reads_why_a_django_task_failed_on_its_job_page(page_as, live_server, pool_runtime):
+    from tests.support.tasksapp import tasks
+
+    failed = tasks.broken.enqueue("A-17")
+    pool_runtime("tasks").wake()
+    page = page_as(OPERATORS)
+    page.goto(f"{live_server.url}/admin/jobs/job/{failed.id}/change/")
+    expect(page.locator("body")).to_contain_text("task__tests__support__tasksapp__tasks__broken")
+    expect(page.locator("body")).to_contain_text("in the dead-letter queue")
+    expect(page.locator("body")).to_contain_text("order A-17 has no lines")
+    expect(page.locator("body")).to_contain_text(
+        "ERROR leitstand.tasks task tests.support.tasksapp.tasks.broken raised"
+    )
+    page.screenshot(path="/tmp/task-job-page.png", full_page=True)
+    no_policy_violations(page)

@@ -166,3 +166,15 @@ def test_get_result_refuses_what_is_not_one_of_its_tasks(make_job):
 def test_a_configuration_it_cannot_honour_is_refused_at_start(params, refusal):
     with pytest.raises(ImproperlyConfigured, match=refusal):
         LeitstandBackend("other", params)
+
+
+def test_a_payload_cannot_send_the_handler_to_another_task_or_object(pool_runtime):
+    """The handler runs only the task its job type was registered for, with a list and an object."""
+    result = tasks.add.enqueue(1, 2)
+    other = tasks.broken.enqueue("x")
+    Job.objects.filter(pk=result.id).update(payload={**job_of(result).payload, "task": "os.system"})
+    Job.objects.filter(pk=other.id).update(payload={**job_of(other).payload, "args": "rm -rf /"})
+    pool_runtime("tasks").wake()
+    assert (job_of(result).state, job_of(result).error_class) == (State.DEAD, "jobs.errors.PermanentError")
+    assert "names task 'os.system'" in job_of(result).error_message
+    assert "args must be a list" in job_of(other).error_message

@@ -159,7 +159,6 @@ class LeitstandBackend(BaseTaskBackend):
                 log_info_lines=10,
             )
         )
-        _TASKS[name] = (task.module_path, self.alias)
 
     def enqueue(self, task, args, kwargs) -> TaskResult:
         self.validate_task(task)
@@ -210,8 +209,6 @@ class LeitstandBackend(BaseTaskBackend):
         return result
 
 
-# job type → (the task's module path, its backend's alias), as registered in this process.
-_TASKS: dict[str, tuple[str, str]] = {}
 _FAILED_OUTCOMES = (Attempt.Outcome.FAILED, Attempt.Outcome.DEAD)
 
 
@@ -227,8 +224,14 @@ def task_run(context: JobContext):
     ``TaskContext`` when it takes one); its return value recorded once; an exception logged with its
     traceback (kept on the attempt) and raised again for the engine to classify."""
     payload = context.payload
-    task = _task_of(payload.get("task", ""))
+    path = payload.get("task", "")
+    if not isinstance(path, str) or type_name(path) != context.job_type:
+        # Only the task its type was registered for: a payload cannot send the handler elsewhere.
+        raise PermanentError(f"the payload names task {path!r}, not the one of job type {context.job_type}")
+    task = _task_of(path)
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise PermanentError("the payload's args must be a list and its kwargs an object")
     with context.step("task"):
         try:
             if task.takes_context:
