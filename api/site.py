@@ -12,13 +12,14 @@ from api.examples import EXAMPLES, PROBLEM_TYPES
 
 
 class LeitstandApi(NinjaAPI):
+    """Declares the problem answers of every operation in the OpenAPI schema, as they are sent:
+    ``application/problem+json`` (ninja would describe them as plain JSON), each operation's
+    examples, and operation IDs a generated client reads well."""
+
     def get_openapi_operation_id(self, operation) -> str:
         """The view's own name (``jobs_create``, ``batches_get``, ``alert_test_confirm``): what a
         generated client names its functions, with no module path in it."""
         return operation.view_func.__name__
-
-    """Declares the problem answers of every operation in the OpenAPI schema, as they are sent:
-    ``application/problem+json`` (ninja would describe them as plain JSON)."""
 
     def get_openapi_schema(self, **kwargs):
         schema = super().get_openapi_schema(**kwargs)
