@@ -393,10 +393,10 @@ def claim(
     return claimed
 
 
-# Whether an operator set a running limit, and whether a rate limit, on a key of a pool, as read at
-# most LIMITS_SECONDS ago: a limit set in the console applies to the claims from a second later.
+# Whether an operator set a running limit or a rate limit on a key of a pool, as read at most
+# LIMITS_SECONDS ago: a limit set in the console applies to the claims from a second later.
 LIMITS_SECONDS = 1.0
-_limits_seen: dict[str, tuple[float, tuple[bool, bool]]] = {}
+_limits_seen: dict[str, tuple[float, bool]] = {}
 
 
 def flow_settings_changed() -> None:
@@ -406,12 +406,13 @@ def flow_settings_changed() -> None:
     _lone_lanes.clear()
 
 
-def _pool_key_limits(pool: str) -> tuple[bool, bool]:
-    """Whether a key of ``pool`` has a running limit of its own, and whether one has a rate limit."""
+def _pool_has_key_limits(pool: str) -> bool:
+    """Whether a key of ``pool`` has a running limit or a rate limit of its own. (Whether a claim
+    fills rate buckets comes with the lanes it reads, not from here.)"""
     now = time.monotonic()
     seen = _limits_seen.get(pool)
     if seen is None or seen[0] < now:
-        seen = (now + LIMITS_SECONDS, tuple(_fetch_one(queries.flow_keys_limited, {"pool": pool})))
+        seen = (now + LIMITS_SECONDS, _fetch_one(queries.flow_keys_limited, {"pool": pool})[0])
         _limits_seen[pool] = seen
     return seen[1]
 
@@ -460,8 +461,7 @@ def _claim_once(params: dict[str, Any], limit: int) -> tuple[list[ClaimedJob], l
     and where a rate limit applies, fills the buckets of the keys it started jobs of before it commits."""
     pool = params["pool"]
     params = {**params, "limit": limit}
-    key_limited, rated = _pool_key_limits(pool)
-    limited = params["default_limit"] is not None or key_limited or rated
+    limited = params["default_limit"] is not None or _pool_has_key_limits(pool)
     with transaction.atomic() if limited else contextlib.nullcontext():
         cached = _lone_lanes.get(pool)
         lone = not limited and cached is not None and cached[0] > time.monotonic()

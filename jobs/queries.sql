@@ -243,9 +243,9 @@ FROM claimed ORDER BY priority, due_at, id
 
 
 -- name: flow_keys_limited
--- Whether an operator set a running limit on a key of pool %(pool)s, and whether a rate limit.
-SELECT EXISTS (SELECT 1 FROM jobs_flowkey WHERE pool = %(pool)s AND max_running IS NOT NULL),
-       EXISTS (SELECT 1 FROM jobs_flowkey WHERE pool = %(pool)s AND rate_starts IS NOT NULL)
+-- Whether an operator set a running limit or a rate limit on a key of pool %(pool)s.
+SELECT EXISTS (SELECT 1 FROM jobs_flowkey
+               WHERE pool = %(pool)s AND (max_running IS NOT NULL OR rate_starts IS NOT NULL))
 
 
 -- name: flow_rates_charge

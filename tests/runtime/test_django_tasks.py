@@ -74,13 +74,11 @@ def test_django_priorities_map_onto_the_lanes(priority, expected):
     assert job_of(tasks.add.using(priority=priority).enqueue(1, 2)).priority == expected
 
 
-def test_the_more_urgent_task_runs_first(pool_runtime):
+def test_the_more_urgent_task_is_claimed_first():
     bulk, urgent = tasks.bulk.enqueue("bulk"), tasks.urgent.enqueue("urgent")
-    runtime = pool_runtime("tasks")
     claimed = leases.claim(pool="tasks", worker=leases.WorkerIdentity("t", 1, "tasks"), lease_seconds=60, limit=1)
     assert [job.id for job in claimed] == [job_of(urgent).pk]
     assert job_of(bulk).priority == 9 and job_of(urgent).priority == 0
-    del runtime
 
 
 def test_run_after_is_the_due_time_and_holds_it_back(pool_runtime, db_clock):
