@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from jobs import leases, reads
 from jobs.correlation import header_safe
 from jobs.models import FlowKey, LeitstandNow, database_now
 from jobs.services import JobInputError, text_check
+from jobs.sql import queries
 
 MAX_WEIGHT = 1000
 MAX_LIMIT = 100_000
@@ -86,6 +87,15 @@ def flow_key_set(
     leases.flow_settings_changed()
     settings.refresh_from_db()
     return settings
+
+
+def flow_rests_set(*, pools: list[str], key: str, until: datetime) -> None:
+    """Key ``key`` of each of ``pools`` starts no job before ``until`` (database time): the app whose
+    work the key paces says when it may go on (the pipeline's politeness: when a host may next be
+    asked). One statement, in the caller's transaction; no audit (no person decided it)."""
+    if pools:
+        with connection.cursor() as cursor:
+            cursor.execute(queries.flow_rests_set, {"pools": list(pools), "key": key_stored(key), "until": until})
 
 
 def _bucket_carried(settings: FlowKey, rate: tuple[int, int] | None) -> datetime | None:

@@ -406,6 +406,12 @@ def flow_settings_changed() -> None:
     _lone_lanes.clear()
 
 
+def flow_rest_next_seconds(pool: str) -> float | None:
+    """Seconds until the first key of ``pool`` at rest with due work may start a job (``FlowRest``);
+    None when no such key rests."""
+    return _fetch_one(queries.flow_rest_next_end, {"pool": pool})[0]
+
+
 def _pool_has_key_limits(pool: str) -> bool:
     """Whether a key of ``pool`` has a running limit or a rate limit of its own. (Whether a claim
     fills rate buckets comes with the lanes it reads, not from here.)"""

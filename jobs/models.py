@@ -687,6 +687,20 @@ class BatchCounter(models.Model):
         constraints = [models.UniqueConstraint(fields=["batch", "shard"], name="batch_counter_shard_once")]
 
 
+class FlowRest(models.Model):
+    """When a flow key of a pool may next start a job, as the app whose work the key paces says it
+    (the pipeline: when a host may next be asked, jobs keyed by host). The claim takes none of the
+    key's jobs before ``until`` (jobs/queries.sql, ``flow_lanes_due``). Written only through
+    ``jobs.flows.flow_rests_set``; a row whose time has passed holds nothing back."""
+
+    pool = models.CharField(max_length=64)
+    key = models.CharField(max_length=255, blank=True)
+    until = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pool", "key"], name="flowrest_once_per_pool")]
+
+
 class FlowKey(models.Model):
     """An operator's settings for one flow key in one pool: its weight in the fair share, its running
     limit (instead of its types' default), its rate limit (starts per interval), whether it is paused.

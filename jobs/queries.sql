@@ -115,7 +115,7 @@ JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AN
 -- The lanes of pool %(pool)s with due work a claim may serve (flowlane_turn_idx), most urgent lane
 -- first, then the least served: at most %(window)s of them (more than a claim of %(limit)s can use:
 -- a lane whose hint was early has no due job, and is read again instead).
--- A paused key's are left out; with %(limited)s (under flow_claim_lock), so are those of a key that
+-- A paused key's are left out, and a resting key's (FlowRest); with %(limited)s (under flow_claim_lock), so are those of a key that
 -- holds its limit: %(default_limit)s leases, or its own limit if an operator set one (NULL: no
 -- limit), and those of a key whose rate limit allows no start now. Each with its key's weight and
 -- room (what it may still start: the least of its running room and its rate room; NULL: no limit),
@@ -143,6 +143,9 @@ lanes AS (
     LEFT JOIN jobs_flowkey AS k ON k.pool = l.pool AND k.key = l.key
     LEFT JOIN running AS r ON r.key = l.key
     WHERE l.pool = %(pool)s AND l.next_due <= (SELECT now FROM clock)
+      -- A key at rest (FlowRest: a host that may not be asked yet) waits, as a paused one does.
+      AND NOT EXISTS (SELECT 1 FROM jobs_flowrest AS f
+                      WHERE f.pool = l.pool AND f.key = l.key AND f.until > (SELECT now FROM clock))
 )
 SELECT l.id, l.priority, l.key, l.vtime, l.weight, l.room,
        (SELECT count(*) FROM (SELECT 1 FROM jobs_job AS j
@@ -262,6 +265,22 @@ WITH filled AS (
     RETURNING 1
 )
 SELECT count(*) FROM filled
+
+
+-- name: flow_rests_set
+-- Key %(key)s of pools %(pools)s starts nothing before %(until)s (FlowRest): one row per pool and key.
+INSERT INTO jobs_flowrest (pool, key, until)
+SELECT pool, %(key)s, %(until)s FROM unnest(%(pools)s::text[]) AS p(pool)
+ON CONFLICT (pool, key) DO UPDATE SET until = EXCLUDED.until
+
+
+-- name: flow_rest_next_end
+-- Seconds until the first key of pool %(pool)s at rest (FlowRest) with due work may go on; NULL:
+-- no key with due work is at rest. What a worker that claimed nothing more waits for.
+SELECT extract(epoch FROM min(f.until) - leitstand_now())::float8
+FROM jobs_flowrest AS f
+WHERE f.pool = %(pool)s AND f.until > leitstand_now()
+  AND EXISTS (SELECT 1 FROM jobs_flowlane AS l WHERE l.pool = f.pool AND l.key = f.key AND l.next_due <= leitstand_now())
 
 
 -- name: flow_claim_lock

@@ -154,6 +154,17 @@ FLOW_KEYS = ("", "source", "client", "host")  # and "payload.<field>"
 _FLOW_KEYS: dict[str, str] = {}
 
 
+def url_host_key(url: str) -> str:
+    """The host a URL asks, as ``host:port`` (the scheme's port when it names none): a flow key of
+    jobs keyed by host, and the pipeline's politeness key. '' for what is not an http(s) URL."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:  # an invalid port or IPv6 literal
+        return ""
+    return f"{parts.hostname}:{port}" if parts.hostname and port else ""
+
+
 def flow_key_check(declaration: str) -> None:
     """Raise ValueError unless ``declaration`` is a flow key a type may declare."""
     field = declaration.removeprefix("payload.")
@@ -176,7 +187,7 @@ def flow_key_of(job_type: str, *, payload: dict, source: str, subject: str, key_
     elif declaration == "client":
         key = key_namespace
     elif declaration == "host":
-        key = urlsplit(subject).hostname or "" if subject else ""
+        key = url_host_key(subject)
     elif declaration.startswith("payload."):
         value = payload.get(declaration.removeprefix("payload."))
         key = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""

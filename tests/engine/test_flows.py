@@ -95,7 +95,7 @@ def test_a_job_gets_the_flow_key_its_type_declares():
             services._SUBJECTS.pop(name, None)
     assert by_source.flow_key == "shop-a"
     assert by_client.flow_key == "client:php"
-    assert by_host.flow_key == "images.example.org"
+    assert by_host.flow_key == "images.example.org:8443"  # as politeness names a host
     assert by_field.flow_key == "tenant%0D%0A7"  # what travels into logs and the console: printable ASCII
     assert no_field.flow_key == ""  # a field that is not a string or a number: no key of its own
     with pytest.raises(ValueError, match="flow_key must be one of"):

@@ -13,9 +13,9 @@ import email.utils
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
 from jobs.errors import PermanentError, TransientError
+from jobs.services import url_host_key
 from workers.pipeline import options
 from workers.pipeline.http import FetchPolicy, FetchResult, RedirectDisallowed, SafeClient, Validators
 from workers.pipeline.politeness import PolitenessPolicy, polite
@@ -98,8 +98,15 @@ def fetch_politely(
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
     known = context.shared.setdefault("robots", {})  # the files the batch's jobs read: once per batch
+    host, policy = url_host_key(url), politeness_policy()
+    asked_robots = []  # whether this job asked the host for its robots.txt just now (in the host's slot)
+
+    def robots_slot():
+        asked_robots.append(True)
+        return polite(host, policy)
+
     with context.step("robots", url=url) as info:
-        decision = robots_check(url, client=client, known=known)
+        decision = robots_check(url, client=client, known=known, slot=robots_slot)
         info.update(allowed=decision.is_allowed, reason=decision.reason)
         if not decision.is_allowed:
             info["skipped"] = True
@@ -107,15 +114,22 @@ def fetch_politely(
 
     def robots_refusal(target: str) -> str | None:
         # A redirect target's robots.txt within a short deadline of its own (usually the same origin,
-        # whose file is cached): the page's own fetch deadline must still hold.
-        hop = robots_check(target, client=_hop_client(client), known=known)
+        # whose file is cached) and through its host's slot: the page's own fetch deadline must still hold.
+        target_host = url_host_key(target)
+        hop = robots_check(
+            target,
+            client=_hop_client(client),
+            known=known,
+            slot=None if target_host == host else lambda: polite(target_host, policy),
+        )
         return None if hop.is_allowed else hop.reason
 
-    parts = urlsplit(url)
-    host = f"{parts.hostname}:{parts.port or {'http': 80, 'https': 443}[parts.scheme]}"
     answered_the_crawler = None
     with context.step("fetch", url=url) as info:
-        with polite(host, politeness_policy(), crawl_delay=decision.crawl_delay) as outcome:
+        # Right after this job's own robots.txt request the host rests one delay: waited out in place
+        # (up to ROBOTS_PATIENCE_SECONDS), not by going back into line.
+        patience = ROBOTS_PATIENCE_SECONDS if asked_robots else 0.0
+        with polite(host, policy, crawl_delay=decision.crawl_delay, patience_seconds=patience) as outcome:
             try:
                 result = client.fetch(url, accept=accept, validators=validators, hop_check=robots_refusal)
             except RedirectDisallowed as refused:
@@ -130,7 +144,10 @@ def fetch_politely(
                     result = other
             retry_after = retry_after_seconds(result.headers.get("retry-after"))
             outcome.update(
-                ok=result.status < 500 and result.status != 429, status=result.status, retry_after=retry_after
+                ok=result.status < 500 and result.status != 429,
+                status=result.status,
+                retry_after=retry_after,
+                seconds=result.elapsed_seconds,
             )
         info.update(
             status=result.status,
@@ -147,6 +164,9 @@ def fetch_politely(
 
 
 HOP_ROBOTS_SECONDS = 5.0
+# The longest a job waits in place for the host's next turn after asking it for robots.txt; a longer
+# delay (a Crawl-delay) hands the job back with its turn booked.
+ROBOTS_PATIENCE_SECONDS = 10.0
 
 
 def _hop_client(client: SafeClient) -> SafeClient:

@@ -18,7 +18,10 @@ def job_types_register() -> None:
             handler=crawl.handle,
             pool="crawl",
             client_scope="jobs:all",  # sources, candidates and assets are shared by every client
-            flow_key="source",  # a source's crawl run shares the pool with the other sources'
+            # A crawl frontier: each host is a key with one page in flight, and the claim takes no page
+            # of a host that is resting (politeness tells it when each may next be asked).
+            flow_key="host",
+            flow_limit=1,
             processing_version="crawl@1",
             # A page answering 304 (unchanged) has nothing to extract: its known links are followed.
             expected_paths=(

@@ -35,6 +35,12 @@ class HostState(models.Model):
     next_allowed_at = models.DateTimeField(db_default=LeitstandNow())
     in_flight_until = models.DateTimeField(null=True, blank=True)
     next_turn_at = models.DateTimeField(null=True, blank=True, help_text="The end of the booked turns of waiting jobs.")
+    last_started_at = models.DateTimeField(null=True, blank=True, help_text="When the last request to it began.")
+    delay_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Its delay between request starts, as its answers taught (never below the least).",
+    )
     consecutive_failures = models.PositiveIntegerField(default=0)
     breaker_open_until = models.DateTimeField(null=True, blank=True)
     last_outcome = models.CharField(max_length=200, blank=True)

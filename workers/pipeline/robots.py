@@ -16,6 +16,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -53,17 +55,25 @@ class RobotsDecision:
     crawl_delay: float | None = None
 
 
-def robots_check(url: str, *, client: SafeClient | None = None, known: dict | None = None) -> RobotsDecision:
+def robots_check(
+    url: str,
+    *,
+    client: SafeClient | None = None,
+    known: dict | None = None,
+    slot: Callable[[], AbstractContextManager[dict]] | None = None,
+) -> RobotsDecision:
     """May ``url`` be fetched? Uses the cached robots.txt of its origin, fetching it when stale;
     ``RobotsUnreachable`` when the site's robots.txt cannot be read now. ``known``: the files read
-    before by the same batch of jobs (``JobContext.shared``), each used until it expires."""
+    before by the same batch of jobs (``JobContext.shared``), each used until it expires. ``slot``:
+    the host's politeness slot (``politeness.polite``), which a fetch of robots.txt goes through like
+    any other request to the host (its block gets the answer's ``ok``, ``status`` and ``seconds``)."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     host = (
         f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
     )  # an IPv6 literal keeps its brackets
     origin = f"{parts.scheme}://{host}:{port}"
-    robots = _robots_file(origin, client, {} if known is None else known)
+    robots = _robots_file(origin, client, {} if known is None else known, slot)
     decision = decision_for_status(robots.status)
     if decision == "disallow_all_retry":
         raise RobotsUnreachable(
@@ -82,7 +92,7 @@ def robots_check(url: str, *, client: SafeClient | None = None, known: dict | No
     return RobotsDecision(False, f"disallowed by robots.txt of {origin}", delay)
 
 
-def _robots_file(origin: str, client: SafeClient | None, known: dict) -> RobotsFile:
+def _robots_file(origin: str, client: SafeClient | None, known: dict, slot) -> RobotsFile:
     """The origin's cached file: as read before into ``known`` while it is fresh, else from the
     database (with how long it stays fresh, in database time), else fetched now. Freshness in
     ``known`` is counted on this process's monotonic clock from the read: no wall clock decides."""
@@ -95,7 +105,8 @@ def _robots_file(origin: str, client: SafeClient | None, known: dict) -> RobotsF
         .first()
     )
     if robots is None:
-        robots, fresh_for = _refresh(origin, client or SafeClient())
+        with slot() if slot is not None else nullcontext({}) as outcome:
+            robots, fresh_for = _refresh(origin, client or SafeClient(), outcome)
     else:
         fresh_for = robots.fresh_for
     known[origin] = (time.monotonic() + fresh_for.total_seconds(), robots)
@@ -126,13 +137,15 @@ def _parsed(robots: RobotsFile) -> RobotsRules:
     return rules
 
 
-def _refresh(origin: str, client: SafeClient) -> tuple[RobotsFile, timedelta]:
-    """The origin's robots.txt fetched and cached now, and how long it stays fresh."""
+def _refresh(origin: str, client: SafeClient, outcome: dict) -> tuple[RobotsFile, timedelta]:
+    """The origin's robots.txt fetched and cached now, and how long it stays fresh; ``outcome``: what
+    the host's politeness slot learns of the answer."""
     status, body, error = None, "", ""
     try:
         # One byte more than is parsed, to tell a line cut at the limit (within_limit).
         result = client.fetch(f"{origin}/robots.txt", truncate_at=MAX_ROBOTS_BYTES + 1)
         status = result.status
+        outcome.update(ok=status < 500 and status != 429, status=status, seconds=result.elapsed_seconds)
         body = within_limit(result.body).decode("utf-8", errors="replace").replace("\x00", "")
     except JobError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]

@@ -136,6 +136,11 @@ class Registry:
         limits = [t.flow_limit for t in self.for_pool(pool) if t.flow_limit is not None and t.pool == pool]
         return min(limits) if limits else None
 
+    def pools_keyed_by(self, declaration: str) -> list[str]:
+        """The pools of the types whose jobs share their pool by ``declaration`` ("host": whose claim
+        the pipeline's politeness tells when each host may next be asked)."""
+        return sorted({t.pool for t in self.all() if t.flow_key == declaration and t.pool})
+
     def system_only(self) -> list[str]:
         """The names of the types no API client sees."""
         return sorted(t.name for t in self._types.values() if t.is_system_only)
