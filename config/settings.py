@@ -291,12 +291,19 @@ LEITSTAND_DEFERRED_LIFE_HOURS = env_float("LEITSTAND_DEFERRED_LIFE_HOURS", 168, 
 LEITSTAND_RUN_DIR = Path(env_str("LEITSTAND_RUN_DIR", str(BASE_DIR / "var" / "run")))
 
 LEITSTAND_POOLS = {
-    # Network-bound: many workers, short timeouts.
-    "crawl": {"workers": env_int("LEITSTAND_CRAWL_WORKERS", 4, minimum=1)},
+    # Network-bound: each worker process holds many fetches in flight (``in_flight`` jobs at once, in
+    # threads), so the pool's speed is set by politeness, not by its process count (docs/crawler.md).
+    "crawl": {
+        "workers": env_int("LEITSTAND_CRAWL_WORKERS", 2, minimum=1),
+        "in_flight": env_int("LEITSTAND_CRAWL_IN_FLIGHT", 16, minimum=1),
+    },
     # CPU-bound: about one worker per core.
     "analysis": {"workers": env_int("LEITSTAND_ANALYSIS_WORKERS", os.cpu_count() or 2, minimum=1)},
     # Network-bound and time-driven.
-    "recheck": {"workers": env_int("LEITSTAND_RECHECK_WORKERS", 2, minimum=1)},
+    "recheck": {
+        "workers": env_int("LEITSTAND_RECHECK_WORKERS", 1, minimum=1),
+        "in_flight": env_int("LEITSTAND_RECHECK_IN_FLIGHT", 16, minimum=1),
+    },
     # Alert notifications (webhooks, e-mail): small, and never stuck behind a crawl.
     "notify": {"workers": env_int("LEITSTAND_NOTIFY_WORKERS", 1, minimum=1)},
     # Synthetic jobs (canaries, API clients' test jobs): a client's load never takes a real pool's

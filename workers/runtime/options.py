@@ -5,7 +5,7 @@ workers/runtime/ reads ``django.conf`` (tests/runtime/test_options.py keeps it s
 
 | setting | option |
 | --- | --- |
-| ``LEITSTAND_POOLS`` | ``pools``: each pool's workers |
+| ``LEITSTAND_POOLS`` | ``pools``: each pool's workers; ``in_flight``: the jobs each worker runs at once |
 | ``LEITSTAND_LEASE_GRACE_SECONDS`` | ``lease_grace_seconds``: how long past its lease a job is reaped |
 | ``LEITSTAND_CONTROL_INTERVAL_SECONDS``, ``_LEADER_LEASE_SECONDS`` | ``control_interval_seconds``, ``control_leader_lease_seconds`` |
 | ``LEITSTAND_WAKEUP_REDIS_URL`` | ``wakeup_redis_url``: wake-ups through Redis instead of PostgreSQL |
@@ -103,12 +103,16 @@ class RuntimeOptions:
     poison_deaths: int = 3
     deferred_life_hours: float = 168.0
     shadow_samples: Mapping[str, Mapping] = field(default_factory=lambda: MappingProxyType({}))
+    # pool → jobs one worker process runs at once (threads; network-bound pools); a pool not named: 1
+    in_flight: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not self.pools:
             raise OptionError("LEITSTAND_POOLS names no pool")
         for pool, workers in self.pools.items():
             require_number(workers, f'LEITSTAND_POOLS["{pool}"]["workers"]', minimum=1, whole=True)
+        for pool, jobs in self.in_flight.items():
+            require_number(jobs, f'LEITSTAND_POOLS["{pool}"]["in_flight"]', minimum=1, whole=True)
         require_number(self.fetch_total_seconds, 'LEITSTAND_FETCH["total_seconds"]', minimum=0.01)
         require_number(self.lease_grace_seconds, "LEITSTAND_LEASE_GRACE_SECONDS", minimum=0)
         require_number(self.control_interval_seconds, "LEITSTAND_CONTROL_INTERVAL_SECONDS", minimum=0.01)
@@ -153,6 +157,13 @@ class RuntimeOptions:
             run_dir=Path(settings.LEITSTAND_RUN_DIR),
             base_dir=Path(settings.BASE_DIR),
             shadow_samples=MappingProxyType(dict(settings.LEITSTAND_SHADOW_SAMPLES)),
+            in_flight=MappingProxyType(
+                {
+                    pool: config["in_flight"]
+                    for pool, config in settings.LEITSTAND_POOLS.items()
+                    if "in_flight" in config
+                }
+            ),
         )
 
 

@@ -21,6 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,7 +30,7 @@ import psutil
 from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
-from jobs import leases, logs, tracing
+from jobs import leases, logs, reads, tracing
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
 from workers.runtime import lifecycle, options
@@ -44,6 +45,12 @@ logger = logging.getLogger("leitstand.worker")
 
 # A worker's task loop beats at least every second while it waits for work.
 LOOP_STALE_SECONDS = 5.0
+# Why a handler running in a thread past its type's timeout is asked to stop.
+TIMED_OUT = "ran past its timeout"
+# With many jobs in flight: how long the loop waits for one to end before it claims again (a key at
+# rest — a host that may not be asked yet — is claimed when its rest ends), and how long it waits when
+# the line has no key at rest to wait for (new jobs, a running limit with room again).
+IN_FLIGHT_IDLE_SECONDS = 0.2
 
 
 class JobTimeout(TransientError):
@@ -117,6 +124,7 @@ class Held:
     job_type: JobType
     context: JobContext
     last_heartbeat: float = field(default_factory=time.monotonic)
+    since: float = field(default_factory=time.monotonic)  # when it came into this process's hands
 
 
 @dataclass
@@ -130,6 +138,10 @@ class WakeupReport:
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
+
+    def add(self, other: WakeupReport) -> None:
+        for name, value in other.__dict__.items():
+            setattr(self, name, getattr(self, name) + value)
 
 
 class PoolRuntime:
@@ -156,6 +168,10 @@ class PoolRuntime:
         # ended is not one of them: the attempt shows its outcome and error itself.
         logs.keep_install(skip=frozenset({logger.name}))
         self.front = ClaimFront()  # where the last claim found the front of the line
+        # Jobs this process runs at once: 1 runs each batch in this thread; more run in threads of their
+        # own (network-bound pools: many fetches in flight, each job with its own lease and fence).
+        self.in_flight = options.current().in_flight.get(pool, 1)
+        self._executor: ThreadPoolExecutor | None = None
         self.held: dict = {}
         self.held_lock = threading.Lock()
         self.seconds_per_job: float | None = None  # moving average of handler run time
@@ -186,7 +202,9 @@ class PoolRuntime:
         if lifecycle.is_draining() or Pool.objects.filter(name=self.pool, is_paused=True).exists():
             return report
         until = time.monotonic() + options.current().wakeup_budget_seconds
-        while time.monotonic() < until and not lifecycle.is_draining():
+        if self.in_flight > 1:
+            self._wake_in_flight(until, report)
+        while self.in_flight == 1 and time.monotonic() < until and not lifecycle.is_draining():
             limit = self.batch_size()
             claimed = self.front.claim(self._claim, limit)
             if not claimed:
@@ -215,6 +233,102 @@ class PoolRuntime:
             advance_lanes=due_from is not None,
             flow_limit=self.flow_limit,
         )
+
+    def _wake_in_flight(self, until: float, report: WakeupReport) -> None:
+        """Up to ``in_flight`` jobs at once, each in a thread of its own: claim as many as there are
+        free places, run each as the one-at-a-time loop runs it (its own lease, heartbeat, fence and
+        error class), and write the ends of those that finished together. While it has jobs in
+        flight, or due work it could not take yet (keys at rest: hosts that may not be asked yet),
+        it claims again as places free up and rests pass, until the wake-up's budget is spent; then
+        it waits for the jobs in flight. Shutting down, it claims nothing more and hands back what
+        it has not begun."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix=f"{self.pool}-job")
+        shared: dict = {}  # what the wake-up's jobs share (JobContext.shared)
+        running: dict[Future, leases.ClaimedJob] = {}
+        next_claim_at = 0.0  # monotonic: when the line may have more for this process
+        while True:
+            now = time.monotonic()
+            is_open = now < until and not lifecycle.is_draining()
+            claimed: list[leases.ClaimedJob] = []
+            if is_open and len(running) < self.in_flight and now >= next_claim_at:
+                wanted = self.in_flight - len(running)
+                claimed = self.front.claim(self._claim, wanted)
+                report.claimed += len(claimed)
+                report.batches += bool(claimed)
+                for job in claimed:
+                    context = self._context(job, shared)
+                    if job.type in self.types:
+                        with self.held_lock:
+                            self.held[job.id] = Held(job, self.types[job.type], context)
+                    running[self._executor.submit(self._run_in_thread, job, context)] = job
+                if len(claimed) < wanted:
+                    # Nothing more may start now: claim again when the first key at rest (a host) may
+                    # go on, or after a short while (new jobs, a limit with room again).
+                    rest = leases.flow_rest_next_seconds(self.pool)
+                    next_claim_at = time.monotonic() + min(
+                        rest if rest is not None else IN_FLIGHT_IDLE_SECONDS, IN_FLIGHT_IDLE_SECONDS
+                    )
+                    if not running and rest is None and not self._has_due_work():
+                        break
+            if not running:
+                if not is_open:
+                    break
+                time.sleep(max(next_claim_at - time.monotonic(), 0.001))
+                continue
+            timeout = max(next_claim_at - time.monotonic(), 0.001) if is_open else None
+            finished, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+            completions: list[leases.Completion] = []
+            for future in finished:
+                job = running.pop(future)
+                completion, counts = future.result()
+                report.add(counts)
+                if completion is not None:
+                    completions.append(completion)
+                else:
+                    self._unhold(job.id)
+            if completions:
+                # The ends of the jobs that finished together, in one fenced statement.
+                self._complete(completions, report)
+                for completion in completions:
+                    self._unhold(completion.job_id)
+
+    def _run_in_thread(
+        self, job: leases.ClaimedJob, context: JobContext
+    ) -> tuple[leases.Completion | None, WakeupReport]:
+        """One job in a thread of its own: what ``_run_batch`` does for one job, with the thread's own
+        database connection (Django's are per thread) and its own counts."""
+        counts = WakeupReport()
+        close_old_connections()  # a connection past its age or broken is replaced between jobs
+        if lifecycle.is_draining():
+            self._release(job, "pool shutting down", counts)
+            return None, counts
+        job_type = self.types.get(job.type)
+        with (
+            logs.bound(
+                job_id=str(job.id),
+                attempt=job.lease_version,
+                job_type=job.type,
+                correlation_id=job.correlation_id,
+                trace_id=tracing.trace_id(job.trace_parent),
+            ),
+            tracing.attempt(job, pool=self.pool, retry_of=self._retry_of(job)) as context.trace_span,
+            logs.kept(job_type.log_info_lines if job_type else 0) as context.kept_lines,
+        ):
+            try:
+                return self._run_one(job, context, counts), counts
+            except Exception:
+                # The runtime's own write failed (the database away): the job keeps its lease until the
+                # reaper hands it back; this thread and the others go on.
+                logger.exception("job %s could not be ended; its lease runs out and it is handed back", job.id)
+                return None, counts
+
+    def _has_due_work(self) -> bool:
+        return bool(reads.row("due_count_capped", pool=self.pool, cap=1)[0])
+
+    def _unhold(self, job_id) -> None:
+        with self.held_lock:
+            self.held.pop(job_id, None)
 
     def batch_size(self) -> int:
         """How many jobs one claim takes: enough to fill the batch budget at the measured run time."""
@@ -318,6 +432,10 @@ class PoolRuntime:
             return None
         if context.should_stop():  # its lease was lost while it waited for its turn
             return self._interrupted(job, context, report)
+        if self.in_flight > 1:
+            # Many handlers run at once: a death of the process is no one job's doing (its supervisor
+            # hands them all back in their place), and the registry shows no single current job.
+            return self._call(job, job_type, context, report)
         self.current_job_id = job.id
         lifecycle.running_job_set(job.id)  # if this process dies now, its supervisor knows whose handler ran
         completion = self._call(job, job_type, context, report)
@@ -333,6 +451,10 @@ class PoolRuntime:
         try:
             with time_limit(job_type.timeout_seconds):
                 outcome = job_type.handler(context)
+            if time.monotonic() - started > job_type.timeout_seconds:
+                # In a thread no alarm interrupts the handler (the heartbeat asked it to stop and let
+                # its lease run out): an end past the timeout is the timeout's.
+                raise JobTimeout(f"the handler ran past its timeout of {job_type.timeout_seconds:g} s")
         except Interrupted:
             return self._interrupted(job, context, report)
         except Deferred as deferred:
@@ -409,7 +531,12 @@ class PoolRuntime:
         return None
 
     def _interrupted(self, job, context, report) -> None:
-        if context.stop_reason.startswith("lease lost"):
+        if context.stop_reason == TIMED_OUT:
+            timeout = self.types[job.type].timeout_seconds
+            delay = self.types[job.type].retry.delay(job.attempt)
+            message = f"the handler ran past its timeout of {timeout:g} s"
+            self._fail(job, context, ErrorKind.TRANSIENT, error_class_name(JobTimeout(message)), message, delay, report)
+        elif context.stop_reason.startswith("lease lost"):
             report.refused += 1  # nothing may be written: another attempt or an operator owns the job
         else:
             self._release(job, context.stop_reason, report, context=context)
@@ -499,7 +626,26 @@ class PoolRuntime:
         self._closed.set()
         if self._heartbeat_thread is not None:
             self._heartbeat_thread.join(timeout=5)
+        if self._executor is not None:
+            self._executor_close()
         PoolRuntime._by_pool.pop((os.getpid(), self.pool), None)
+
+    def _executor_close(self) -> None:
+        """End the job threads, each closing its own database connection (Django's are per thread):
+        one closing task per thread, held at a barrier so that no thread takes two."""
+        barrier = threading.Barrier(self.in_flight)
+
+        def close_mine() -> None:
+            try:
+                barrier.wait(timeout=5)
+            except threading.BrokenBarrierError:
+                pass
+            connection.close()
+
+        for _ in range(self.in_flight):
+            self._executor.submit(close_mine)
+        self._executor.shutdown(wait=True)
+        self._executor = None
 
     def _heartbeat_loop(self) -> None:
         """Supervised: an error in one round is logged and the next round follows."""
@@ -536,6 +682,11 @@ class PoolRuntime:
         for held in in_hand:
             if is_draining:
                 held.context.request_stop("pool shutting down")
+            if self.in_flight > 1 and time.monotonic() - held.since > held.job_type.timeout_seconds:
+                # No alarm interrupts a handler in a thread: it is asked to stop, and its lease is no
+                # longer extended, so it runs out and the job is handed back (its late writes fenced off).
+                held.context.request_stop(TIMED_OUT)
+                continue
             if time.monotonic() - held.last_heartbeat < held.job_type.heartbeat_seconds:
                 continue
             try:
