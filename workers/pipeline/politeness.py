@@ -118,7 +118,9 @@ RETURNING turn.at - clock.now,
 _RELEASE_SQL = """
 -- Free the slot and learn from the answer: a success moves the delay halfway towards
 -- %(factor)s × the answer's time, a failure doubles it; never below %(floor)s nor above %(cap)s.
--- The next start waits for the new delay from this request's start, and for a Retry-After from now.
+-- The next start waits for the new delay from this request's start — when it went out, as the client
+-- timed its answer (now - %(answer)s), if that was later than taking the slot — and for a
+-- Retry-After from now.
 WITH clock AS MATERIALIZED (SELECT leitstand_now() AS now),
 learned AS (
     SELECT h.host, least(%(cap)s, greatest(%(floor)s, CASE
@@ -131,7 +133,8 @@ SET in_flight_until = NULL,
     delay_seconds = learned.delay,
     next_allowed_at = greatest(
         h.next_allowed_at,
-        coalesce(h.last_started_at, clock.now) + learned.delay * interval '1 second',
+        greatest(coalesce(h.last_started_at, clock.now), clock.now - %(answer)s * interval '1 second')
+            + learned.delay * interval '1 second',
         clock.now + %(wait)s * interval '1 second'),
     consecutive_failures = CASE WHEN %(ok)s THEN 0 ELSE h.consecutive_failures + 1 END,
     breaker_open_until = CASE
