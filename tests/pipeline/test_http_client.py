@@ -117,6 +117,13 @@ def test_an_allow_listed_target_is_fetched_from_the_validated_address(server):
     assert server.requests == ["/ok"]
 
 
+def test_the_answer_is_timed_from_when_the_request_went_out(server):
+    """Politeness counts a host's delay from the request's start: the client times it from the moment
+    its head went out, after the address checks and the connection."""
+    result = allowing(server).fetch(server.url("/slow"))
+    assert result.sent_seconds is not None and 0.1 <= result.sent_seconds <= result.elapsed_seconds
+
+
 def test_a_redirect_to_a_target_that_is_not_allowed_is_refused_at_that_hop(server):
     with HostileServer() as other:
         with pytest.raises(AddressRefused):

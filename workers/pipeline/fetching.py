@@ -147,7 +147,7 @@ def fetch_politely(
                 ok=result.status < 500 and result.status != 429,
                 status=result.status,
                 retry_after=retry_after,
-                seconds=result.elapsed_seconds,
+                seconds=result.sent_seconds,
             )
         info.update(
             status=result.status,

@@ -27,6 +27,7 @@ import ssl
 import time
 import zlib
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
 from urllib.parse import urljoin, urlsplit
@@ -335,6 +336,17 @@ class FetchPolicy:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+# When this fetch's first request head went out (httpcore's trace event), per fetch and thread.
+_first_sent: ContextVar[list[float] | None] = ContextVar("first_sent", default=None)
+
+
+def _note_sent(event: str, info: dict) -> None:
+    if event.endswith("send_request_headers.started"):
+        sent = _first_sent.get()
+        if sent is not None and not sent:
+            sent.append(time.monotonic())
+
+
 @dataclass
 class FetchResult:
     url: str
@@ -345,6 +357,9 @@ class FetchResult:
     elapsed_seconds: float
     redirects: list[str] = field(default_factory=list)
     address: str = ""
+    # From the first request's head going out to the last byte (politeness counts a host's delay from
+    # when a request went out, not from when the worker began to prepare it); None: nothing was sent.
+    sent_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -392,6 +407,15 @@ class SafeClient:
         redirects: list[str] = []
         current = url
         target = self._validate(current)
+        sent = _first_sent.set([])
+        try:
+            return self._fetch(
+                url, current, target, deadline, started, redirects, accept, truncate_at, validators, hop_check
+            )
+        finally:
+            _first_sent.reset(sent)
+
+    def _fetch(self, url, current, target, deadline, started, redirects, accept, truncate_at, validators, hop_check):
         while True:
             status, headers, body = self._request(target, deadline, accept, truncate_at, validators)
             if status in REDIRECTS and "location" in headers:
@@ -407,15 +431,17 @@ class SafeClient:
                 if refused:
                     raise RedirectDisallowed(f"{url} redirects to {current[:200]}: {refused}")
                 continue
+            ended, sent = time.monotonic(), _first_sent.get()
             return FetchResult(
                 url=url,
                 final_url=current,
                 status=status,
                 headers=headers,
                 body=body,
-                elapsed_seconds=time.monotonic() - started,
+                elapsed_seconds=ended - started,
                 redirects=redirects,
                 address=target.address,
+                sent_seconds=ended - sent[0] if sent else None,
             )
 
     def check(self, url: str) -> None:
@@ -520,7 +546,7 @@ class SafeClient:
                     pinned,
                     headers=headers,
                     content=content,
-                    extensions={"sni_hostname": ascii_name(target.host)},
+                    extensions={"sni_hostname": ascii_name(target.host), "trace": _note_sent},
                 )
                 response = client.send(request, stream=True)
                 try:

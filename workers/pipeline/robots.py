@@ -145,7 +145,7 @@ def _refresh(origin: str, client: SafeClient, outcome: dict) -> tuple[RobotsFile
         # One byte more than is parsed, to tell a line cut at the limit (within_limit).
         result = client.fetch(f"{origin}/robots.txt", truncate_at=MAX_ROBOTS_BYTES + 1)
         status = result.status
-        outcome.update(ok=status < 500 and status != 429, status=status, seconds=result.elapsed_seconds)
+        outcome.update(ok=status < 500 and status != 429, status=status, seconds=result.sent_seconds)
         body = within_limit(result.body).decode("utf-8", errors="replace").replace("\x00", "")
     except JobError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
