@@ -62,7 +62,11 @@ def parse(payload: dict) -> CrawlSpec:
 
 def handle(context: JobContext):
     spec = parse(context.payload)
-    source = Source.objects.filter(pk=spec.source_id).first()
+    # Read once per wake-up by its jobs (a wake-up lasts seconds: a source switched off is seen by the next).
+    sources = context.shared.setdefault("sources", {})
+    if spec.source_id not in sources:
+        sources[spec.source_id] = Source.objects.filter(pk=spec.source_id).first()
+    source = sources[spec.source_id]
     if source is None:
         raise PermanentError(f"source {spec.source_id} does not exist")
     if not source.is_active:

@@ -51,6 +51,13 @@ TIMED_OUT = "ran past its timeout"
 # rest — a host that may not be asked yet — is claimed when its rest ends), and how long it waits when
 # the line has no key at rest to wait for (new jobs, a running limit with room again).
 IN_FLIGHT_IDLE_SECONDS = 0.2
+CLAIM_GATHER_SECONDS = 0.02
+# A job thread checks its database connection (its age, and with CONN_HEALTH_CHECKS a round trip)
+# at most this often, not before every job.
+CONNECTION_CHECK_SECONDS = 5.0
+
+
+_job_thread = threading.local()  # what a job thread keeps between its jobs
 
 
 class JobTimeout(TransientError):
@@ -266,9 +273,10 @@ class PoolRuntime:
                     # Nothing more may start now: claim again when the first key at rest (a host) may
                     # go on, or after a short while (new jobs, a limit with room again).
                     rest = leases.flow_rest_next_seconds(self.pool)
-                    next_claim_at = time.monotonic() + min(
-                        rest if rest is not None else IN_FLIGHT_IDLE_SECONDS, IN_FLIGHT_IDLE_SECONDS
-                    )
+                    # Never sooner than CLAIM_GATHER_SECONDS: the keys whose rests end meanwhile come in one
+                    # claim (a host every 5 ms at 100 hosts and 0.5 s) instead of a claim each.
+                    wait_for = rest if rest is not None else IN_FLIGHT_IDLE_SECONDS
+                    next_claim_at = time.monotonic() + min(max(wait_for, CLAIM_GATHER_SECONDS), IN_FLIGHT_IDLE_SECONDS)
                     if not running and rest is None and not self._has_due_work():
                         break
             if not running:
@@ -299,7 +307,9 @@ class PoolRuntime:
         """One job in a thread of its own: what ``_run_batch`` does for one job, with the thread's own
         database connection (Django's are per thread) and its own counts."""
         counts = WakeupReport()
-        close_old_connections()  # a connection past its age or broken is replaced between jobs
+        if time.monotonic() >= getattr(_job_thread, "connection_checked_until", 0.0):
+            close_old_connections()  # a connection past its age or broken is replaced between jobs
+            _job_thread.connection_checked_until = time.monotonic() + CONNECTION_CHECK_SECONDS
         if lifecycle.is_draining():
             self._release(job, "pool shutting down", counts)
             return None, counts
