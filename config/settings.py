@@ -308,7 +308,11 @@ LEITSTAND_POOLS = {
     "notify": {"workers": env_int("LEITSTAND_NOTIFY_WORKERS", 1, minimum=1)},
     # Synthetic jobs (canaries, API clients' test jobs): a client's load never takes a real pool's
     # workers. Operators may send drills to the other pools (workers/runtime/synthetic.py).
-    "synthetic": {"workers": env_int("LEITSTAND_SYNTHETIC_WORKERS", 1, minimum=1)},
+    "synthetic": {
+        "workers": env_int("LEITSTAND_SYNTHETIC_WORKERS", 1, minimum=1),
+        # Drills of the in-flight runtime (tests/processes/test_in_flight_pools.py) run more at once.
+        "in_flight": env_int("LEITSTAND_SYNTHETIC_IN_FLIGHT", 1, minimum=1),
+    },
     # Django @task functions of the installed apps (TASKS below; docs/operations.md, "Django tasks").
     "tasks": {"workers": env_int("LEITSTAND_TASKS_WORKERS", 1, minimum=1)},
 }

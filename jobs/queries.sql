@@ -115,9 +115,10 @@ JOIN jobs_job AS j ON j.type = k.type AND j.key_namespace = %(key_namespace)s AN
 -- The lanes of pool %(pool)s with due work a claim may serve (flowlane_turn_idx), most urgent lane
 -- first, then the least served: at most %(window)s of them (more than a claim of %(limit)s can use:
 -- a lane whose hint was early has no due job, and is read again instead).
--- A paused key's are left out, and a resting key's (FlowRest); with %(limited)s (under flow_claim_lock), so are those of a key that
--- holds its limit: %(default_limit)s leases, or its own limit if an operator set one (NULL: no
--- limit), and those of a key whose rate limit allows no start now. Each with its key's weight and
+-- A paused key's are left out, and a resting key's (FlowRest); with %(limited)s (under
+-- flow_claim_lock), so are those of a key that holds its limit: %(default_limit)s leases (not the
+-- key '', which jobs of types that share their pool by no key have in common: one line, not one
+-- key), or its own limit if an operator set one (NULL: no limit), and those of a key whose rate limit allows no start now. Each with its key's weight and
 -- room (what it may still start: the least of its running room and its rate room; NULL: no limit),
 -- its due jobs counted up to %(limit)s (job_flow_idx, from next_due on: no planned job of the lane
 -- is due before it), next_due, its pool lane's clock, the time the rooms were read at, and whether
@@ -135,7 +136,7 @@ lanes AS (
     SELECT l.*, coalesce(k.weight, 1) AS weight, coalesce(k.paused, false) AS paused,
            k.rate_starts IS NOT NULL AS rated,
            CASE WHEN %(limited)s THEN least(
-               coalesce(k.max_running, %(default_limit)s) - coalesce(r.n, 0),
+               coalesce(k.max_running, CASE WHEN l.key <> '' THEN %(default_limit)s::int END) - coalesce(r.n, 0),
                floor((k.rate_seconds - greatest(extract(epoch FROM k.rate_tat - (SELECT now FROM clock)), 0))
                      * k.rate_starts / k.rate_seconds + 1e-6)::int
            ) END AS room

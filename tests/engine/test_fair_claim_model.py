@@ -68,7 +68,7 @@ def claimable(pool: str, default_limit: int | None) -> list[tuple[str, int]]:
         "flow_key", "priority"
     ):
         setting = settings_of.get(key)
-        limit = setting.max_running if setting and setting.max_running is not None else default_limit
+        limit = setting.max_running if setting and setting.max_running is not None else default_limit if key else None
         if setting and setting.paused or key in resting:
             continue
         if limit is not None and leased[key] >= limit:
@@ -88,6 +88,7 @@ class FairClaim(RuleBasedStateMachine):
         self.worker = leases.WorkerIdentity(host="model", pid=1, pool=self.pool)
         self.default_limit: int | None = None
         self.starts: list[tuple[str, object]] = []  # (key, database time) of every start, for rate limits
+        self.rate_since: dict[str, object] = {}  # when each key's rate limit was last set
 
     @initialize(default_limit=st.sampled_from([None, 1, 2, 3]))
     def pool_default(self, default_limit):
@@ -124,15 +125,25 @@ class FairClaim(RuleBasedStateMachine):
         # No limit exceeded: leases, reserved or running, per key.
         leased = Counter(Job.objects.filter(pool=self.pool, state__in=LEASED_STATES).values_list("flow_key", flat=True))
         settings_of = {k.key: k for k in FlowKey.objects.filter(pool=self.pool)}
+        took = Counter(key for key, _ in taken)
         for key, count in leased.items():
+            if not took[key]:
+                continue  # a limit lowered below what a key holds takes no lease back; it only stops new ones
             setting = settings_of.get(key)
-            limit_of_key = setting.max_running if setting and setting.max_running is not None else self.default_limit
+            limit_of_key = (
+                setting.max_running
+                if setting and setting.max_running is not None
+                else self.default_limit
+                if key
+                else None
+            )
             assert limit_of_key is None or count <= limit_of_key, (
                 f"key {key!r} holds {count} leases, limit {limit_of_key}"
             )
         for key, setting in settings_of.items():
             if setting.rate_starts:
                 window = now - timedelta(seconds=setting.rate_seconds)
+                window = max(window, self.rate_since[key])  # starts before the rate was set are not its
                 started = sum(1 for k, at in self.starts if k == key and at > window)
                 assert started <= setting.rate_starts, f"key {key!r} started {started} in {setting.rate_seconds} s"
             assert not (setting.paused and any(k == key for k, _ in taken)), "a paused key got a job"
@@ -179,6 +190,7 @@ class FairClaim(RuleBasedStateMachine):
     @rule(key=st.sampled_from(KEYS), rate=st.sampled_from([None, (1, 10), (2, 30)]))
     def rate_limit(self, key, rate):
         flows.flow_key_set(pool=self.pool, key=key, actor="model", reason="model", rate=rate)
+        self.rate_since[key] = database_now()
 
     @rule(key=st.sampled_from(KEYS), seconds=st.sampled_from([0.0, 5.0, 60.0]))
     def rest(self, key, seconds):

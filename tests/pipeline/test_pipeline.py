@@ -116,6 +116,17 @@ def test_a_missing_page_is_permanent_and_a_503_is_retried_after_its_retry_after(
     assert flaky.state == State.DONE and flaky.attempts == 3, "503 twice, then 200"
 
 
+def test_robots_txt_is_asked_through_the_hosts_slot_and_its_delay(web, pool_runtime, settings):
+    """robots.txt is a request to the host like any other: the page after it waits one delay, start
+    to start, as the site sees the requests arrive."""
+    settings.LEITSTAND_POLITENESS = {**settings.LEITSTAND_POLITENESS, "min_delay_seconds": 0.4}
+    job = crawl_job(web, "/werke/1.html", depth=1)
+    assert pool_runtime("crawl").wake().completed == 1
+    assert reload(job).state == State.DONE
+    (robots_at, _), (page_at, page) = web.sites[0].requests[:2]
+    assert page == "/werke/1.html" and page_at - robots_at >= 0.4, f"{page_at - robots_at:.3f} s apart"
+
+
 def test_a_busy_host_defers_the_job_without_using_its_retry_budget(web, pool_runtime):
     host_acquire(web.targets[0], PolitenessPolicy())  # another worker's request is in flight
     job = crawl_job(web, "/werke/1.html")

@@ -119,3 +119,78 @@ def test_no_turn_is_booked_past_the_longest_wait(db):
     booked = HostState.objects.get(host="spiral.example:80").next_turn_at
     assert host_acquire("spiral.example:80", policy).wait_seconds < 361
     assert HostState.objects.get(host="spiral.example:80").next_turn_at == booked
+
+
+@pytest.mark.django_db
+def test_a_job_at_its_booked_turn_is_served(db_clock):
+    """Turns are booked from request starts, and the rest after an answer counts from its start too:
+    a job that comes back at its turn finds the host free, even when the answer before it was slow."""
+    host = "turns.example:443"
+    assert host_acquire(host, POLICY, crawl_delay=1.0).wait_seconds == 0.0
+    waits = [host_acquire(host, POLICY, crawl_delay=1.0).wait_seconds for _ in range(3)]
+    assert waits == pytest.approx([1, 2, 3], abs=0.05)
+    for turn in range(3):
+        db_clock.advance(0.4)  # the answer takes 0.4 s
+        host_release(host, POLICY, ok=True, outcome="200", crawl_delay=1.0, answer_seconds=0.4)
+        db_clock.advance(0.6)  # the next booked turn: one delay after the last start
+        assert host_acquire(host, POLICY, crawl_delay=1.0).wait_seconds == 0.0, f"booked turn {turn + 1} refused"
+
+
+def delay_of(host):
+    from workers.pipeline.models import HostState
+
+    return HostState.objects.get(host=host).delay_seconds
+
+
+@pytest.mark.django_db
+def test_a_slow_host_gets_a_longer_delay_and_a_fast_one_keeps_the_least(db_clock):
+    slow, fast = "slow.example:443", "fast.example:443"
+    for host, answer in ((slow, 2.0), (fast, 0.01)):
+        for _ in range(4):
+            assert host_acquire(host, POLICY).wait_seconds == 0.0
+            db_clock.advance(answer)
+            rest_until = host_release(host, POLICY, ok=True, outcome="200", answer_seconds=answer)
+            db_clock.advance(max((rest_until - db_clock.now()).total_seconds(), 0) + 0.001)
+    # Halfway towards twice the answer's time at each answer: 0.2 → 2.1 → 3.05 → 3.525 → 3.7625 s.
+    assert delay_of(slow) == pytest.approx(3.7625)
+    assert delay_of(fast) == pytest.approx(POLICY.min_delay_seconds), "never below the least delay"
+    assert host_acquire(slow, POLICY).wait_seconds == 0.0
+    db_clock.advance(2.0)
+    host_release(slow, POLICY, ok=True, outcome="200", answer_seconds=2.0)
+    # The next start is one (new) delay after this one's start: 3.88 s after it, 1.88 s from now.
+    assert host_acquire(slow, POLICY).wait_seconds == pytest.approx(1.88, abs=0.02)
+
+
+@pytest.mark.django_db
+def test_a_429_with_retry_after_slows_the_host_down_and_holds_it(db_clock):
+    host = "busy.example:443"
+    assert host_acquire(host, POLICY).wait_seconds == 0.0
+    host_release(host, POLICY, ok=False, outcome="429", retry_after=5, answer_seconds=0.05)
+    assert 4.9 < host_acquire(host, POLICY).wait_seconds <= 5.0, "Retry-After holds the host from the answer"
+    assert delay_of(host) == pytest.approx(0.4), "an error doubles the delay; it never speeds a host up"
+    db_clock.advance(5.0)
+    assert host_acquire(host, POLICY).wait_seconds == 0.0
+    host_release(host, POLICY, ok=True, outcome="200", answer_seconds=0.01)
+    assert delay_of(host) == pytest.approx(0.3), "a good answer brings it back halfway"
+
+
+@pytest.mark.django_db
+def test_the_learned_delay_stays_between_the_crawl_delay_and_the_cap(db_clock):
+    assert host_acquire("cd.example:443", POLICY, crawl_delay=3).wait_seconds == 0.0
+    host_release("cd.example:443", POLICY, ok=True, outcome="200", crawl_delay=3, answer_seconds=0.01)
+    assert delay_of("cd.example:443") == pytest.approx(3), "never below the site's Crawl-delay"
+    assert host_acquire("huge.example:443", POLICY).wait_seconds == 0.0
+    db_clock.advance(500)
+    host_release("huge.example:443", POLICY, ok=True, outcome="200", answer_seconds=500)
+    assert delay_of("huge.example:443") == pytest.approx(POLICY.crawl_delay_cap_seconds), "capped"
+
+
+@pytest.mark.django_db
+def test_a_release_tells_the_host_keyed_pools_when_the_host_may_next_be_asked(db_clock):
+    from jobs.models import FlowRest
+
+    host = "frontier.example:443"
+    assert host_acquire(host, POLICY, crawl_delay=2.0).wait_seconds == 0.0
+    until = host_release(host, POLICY, ok=True, outcome="200", crawl_delay=2.0, answer_seconds=0.1)
+    rests = dict(FlowRest.objects.filter(key=host).values_list("pool", "until"))
+    assert rests == {"crawl": until}, "the crawl pool's claim takes no page of this host before then"
