@@ -406,6 +406,8 @@ LEITSTAND_POLITENESS = {
     # A site's robots.txt Crawl-delay is obeyed up to this many seconds between requests (a site that
     # asks for 999999999 would otherwise book its next turn 31 years out).
     "crawl_delay_cap_seconds": env_float("LEITSTAND_HOST_CRAWL_DELAY_CAP_SECONDS", 60, minimum=0.0),
+    # A host's delay follows its answers: at least this many times an answer's time (politeness.py).
+    "delay_factor": env_float("LEITSTAND_HOST_DELAY_FACTOR", 2.0, minimum=0.0),
     # The longest a job is deferred for a host's turn before it asks again; no turn is booked further
     # out, so a host's long queue never books turns years ahead (workers/pipeline/politeness.py).
     "max_wait_seconds": env_float("LEITSTAND_HOST_MAX_WAIT_SECONDS", 3600, minimum=60.0),

@@ -102,11 +102,11 @@ def test_a_child_carries_its_parent_s_trace_and_the_run_s_log_lines_name_it(
         context.spawn("synthetic", payload={"pool": "analysis"}, key=f"child-{context.job_id}")
         return Done(reason="spawned")
 
-    job_type("trace_test", spawning)
+    job_type("trace_test", spawning, pool="analysis")  # one job at a time: this test's rows are uncommitted
     with tracing.attached(TRACEPARENT, "vendor=a1"):
-        parent = make_job("trace_test", pool="crawl", payload={})
-    untraced = make_job("trace_test", pool="crawl", payload={}, idempotency_key=str(uuid.uuid4()))
-    pool_runtime("crawl").wake()
+        parent = make_job("trace_test", pool="analysis", payload={})
+    untraced = make_job("trace_test", pool="analysis", payload={}, idempotency_key=str(uuid.uuid4()))
+    pool_runtime("analysis").wake()
     child = Job.objects.get(parent=parent)
     assert (child.trace_parent, child.trace_state) == (TRACEPARENT, "vendor=a1")
     assert Job.objects.get(parent=untraced).trace_parent == "", "outside any trace, none is invented"

@@ -76,7 +76,7 @@ def test_a_claim_in_a_backlog_moves_its_lanes_past_the_jobs_it_took_and_says_whe
     older = make_job(due_at=db_clock.now() - timedelta(minutes=2))
     front = make_job(due_at=db_clock.now() - timedelta(minutes=1))
     urgent = make_job(priority=0)
-    lane = FlowLane.objects.get(pool="crawl", priority=5, key="")
+    lane = FlowLane.objects.get(pool="crawl", priority=5, key=older.flow_key)  # crawl jobs are keyed by host
     assert lane.next_due == older.due_at  # the lane's walk starts at its oldest planned job
 
     claimed = leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=2, advance_lanes=True)

@@ -2,7 +2,7 @@
 and a running limit that holds while workers and the control process are killed.
 
 Synthetic jobs share their pool by client (``client:<name>``, their key namespace); they run here in
-the crawl pool, as an operator's drill may."""
+the synthetic pool, whose jobs they are (the crawl pool keys its pages by host, one in flight each)."""
 
 import os
 import signal
@@ -28,21 +28,21 @@ MAX_BATCH = 100  # LEITSTAND_MAX_BATCH (the default): the most one claim takes
 def pools(django_db_setup, django_db_blocker, tmp_path_factory):
     processes = PoolProcesses(str(tmp_path_factory.mktemp("run")))  # leases of 2 s (FAST_TIMING)
     processes.start("control")
-    processes.start("crawl")
+    processes.start("synthetic")
     yield processes
     processes.stop_all()
 
 
 def flood(client: str, count: int, *, payload: dict | None = None) -> None:
-    """``count`` synthetic jobs of ``client`` in the crawl pool, in statements of 1,000."""
+    """``count`` synthetic jobs of ``client`` in the synthetic pool, in statements of 1,000."""
     for start in range(0, count, 1000):
         services.job_create_many(
             [
                 {
                     "type": "synthetic",
-                    "pool": "crawl",
+                    "pool": "synthetic",
                     "idempotency_key": uuid.uuid4().hex,
-                    "payload": {"pool": "crawl", **(payload or {})},
+                    "payload": {"pool": "synthetic", **(payload or {})},
                     "priority": 5,
                     "source": "",
                     "max_attempts": 5,
@@ -58,19 +58,19 @@ def flood(client: str, count: int, *, payload: dict | None = None) -> None:
 
 
 def start_order() -> list[str]:
-    """The flow keys of the crawl pool's jobs in the order their first attempts were claimed."""
+    """The flow keys of the synthetic pool's jobs in the order their first attempts were claimed."""
     return list(
-        Attempt.objects.filter(pool="crawl", lease_version=1)
+        Attempt.objects.filter(pool="synthetic", lease_version=1)
         .order_by("claimed_at", "id")
         .values_list("job__flow_key", flat=True)
     )
 
 
 def test_a_small_client_starts_within_its_share_and_weights_divide_the_pool(pools):
-    pool_pause(pool="crawl", actor="test", reason="queue the flood first")
+    pool_pause(pool="synthetic", actor="test", reason="queue the flood first")
     flood("A", 20_000)
     flood("B", 100)
-    pool_resume(pool="crawl", actor="test", reason="go")
+    pool_resume(pool="synthetic", actor="test", reason="go")
     wait_for(
         lambda: Job.objects.filter(flow_key="client:B", state=State.RESULT_STORED).count() == 100,
         timeout=60,
@@ -86,14 +86,14 @@ def test_a_small_client_starts_within_its_share_and_weights_divide_the_pool(pool
 
     # Weights 3:1 for two flooding clients, measured over 4,000 starts while both have plenty left (a
     # wake-up under way when the pool is paused goes on for its budget: some start before).
-    pool_pause(pool="crawl", actor="test", reason="queue the next floods")
+    pool_pause(pool="synthetic", actor="test", reason="queue the next floods")
     wait_for(lambda: not Job.objects.filter(state__in=[State.RESERVED, State.RUNNING]).exists(), timeout=30)
     # The rest of A's flood goes on below as a third key at weight 1: C, D and A share 3:1:1.
-    flows.flow_key_set(pool="crawl", key="client:C", actor="test", reason="worth more", weight=3)
+    flows.flow_key_set(pool="synthetic", key="client:C", actor="test", reason="worth more", weight=3)
     flood("C", 8000)
     flood("D", 8000)
     started = len(start_order())
-    pool_resume(pool="crawl", actor="test", reason="go")
+    pool_resume(pool="synthetic", actor="test", reason="go")
     wait_for(lambda: len(start_order()) >= started + 4000, timeout=120, message="4,000 more starts")
     later = start_order()[started : started + 4000]
     c, d = later.count("client:C"), later.count("client:D")
@@ -101,7 +101,7 @@ def test_a_small_client_starts_within_its_share_and_weights_divide_the_pool(pool
 
 
 def test_a_running_limit_holds_while_workers_and_the_control_process_are_killed(pools):
-    flows.flow_key_set(pool="crawl", key="client:L", actor="test", reason="a partner's limit", max_running=5)
+    flows.flow_key_set(pool="synthetic", key="client:L", actor="test", reason="a partner's limit", max_running=5)
     time.sleep(leases.LIMITS_SECONDS + 0.2)  # the claims' reading of the keys' limits is this old at most
     flood("L", 300, payload={"duration_ms": 40})
     flood("M", 300, payload={"duration_ms": 40})
@@ -111,7 +111,7 @@ def test_a_running_limit_holds_while_workers_and_the_control_process_are_killed(
         try:
             while not stop.is_set():
                 running = Job.objects.filter(
-                    pool="crawl", flow_key="client:L", state__in=[State.RESERVED, State.RUNNING]
+                    pool="synthetic", flow_key="client:L", state__in=[State.RESERVED, State.RUNNING]
                 ).count()
                 highest[0] = max(highest[0], running)
                 samples[0] += 1
@@ -124,7 +124,7 @@ def test_a_running_limit_holds_while_workers_and_the_control_process_are_killed(
     try:
         for round in range(3):
             time.sleep(1.5)
-            supervisor = psutil.Process(pools.processes["crawl"].pid).children()[0]
+            supervisor = psutil.Process(pools.processes["synthetic"].pid).children()[0]
             workers = [p for p in supervisor.children() if "pusher" not in p.name() and "monitor" not in p.name()]
             for worker in workers[:1]:
                 os.kill(worker.pid, signal.SIGKILL)
@@ -152,7 +152,7 @@ def test_a_rate_limit_spaces_a_keys_starts_across_the_pools_workers(pools):
     10, then one start every 0.2 s — in any stretch of time t, at most 10 + 5 t starts (and one more
     for a claim under way) — while client N, without a limit, runs beside it."""
     starts, seconds = 10, 2
-    flows.flow_key_set(pool="crawl", key="client:R", actor="test", reason="their API", rate=(starts, seconds))
+    flows.flow_key_set(pool="synthetic", key="client:R", actor="test", reason="their API", rate=(starts, seconds))
     time.sleep(leases.LIMITS_SECONDS + 0.2)  # the claims' reading of the keys' limits is this old at most
     flood("R", 40)
     flood("N", 200, payload={"duration_ms": 20})

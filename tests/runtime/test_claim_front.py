@@ -118,11 +118,11 @@ def test_from_the_front_a_claim_does_not_visit_what_a_long_transaction_keeps(mak
         report.execute("SELECT count(*) FROM jobs_job")  # a snapshot from before the claims
         leases.claim(pool="crawl", worker=worker, lease_seconds=LEASE, limit=250, advance_lanes=True)
         connection.cursor().execute("VACUUM jobs_job")  # removes nothing the report can still see
-        front = FlowLane.objects.get(pool="crawl", priority=5, key="").next_due
+        front = FlowLane.objects.get(pool="crawl", priority=5, key=jobs[0].flow_key).next_due
         whole, from_front = (
             heap_fetches(
                 "SELECT id FROM jobs_job WHERE state = 'planned' AND pool = 'crawl' AND priority = 5"
-                " AND flow_key = '' AND due_at <= now() AND due_at >= %s::timestamptz"
+                " AND flow_key = 'example.org:443' AND due_at <= now() AND due_at >= %s::timestamptz"
                 " ORDER BY flow_key, due_at, id LIMIT 10",  # the lane's walk: job_flow_idx's order
                 due_from,
             )

@@ -28,6 +28,9 @@ FAST_TIMING = {
     "LEITSTAND_PIPELINE_HEARTBEAT_SECONDS": "1",
     "LEITSTAND_FETCH_TOTAL_SECONDS": "4",
     "LEITSTAND_CRAWL_WORKERS": "2",
+    # The pool tests drive one job per worker (poison jobs, stalls, a frozen worker); many jobs in
+    # flight in one worker have a drill of their own (tests/processes/test_in_flight_pools.py).
+    "LEITSTAND_CRAWL_IN_FLIGHT": "1",
     "LEITSTAND_SYNTHETIC_WORKERS": "2",
     "LEITSTAND_ANALYSIS_WORKERS": "1",
     "LEITSTAND_RECHECK_WORKERS": "1",

@@ -45,6 +45,7 @@ _POLITENESS = {
     "min_delay_seconds": 0.0,
     "retry_after_cap_seconds": 0.0,
     "crawl_delay_cap_seconds": 0.0,
+    "delay_factor": 0.0,
     "max_wait_seconds": 60.0,
     "hold_seconds": 1.0,
     "failures_to_open": 1,

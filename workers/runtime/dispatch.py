@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.db import connection, transaction
 
@@ -29,9 +31,26 @@ _last_sent: dict[str, float] = {}
 _broker_away = False  # reported once per outage, not at every wake-up or sweep
 
 
+# The pools whose jobs this process is claiming right now in a loop of its own (a network-bound pool's
+# in-flight wake-up): it finds their new jobs itself, so it sends them no wake-up.
+_claiming_here: set[str] = set()
+
+
+@contextmanager
+def claiming_here(pool: str) -> Iterator[None]:
+    _claiming_here.add(pool)
+    try:
+        yield
+    finally:
+        _claiming_here.discard(pool)
+
+
 def wakeup_after_commit(pool: str) -> None:
-    """Wake the pool once the current transaction commits (nothing is sent if it rolls back)."""
-    transaction.on_commit(lambda: wakeup_send(pool, throttle=True))
+    """Wake the pool once the current transaction commits (nothing is sent if it rolls back), unless
+    this process is claiming the pool's jobs right now (a crawl page's children: its own loop takes
+    them when their host may be asked)."""
+    if pool not in _claiming_here:
+        transaction.on_commit(lambda: wakeup_send(pool, throttle=True))
 
 
 def broker_errors() -> tuple[type[Exception], ...]:

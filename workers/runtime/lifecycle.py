@@ -63,12 +63,20 @@ def running_slot_attach(slot) -> None:
     _running_slot = slot
 
 
+# What the slot holds while a worker runs many jobs at once (a network-bound pool's in-flight loop):
+# a death is then no one job's doing, and every job it held counts the death as an attempt.
+MANY = UUID(bytes=b"\xff" * 16)
+
+
 def running_job_set(job_id: UUID | None) -> None:
     if _running_slot is not None:
         _running_slot.raw = job_id.bytes if job_id is not None else bytes(16)
 
 
-def running_job_of(slot) -> UUID | None:
-    """What a worker's slot says ran when it died (read by its supervisor)."""
+def running_job_of(slot) -> UUID | bool | None:
+    """What a worker's slot says ran when it died (read by its supervisor): a job, True (many ran at
+    once: every job it held ran), or None (none ran)."""
     raw = bytes(slot.raw)
+    if raw == MANY.bytes:
+        return True
     return UUID(bytes=raw) if any(raw) else None

@@ -33,7 +33,7 @@ from django_fsm import TransitionNotAllowed
 from jobs import leases, logs, reads, tracing
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
-from workers.runtime import lifecycle, options
+from workers.runtime import dispatch, lifecycle, options
 from workers.runtime.claim_front import ClaimFront
 from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.metrics import WORKER_JOBS, WORKER_WAKEUPS
@@ -52,6 +52,7 @@ TIMED_OUT = "ran past its timeout"
 # the line has no key at rest to wait for (new jobs, a running limit with room again).
 IN_FLIGHT_IDLE_SECONDS = 0.2
 CLAIM_GATHER_SECONDS = 0.02
+SHARED_SECONDS = 10.0
 # A job thread checks its database connection (its age, and with CONN_HEALTH_CHECKS a round trip)
 # at most this often, not before every job.
 CONNECTION_CHECK_SECONDS = 5.0
@@ -179,6 +180,8 @@ class PoolRuntime:
         # own (network-bound pools: many fetches in flight, each job with its own lease and fence).
         self.in_flight = options.current().in_flight.get(pool, 1)
         self._executor: ThreadPoolExecutor | None = None
+        self._shared: dict = {}
+        self._shared_until = 0.0
         self.held: dict = {}
         self.held_lock = threading.Lock()
         self.seconds_per_job: float | None = None  # moving average of handler run time
@@ -210,7 +213,14 @@ class PoolRuntime:
             return report
         until = time.monotonic() + options.current().wakeup_budget_seconds
         if self.in_flight > 1:
-            self._wake_in_flight(until, report)
+            # If this process dies now, every job it holds ran: each counts the death (a poison job
+            # among them reaches the dead-letter queue after its deaths, as one run alone does).
+            lifecycle.running_job_set(lifecycle.MANY)
+            try:
+                with dispatch.claiming_here(self.pool):
+                    self._wake_in_flight(until, report)
+            finally:
+                lifecycle.running_job_set(None)
         while self.in_flight == 1 and time.monotonic() < until and not lifecycle.is_draining():
             limit = self.batch_size()
             claimed = self.front.claim(self._claim, limit)
@@ -251,7 +261,11 @@ class PoolRuntime:
         it has not begun."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix=f"{self.pool}-job")
-        shared: dict = {}  # what the wake-up's jobs share (JobContext.shared)
+        if time.monotonic() >= self._shared_until:
+            # What the jobs in flight share (JobContext.shared: robots.txt files, sources), kept across
+            # wake-ups for at most SHARED_SECONDS: a wake-up of a busy pool lasts its budget (2 s).
+            self._shared, self._shared_until = {}, time.monotonic() + SHARED_SECONDS
+        shared = self._shared
         running: dict[Future, leases.ClaimedJob] = {}
         next_claim_at = 0.0  # monotonic: when the line may have more for this process
         while True:
@@ -269,12 +283,15 @@ class PoolRuntime:
                         with self.held_lock:
                             self.held[job.id] = Held(job, self.types[job.type], context)
                     running[self._executor.submit(self._run_in_thread, job, context)] = job
-                if len(claimed) < wanted:
-                    # Nothing more may start now: claim again when the first key at rest (a host) may
-                    # go on, or after a short while (new jobs, a limit with room again).
+                if claimed and len(claimed) < wanted:
+                    # Nothing more may start now, but the line moves: claim again after CLAIM_GATHER_SECONDS,
+                    # so the keys whose rests end meanwhile come in one claim (a host every 5 ms at 100
+                    # hosts and 0.5 s) instead of a claim each.
+                    next_claim_at = time.monotonic() + CLAIM_GATHER_SECONDS
+                elif not claimed:
+                    # Nothing may start now: claim again when the first key at rest (a host) may go on,
+                    # or after a short while (new jobs, a limit with room again).
                     rest = leases.flow_rest_next_seconds(self.pool)
-                    # Never sooner than CLAIM_GATHER_SECONDS: the keys whose rests end meanwhile come in one
-                    # claim (a host every 5 ms at 100 hosts and 0.5 s) instead of a claim each.
                     wait_for = rest if rest is not None else IN_FLIGHT_IDLE_SECONDS
                     next_claim_at = time.monotonic() + min(max(wait_for, CLAIM_GATHER_SECONDS), IN_FLIGHT_IDLE_SECONDS)
                     if not running and rest is None and not self._has_due_work():
@@ -443,8 +460,8 @@ class PoolRuntime:
         if context.should_stop():  # its lease was lost while it waited for its turn
             return self._interrupted(job, context, report)
         if self.in_flight > 1:
-            # Many handlers run at once: a death of the process is no one job's doing (its supervisor
-            # hands them all back in their place), and the registry shows no single current job.
+            # Many handlers run at once: the slot says so for all of them (_wake), and the registry
+            # shows no single current job.
             return self._call(job, job_type, context, report)
         self.current_job_id = job.id
         lifecycle.running_job_set(job.id)  # if this process dies now, its supervisor knows whose handler ran
