@@ -158,6 +158,7 @@ class Politeness:
     in_flight_peak: int
     first_arrival: float
     last_end: float
+    gaps: list[float] = field(default_factory=list)  # start to start, between consecutive requests to a host
 
     @property
     def violations(self) -> int:
@@ -168,7 +169,7 @@ def politeness(records: list[list], delay: float) -> Politeness:
     by_host = defaultdict(list)
     for host, path, arrival, end in records:
         by_host[host].append((arrival, end, path))
-    overlaps, short_gaps, robots_to_page, robots_end_to_page = [], [], [], []
+    overlaps, short_gaps, robots_to_page, robots_end_to_page, gaps = [], [], [], [], []
     for host, requests in sorted(by_host.items()):
         requests.sort()
         busy_until, busy_path = float("-inf"), ""
@@ -178,6 +179,7 @@ def politeness(records: list[list], delay: float) -> Politeness:
             if end > busy_until:
                 busy_until, busy_path = end, path
         for (arrival, _, path), (later, _, later_path) in zip(requests, requests[1:]):
+            gaps.append(later - arrival)
             if later - arrival < delay - TOLERANCE:
                 short_gaps.append((host, path, later_path, later - arrival))
         robots = [r for r in requests if r[2] == "/robots.txt"]
@@ -205,6 +207,7 @@ def politeness(records: list[list], delay: float) -> Politeness:
         in_flight_peak=peak,
         first_arrival=first,
         last_end=last,
+        gaps=sorted(gaps),
     )
 
 
@@ -490,6 +493,25 @@ def run_report(result: dict, args: argparse.Namespace) -> dict:
             [result["batch"]],
         )
         attempts = cursor.fetchall()
+        # How long a page holds its host's key in the claim (claimed → ended): with one job in flight
+        # per host, a page of a host is claimed only after the one before it ended.
+        cursor.execute(
+            "SELECT percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM a.finished_at - a.claimed_at)) "
+            "FROM jobs_attempt AS a JOIN jobs_job AS j ON j.id = a.job_id "
+            "WHERE j.batch_id = %s AND j.type = 'crawl' AND a.finished_at IS NOT NULL",
+            [result["batch"]],
+        )
+        held = cursor.fetchone()[0] or [0, 0, 0]
+        # How long a host's next page waited after the page before it ended (its key free again, its
+        # rest not yet over, or not claimed yet).
+        cursor.execute(
+            "SELECT percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY gap) FROM ("
+            " SELECT extract(epoch FROM a.claimed_at - lag(a.finished_at) OVER (PARTITION BY j.flow_key ORDER BY a.claimed_at)) AS gap"
+            " FROM jobs_attempt AS a JOIN jobs_job AS j ON j.id = a.job_id WHERE j.batch_id = %s AND j.type = 'crawl') AS g "
+            "WHERE gap IS NOT NULL",
+            [result["batch"]],
+        )
+        waited = cursor.fetchone()[0] or [0, 0, 0]
     jobs = sum(n for n, _ in states.values())
     pages = sum(p for _, p in states.values())
     report = {
@@ -498,6 +520,8 @@ def run_report(result: dict, args: argparse.Namespace) -> dict:
         "jobs": jobs,
         "states": {state: n for state, (n, _) in states.items()},
         "attempts": attempts,
+        "held": held,
+        "waited": waited,
         "seconds": None,
         "rate": None,
         "cpu": {},
@@ -735,6 +759,14 @@ def main() -> None:
             )
     row("fetches in flight at the server, time-averaged", bp and bp.in_flight_mean, op.in_flight_mean, "{:.1f}")
     row("fetches in flight at the server, peak", bp and bp.in_flight_peak, op.in_flight_peak, "{:,}")
+
+    def gap(politeness, share):
+        return (
+            politeness.gaps[int(share * (len(politeness.gaps) - 1))] * 1000 if politeness and politeness.gaps else None
+        )
+
+    for share in (0.5, 0.9):
+        row(f"a host's requests, start to start, p{share * 100:.0f} ms", gap(bp, share), gap(op, share), "{:.0f}")
     width = max(len(r[0]) for r in rows)
     print(f"\n{'':<{width}} {'bare crawler':>13} {'leitstand':>11} {'leitstand ÷ bare':>17}")
     for label, theirs, mine, quotient in rows:
@@ -769,6 +801,15 @@ def main() -> None:
     print(
         f"claims per page: {attempts:,} attempts / {ours['jobs']:,} crawl jobs = "
         f"{attempts / max(ours['jobs'], 1):.2f} per crawl job"
+    )
+    p50, p90, p99 = ours["held"]
+    print(
+        f"  an attempt from its claim to its end: p50 {p50 * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
+    )
+    p50, p90, p99 = ours["waited"]
+    print(
+        f"  a host's next page, from the end of the one before to its claim: p50 {p50 * 1000:.0f} ms, "
+        f"p90 {p90 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
     )
     outcomes = Counter()
     for outcome, _, n in ours["attempts"]:

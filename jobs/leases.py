@@ -407,9 +407,9 @@ def flow_settings_changed() -> None:
 
 
 def flow_rest_next_seconds(pool: str) -> float | None:
-    """Seconds until the first key of ``pool`` at rest with due work may start a job (``FlowRest``);
-    None when no such key rests."""
-    return _fetch_one(queries.flow_rest_next_end, {"pool": pool})[0]
+    """Seconds until the first key of ``pool`` at rest with due work and no job leased may start a
+    job (``FlowRest``); None when no such key rests."""
+    return _fetch_one(queries.flow_rest_next_end, {"pool": pool, "leased": list(LEASED_STATES)})[0]
 
 
 def _pool_has_key_limits(pool: str) -> bool:

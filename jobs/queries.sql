@@ -276,12 +276,15 @@ ON CONFLICT (pool, key) DO UPDATE SET until = EXCLUDED.until
 
 
 -- name: flow_rest_next_end
--- Seconds until the first key of pool %(pool)s at rest (FlowRest) with due work may go on; NULL:
--- no key with due work is at rest. What a worker that claimed nothing more waits for.
+-- Seconds until the first key of pool %(pool)s at rest (FlowRest) with due work and no job leased
+-- may go on; NULL: no such key. What a worker that claimed nothing waits for (a key whose job is
+-- still leased frees itself when that job ends, which its worker sees: job_leased_idx).
 SELECT extract(epoch FROM min(f.until) - leitstand_now())::float8
 FROM jobs_flowrest AS f
 WHERE f.pool = %(pool)s AND f.until > leitstand_now()
   AND EXISTS (SELECT 1 FROM jobs_flowlane AS l WHERE l.pool = f.pool AND l.key = f.key AND l.next_due <= leitstand_now())
+  AND NOT EXISTS (SELECT 1 FROM jobs_job AS j
+                  WHERE j.pool = f.pool AND j.flow_key = f.key AND j.state = ANY(%(leased)s))
 
 
 -- name: flow_claim_lock

@@ -53,6 +53,7 @@ TIMED_OUT = "ran past its timeout"
 IN_FLIGHT_IDLE_SECONDS = 0.2
 CLAIM_GATHER_SECONDS = 0.02
 SHARED_SECONDS = 10.0
+IN_FLIGHT_BUDGET_SECONDS = 30.0
 # A job thread checks its database connection (its age, and with CONN_HEALTH_CHECKS a round trip)
 # at most this often, not before every job.
 CONNECTION_CHECK_SECONDS = 5.0
@@ -213,6 +214,9 @@ class PoolRuntime:
             return report
         until = time.monotonic() + options.current().wakeup_budget_seconds
         if self.in_flight > 1:
+            # A loop with jobs in flight keeps claiming for longer than a batch loop: each end of a
+            # wake-up waits for its jobs in flight and then for the next wake-up, taking nothing.
+            until = max(until, time.monotonic() + IN_FLIGHT_BUDGET_SECONDS)
             # If this process dies now, every job it holds ran: each counts the death (a poison job
             # among them reaches the dead-letter queue after its deaths, as one run alone does).
             lifecycle.running_job_set(lifecycle.MANY)
@@ -317,6 +321,9 @@ class PoolRuntime:
                 self._complete(completions, report)
                 for completion in completions:
                     self._unhold(completion.job_id)
+            if finished:
+                # A job that ended frees its key (a host with one page in flight): claim again soon.
+                next_claim_at = min(next_claim_at, time.monotonic() + CLAIM_GATHER_SECONDS)
 
     def _run_in_thread(
         self, job: leases.ClaimedJob, context: JobContext
