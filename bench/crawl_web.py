@@ -60,7 +60,7 @@ from django.conf import settings
 from django.db import connection
 
 from bench.simweb import host_addresses, tree_depth
-from bench.throughput import ROOT, pool_env  # sets Django up
+from bench.throughput import ROOT, database_costs, per_job, pool_env  # sets Django up
 from jobs.models import Batch, database_now
 from workers.pipeline.crawl import extract
 from workers.pipeline.models import HostState, RobotsFile, Source, url_in_scope
@@ -428,10 +428,12 @@ def leitstand(args: argparse.Namespace, workers: int, logs: Path) -> dict:
                     monitor.peak_rss.clear()  # the peaks of the run, not of the start
                     monitor.peak_pss.clear()
                     run = f"crawl-web-{tag}"
+                    costs_before = database_costs()
                     started = time.monotonic()
                     crawl_start(actor="bench", sources=sources, run=run)
                     batch = Batch.objects.get(key=f"crawl-run:{run}")
                     polls, own_backends = poll_run(batch.pk, monitor, started + args.timeout)
+                    costs_after = database_costs()
                     peak_rss = dict(monitor.peak_rss)
                     peak_pss = dict(monitor.peak_pss)
                     peak_processes = dict(monitor.peak_processes)
@@ -446,6 +448,7 @@ def leitstand(args: argparse.Namespace, workers: int, logs: Path) -> dict:
         "own_backends": own_backends,
         "peak_rss": peak_rss,
         "peak_pss": peak_pss,
+        "costs": (costs_before, costs_after),
         "peak_processes": peak_processes,
         "seen": {name: len(tree.seen) for name, tree in trees.items()},
         "records": records,
@@ -802,6 +805,7 @@ def main() -> None:
         f"claims per page: {attempts:,} attempts / {ours['jobs']:,} crawl jobs = "
         f"{attempts / max(ours['jobs'], 1):.2f} per crawl job"
     )
+    print(f"what a page cost the database: {per_job(*result['costs'], max(ours['jobs'], 1))}")
     p50, p90, p99 = ours["held"]
     print(
         f"  an attempt from its claim to its end: p50 {p50 * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"

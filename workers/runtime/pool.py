@@ -265,11 +265,6 @@ class PoolRuntime:
         it has not begun."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix=f"{self.pool}-job")
-        if time.monotonic() >= self._shared_until:
-            # What the jobs in flight share (JobContext.shared: robots.txt files, sources), kept across
-            # wake-ups for at most SHARED_SECONDS: a wake-up of a busy pool lasts its budget (2 s).
-            self._shared, self._shared_until = {}, time.monotonic() + SHARED_SECONDS
-        shared = self._shared
         running: dict[Future, leases.ClaimedJob] = {}
         next_claim_at = 0.0  # monotonic: when the line may have more for this process
         while True:
@@ -281,6 +276,7 @@ class PoolRuntime:
                 claimed = self.front.claim(self._claim, wanted)
                 report.claimed += len(claimed)
                 report.batches += bool(claimed)
+                shared = self._shared_now()
                 for job in claimed:
                     context = self._context(job, shared)
                     if job.type in self.types:
@@ -356,6 +352,14 @@ class PoolRuntime:
                 # reaper hands it back; this thread and the others go on.
                 logger.exception("job %s could not be ended; its lease runs out and it is handed back", job.id)
                 return None, counts
+
+    def _shared_now(self) -> dict:
+        """What the jobs in flight share (JobContext.shared: robots.txt files, sources), renewed every
+        SHARED_SECONDS: long enough to spare most reads, short enough that a source switched off or
+        a robots.txt read again is seen soon (each robots.txt file also keeps its own expiry)."""
+        if time.monotonic() >= self._shared_until:
+            self._shared, self._shared_until = {}, time.monotonic() + SHARED_SECONDS
+        return self._shared
 
     def _has_due_work(self) -> bool:
         return bool(reads.row("due_count_capped", pool=self.pool, cap=1)[0])
