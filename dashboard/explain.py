@@ -16,7 +16,7 @@ from django.utils import timezone
 from dashboard import options as console_options
 from dashboard.display import ago, clock, moment, rate
 from jobs import flows
-from jobs.models import LEASED_STATES, FlowKey, FlowLane, Job, ReviewLease, State, Transition
+from jobs.models import LEASED_STATES, FlowKey, FlowLane, FlowRest, Job, ReviewLease, State, Transition
 from workers.runtime import options as runtime_options
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.registry import UnknownJobType, registry
@@ -59,7 +59,8 @@ def _planned(job: Job, now: datetime) -> str:
             else "; no worker has ever run it"
         )
         return f"no live worker in pool {job.pool}{seen}"
-    limit = key.max_running if key and key.max_running else registry.flow_limit(job.pool)
+    # The pool's default limit per key holds no job without a key (one line, not a key).
+    limit = key.max_running if key and key.max_running else registry.flow_limit(job.pool) if job.flow_key else None
     if limit is not None:
         running = Job.objects.filter(pool=job.pool, flow_key=job.flow_key, state__in=LEASED_STATES).count()
         if running >= limit:
@@ -72,6 +73,12 @@ def _planned(job: Job, now: datetime) -> str:
         return (
             f"{_key_named(job)} is rate-limited until {moment(until, now)} "
             f"(at most {rate(key.rate_starts, key.rate_seconds)}); then it takes its share again"
+        )
+    resting = FlowRest.objects.filter(pool=job.pool, key=job.flow_key, until__gt=now).values_list("until", flat=True)
+    if until := resting.first():
+        return (
+            f"{_key_named(job)} is resting until {moment(until, now)} (politeness: the host may not be asked "
+            "before then, as its last answer decided); then it takes its share again"
         )
     return _in_line(job, now, weight=key.weight if key else 1)
 

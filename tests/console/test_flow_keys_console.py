@@ -3,6 +3,7 @@ operator changes one key's weight, limit, rate limit or pause with a reason (aud
 job's key holds it back by is the job page's sentence."""
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
@@ -198,3 +199,19 @@ def test_the_job_page_says_who_held_a_job_and_why(make_job):
     assert job_explain(job, now=database_now()) == (
         f"held by user:op at {clock(held_at)}: the customer asked us to wait; no worker claims it until it is resumed"
     )
+
+
+def test_a_host_at_rest_says_so_on_the_job_page_and_in_the_key_view(as_role, db_clock):
+    """Politeness holds a crawl host's key at rest until it may be asked again (FlowRest): the job page
+    and the pool's key view say until when, instead of counting the job as waiting in line."""
+    WorkerProcess.objects.create(host="host-a", pid=1, pool=POOL)
+    (waiting,) = submit("images.example:443", 1)
+    now = database_now()
+    flows.flow_rests_set(pools=[POOL], key="images.example:443", until=now + timedelta(seconds=30))
+    assert job_explain(waiting, now=now) == (
+        f"key images.example:443 is resting until {clock(now + timedelta(seconds=30))} (politeness: the host may "
+        "not be asked before then, as its last answer decided); then it takes its share again"
+    )
+    assert "resting until" in page(as_role(OPERATORS))
+    db_clock.advance(31)
+    assert "resting" not in job_explain(waiting, now=database_now())
