@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from jobs.models import Job, State
+from jobs.models import Attempt, Job, State
 from tests.support.pools import PoolProcesses, wait_for
 from tests.support.tasksapp import tasks
 from workers.runtime.tasks import TaskResultStatus
@@ -64,6 +64,13 @@ def test_tasks_run_on_a_pool_and_their_results_are_read(pools, client):
     assert "task__tests__support__tasksapp__tasks__broken" in page and "order A-17 has no lines" in page
     from dashboard.operations.deadletters import dead_letter_groups
 
+    # The step comes from the attempt's checked path, which the control process's path check writes
+    # within a sweep or two of the job's end (a moment longer while the machine is busy).
+    wait_for(
+        lambda: Attempt.objects.filter(job_id=broken.id, path_checked=True).exists(),
+        timeout=30,
+        message="the broken task's path checked",
+    )
     groups = dead_letter_groups(now=failed.finished_at + timedelta(seconds=1))
     assert [(g.type, g.error_class, g.step) for g in groups] == [
         ("task__tests__support__tasksapp__tasks__broken", "ValueError", "task")
