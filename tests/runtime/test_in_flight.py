@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from jobs import leases
 from jobs.errors import PermanentError, TransientError
 from jobs.models import Attempt, Job, State
 from workers.runtime import lifecycle
@@ -160,3 +161,26 @@ def test_a_late_write_of_a_lost_lease_is_refused_in_a_thread(job_type_factory, p
     job.refresh_from_db()
     assert (job.lease_version, job.state) == (7, State.RUNNING), "the old attempt wrote nothing"
     assert Attempt.objects.get(job=job, lease_version=1).refused_writes >= 1
+
+
+def test_ends_that_cannot_be_written_leave_no_job_held_forever(job_type_factory, pool_runtime, monkeypatch):
+    """The database goes away while the ends of jobs in flight are written: the wake-up fails, and the
+    jobs it had in hand are no longer heartbeated, so their leases run out and the reaper hands them back."""
+    from django.db import OperationalError
+
+    def handler(ctx):
+        time.sleep(0.1)
+        return Done(reason="ok")
+
+    job_type = job_type_factory(handler, pool="crawl", flow_key="payload.k")
+    jobs = [submit(job_type, f"h{n}") for n in range(4)]
+    runtime = pool_runtime("crawl")
+
+    def refused(*args, **kwargs):
+        raise OperationalError("the server closed the connection")
+
+    monkeypatch.setattr(leases, "complete_many", refused)
+    with pytest.raises(OperationalError):
+        runtime.wake()
+    assert runtime.held == {}, "nothing left for the heartbeat to keep alive"
+    assert {Job.objects.get(pk=job.pk).state for job in jobs} == {State.RUNNING}, "the reaper's to hand back"

@@ -267,59 +267,69 @@ class PoolRuntime:
             self._executor = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix=f"{self.pool}-job")
         running: dict[Future, leases.ClaimedJob] = {}
         next_claim_at = 0.0  # monotonic: when the line may have more for this process
-        while True:
-            now = time.monotonic()
-            is_open = now < until and not lifecycle.is_draining()
-            claimed: list[leases.ClaimedJob] = []
-            if is_open and len(running) < self.in_flight and now >= next_claim_at:
-                wanted = self.in_flight - len(running)
-                claimed = self.front.claim(self._claim, wanted)
-                report.claimed += len(claimed)
-                report.batches += bool(claimed)
-                shared = self._shared_now()
-                for job in claimed:
-                    context = self._context(job, shared)
-                    if job.type in self.types:
-                        with self.held_lock:
-                            self.held[job.id] = Held(job, self.types[job.type], context)
-                    running[self._executor.submit(self._run_in_thread, job, context)] = job
-                if claimed and len(claimed) < wanted:
-                    # Nothing more may start now, but the line moves: claim again after CLAIM_GATHER_SECONDS,
-                    # so the keys whose rests end meanwhile come in one claim (a host every 5 ms at 100
-                    # hosts and 0.5 s) instead of a claim each.
-                    next_claim_at = time.monotonic() + CLAIM_GATHER_SECONDS
-                elif not claimed:
-                    # Nothing may start now: claim again when the first key at rest (a host) may go on,
-                    # or after a short while (new jobs, a limit with room again).
-                    rest = leases.flow_rest_next_seconds(self.pool)
-                    wait_for = rest if rest is not None else IN_FLIGHT_IDLE_SECONDS
-                    next_claim_at = time.monotonic() + min(max(wait_for, CLAIM_GATHER_SECONDS), IN_FLIGHT_IDLE_SECONDS)
-                    if not running and rest is None and not self._has_due_work():
+        completions: list[leases.Completion] = []
+        try:
+            while True:
+                now = time.monotonic()
+                is_open = now < until and not lifecycle.is_draining()
+                claimed: list[leases.ClaimedJob] = []
+                if is_open and len(running) < self.in_flight and now >= next_claim_at:
+                    wanted = self.in_flight - len(running)
+                    claimed = self.front.claim(self._claim, wanted)
+                    report.claimed += len(claimed)
+                    report.batches += bool(claimed)
+                    shared = self._shared_now()
+                    for job in claimed:
+                        context = self._context(job, shared)
+                        if job.type in self.types:
+                            with self.held_lock:
+                                self.held[job.id] = Held(job, self.types[job.type], context)
+                        running[self._executor.submit(self._run_in_thread, job, context)] = job
+                    if claimed and len(claimed) < wanted:
+                        # Nothing more may start now, but the line moves: claim again after CLAIM_GATHER_SECONDS,
+                        # so the keys whose rests end meanwhile come in one claim (a host every 5 ms at 100
+                        # hosts and 0.5 s) instead of a claim each.
+                        next_claim_at = time.monotonic() + CLAIM_GATHER_SECONDS
+                    elif not claimed:
+                        # Nothing may start now: claim again when the first key at rest (a host) may go on,
+                        # or after a short while (new jobs, a limit with room again).
+                        rest = leases.flow_rest_next_seconds(self.pool)
+                        wait_for = rest if rest is not None else IN_FLIGHT_IDLE_SECONDS
+                        next_claim_at = time.monotonic() + min(
+                            max(wait_for, CLAIM_GATHER_SECONDS), IN_FLIGHT_IDLE_SECONDS
+                        )
+                        if not running and rest is None and not self._has_due_work():
+                            break
+                if not running:
+                    if not is_open:
                         break
-            if not running:
-                if not is_open:
-                    break
-                time.sleep(max(next_claim_at - time.monotonic(), 0.001))
-                continue
-            timeout = max(next_claim_at - time.monotonic(), 0.001) if is_open else None
-            finished, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
-            completions: list[leases.Completion] = []
-            for future in finished:
-                job = running.pop(future)
-                completion, counts = future.result()
-                report.add(counts)
-                if completion is not None:
-                    completions.append(completion)
-                else:
-                    self._unhold(job.id)
-            if completions:
-                # The ends of the jobs that finished together, in one fenced statement.
-                self._complete(completions, report)
-                for completion in completions:
-                    self._unhold(completion.job_id)
-            if finished:
-                # A job that ended frees its key (a host with one page in flight): claim again soon.
-                next_claim_at = min(next_claim_at, time.monotonic() + CLAIM_GATHER_SECONDS)
+                    time.sleep(max(next_claim_at - time.monotonic(), 0.001))
+                    continue
+                timeout = max(next_claim_at - time.monotonic(), 0.001) if is_open else None
+                finished, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+                completions = []
+                for future in finished:
+                    job = running.pop(future)
+                    completion, counts = future.result()
+                    report.add(counts)
+                    if completion is not None:
+                        completions.append(completion)
+                    else:
+                        self._unhold(job.id)
+                if completions:
+                    # The ends of the jobs that finished together, in one fenced statement.
+                    self._complete(completions, report)
+                    for completion in completions:
+                        self._unhold(completion.job_id)
+                    completions = []
+                if finished:
+                    # A job that ended frees its key (a host with one page in flight): claim again soon.
+                    next_claim_at = min(next_claim_at, time.monotonic() + CLAIM_GATHER_SECONDS)
+        finally:
+            # Left with jobs in hand (the database went away while their ends were written): they are
+            # no longer heartbeated, so their leases run out and the reaper hands them back.
+            for job_id in [job.id for job in running.values()] + [c.job_id for c in completions]:
+                self._unhold(job_id)
 
     def _run_in_thread(
         self, job: leases.ClaimedJob, context: JobContext
