@@ -409,40 +409,35 @@ class SafeClient:
         target = self._validate(current)
         sent = _first_sent.set([])
         try:
-            return self._fetch(
-                url, current, target, deadline, started, redirects, accept, truncate_at, validators, hop_check
-            )
+            while True:
+                status, headers, body = self._request(target, deadline, accept, truncate_at, validators)
+                if status in REDIRECTS and "location" in headers:
+                    if len(redirects) >= self.policy.max_redirects:
+                        raise TooManyRedirects(f"more than {self.policy.max_redirects} redirects from {url}")
+                    redirects.append(current)
+                    try:
+                        current = url_canonical(urljoin(current, headers["location"]))
+                    except ValueError as exc:  # e.g. an unclosed IPv6 literal in Location
+                        raise FetchRefused(f"{url} redirects to a malformed URL: {exc}") from None
+                    target = self._validate(current)  # the URL rules and the address guard, then the caller's
+                    refused = hop_check(current) if hop_check else None
+                    if refused:
+                        raise RedirectDisallowed(f"{url} redirects to {current[:200]}: {refused}")
+                    continue
+                ended, went_out = time.monotonic(), _first_sent.get()
+                return FetchResult(
+                    url=url,
+                    final_url=current,
+                    status=status,
+                    headers=headers,
+                    body=body,
+                    elapsed_seconds=ended - started,
+                    redirects=redirects,
+                    address=target.address,
+                    sent_seconds=ended - went_out[0] if went_out else None,
+                )
         finally:
             _first_sent.reset(sent)
-
-    def _fetch(self, url, current, target, deadline, started, redirects, accept, truncate_at, validators, hop_check):
-        while True:
-            status, headers, body = self._request(target, deadline, accept, truncate_at, validators)
-            if status in REDIRECTS and "location" in headers:
-                if len(redirects) >= self.policy.max_redirects:
-                    raise TooManyRedirects(f"more than {self.policy.max_redirects} redirects from {url}")
-                redirects.append(current)
-                try:
-                    current = url_canonical(urljoin(current, headers["location"]))
-                except ValueError as exc:  # e.g. an unclosed IPv6 literal in Location
-                    raise FetchRefused(f"{url} redirects to a malformed URL: {exc}") from None
-                target = self._validate(current)  # the URL rules and the address guard, then the caller's
-                refused = hop_check(current) if hop_check else None
-                if refused:
-                    raise RedirectDisallowed(f"{url} redirects to {current[:200]}: {refused}")
-                continue
-            ended, sent = time.monotonic(), _first_sent.get()
-            return FetchResult(
-                url=url,
-                final_url=current,
-                status=status,
-                headers=headers,
-                body=body,
-                elapsed_seconds=ended - started,
-                redirects=redirects,
-                address=target.address,
-                sent_seconds=ended - sent[0] if sent else None,
-            )
 
     def check(self, url: str) -> None:
         """Raise the refusal ``fetch`` would raise for ``url`` before sending anything (URL rules and

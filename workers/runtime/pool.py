@@ -30,7 +30,7 @@ import psutil
 from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
-from jobs import leases, logs, reads, tracing
+from jobs import leases, logs, tracing
 from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
 from workers.runtime import dispatch, lifecycle, options
@@ -298,7 +298,7 @@ class PoolRuntime:
                         next_claim_at = time.monotonic() + min(
                             max(wait_for, CLAIM_GATHER_SECONDS), IN_FLIGHT_IDLE_SECONDS
                         )
-                        if not running and rest is None and not self._has_due_work():
+                        if not running and rest is None and not dispatch.due_jobs(self.pool, cap=1):
                             break
                 if not running:
                     if not is_open:
@@ -343,18 +343,7 @@ class PoolRuntime:
         if lifecycle.is_draining():
             self._release(job, "pool shutting down", counts)
             return None, counts
-        job_type = self.types.get(job.type)
-        with (
-            logs.bound(
-                job_id=str(job.id),
-                attempt=job.lease_version,
-                job_type=job.type,
-                correlation_id=job.correlation_id,
-                trace_id=tracing.trace_id(job.trace_parent),
-            ),
-            tracing.attempt(job, pool=self.pool, retry_of=self._retry_of(job)) as context.trace_span,
-            logs.kept(job_type.log_info_lines if job_type else 0) as context.kept_lines,
-        ):
+        with self._attempt_scope(job, context):
             try:
                 return self._run_one(job, context, counts), counts
             except Exception:
@@ -370,9 +359,6 @@ class PoolRuntime:
         if time.monotonic() >= self._shared_until:
             self._shared, self._shared_until = {}, time.monotonic() + SHARED_SECONDS
         return self._shared
-
-    def _has_due_work(self) -> bool:
-        return bool(reads.row("due_count_capped", pool=self.pool, cap=1)[0])
 
     def _unhold(self, job_id) -> None:
         with self.held_lock:
@@ -407,23 +393,8 @@ class PoolRuntime:
                     # jobs ahead of it are written first, so another death cannot make them run again.
                     self._complete(completions, report)
                     completions = []
-                # Every line written while it runs names the job (jobs/logs.py), whichever module writes it,
-                # and its warnings (and its type's info lines) are kept with the attempt. Its trace is
-                # current while it runs, as its attempt's span when traces are recorded (its children are
-                # created in it: jobs/tracing.py).
                 context = contexts[job.id]
-                job_type = self.types.get(job.type)
-                with (
-                    logs.bound(
-                        job_id=str(job.id),
-                        attempt=job.lease_version,
-                        job_type=job.type,
-                        correlation_id=job.correlation_id,
-                        trace_id=tracing.trace_id(job.trace_parent),
-                    ),
-                    tracing.attempt(job, pool=self.pool, retry_of=self._retry_of(job)) as context.trace_span,
-                    logs.kept(job_type.log_info_lines if job_type else 0) as context.kept_lines,
-                ):
+                with self._attempt_scope(job, context):
                     completion = self._run_one(job, context, report)
                 if completion is not None:
                     completions.append(completion)
@@ -432,6 +403,26 @@ class PoolRuntime:
             with self.held_lock:
                 for job in claimed:
                     self.held.pop(job.id, None)
+
+    @contextmanager
+    def _attempt_scope(self, job: leases.ClaimedJob, context: JobContext) -> Iterator[None]:
+        """What surrounds one attempt, in a batch or in a thread of its own: every line written while
+        it runs names the job (jobs/logs.py), whichever module writes it, and its warnings (and its
+        type's info lines) are kept with the attempt. Its trace is current while it runs, as its
+        attempt's span when traces are recorded (its children are created in it: jobs/tracing.py)."""
+        job_type = self.types.get(job.type)
+        with (
+            logs.bound(
+                job_id=str(job.id),
+                attempt=job.lease_version,
+                job_type=job.type,
+                correlation_id=job.correlation_id,
+                trace_id=tracing.trace_id(job.trace_parent),
+            ),
+            tracing.attempt(job, pool=self.pool, retry_of=self._retry_of(job)) as context.trace_span,
+            logs.kept(job_type.log_info_lines if job_type else 0) as context.kept_lines,
+        ):
+            yield
 
     @staticmethod
     def _retry_of(job: leases.ClaimedJob) -> str | None:
