@@ -67,7 +67,7 @@ def effect_apply_once(
         raise ValueError("job_id and lease_version go together: an attempt's effect is fenced by its lease")
     relaxed = job_id is not None and not connection.in_atomic_block
     with transaction.atomic():
-        is_entitled = job_id is None or leases.lease_lock_if_held(job_id, lease_version)
+        is_entitled = job_id is None or leases.lease_lock_if_held(job_id, lease_version) is not None
         if is_entitled:
             with connection.cursor() as cursor:
                 cursor.execute(

@@ -1120,13 +1120,24 @@ def steps_record(job_id, lease_version: int, steps: list[Step]) -> None:
 # --- fencing for writes outside the job row (the effect ledger) --------------------------------
 
 
-def lease_lock_if_held(job_id, lease_version: int) -> bool:
-    """Lock the job row for the rest of the transaction if this attempt still holds its lease."""
+@dataclass(frozen=True)
+class HeldJob:
+    """What a job's children inherit from it, read as its row is locked (``lease_lock_if_held``)."""
+
+    correlation_id: str
+    batch_id: int | None
+    client_id: int | None
+    key_namespace: str
+
+
+def lease_lock_if_held(job_id, lease_version: int) -> HeldJob | None:
+    """Lock the job row for the rest of the transaction if this attempt still holds its lease; None
+    if it does not."""
     row = _fetch_one(
         queries.job_lock_if_lease_held,
         {"job_id": _as_uuid(job_id), "lease_version": lease_version, "leased": list(LEASED_STATES)},
     )
-    return row is not None
+    return HeldJob(*row) if row is not None else None
 
 
 def refusal_record(job_id, lease_version: int, operation: str) -> StaleAttempt:

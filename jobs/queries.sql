@@ -600,8 +600,8 @@ SELECT EXISTS (SELECT 1 FROM holder)
 
 -- name: job_lock_if_lease_held
 -- Lock the job row for the rest of the transaction if this attempt still holds its lease (writes
--- outside the job row: effects, spawned children).
-SELECT 1 FROM jobs_job
+-- outside the job row: effects, spawned children), and read what a child inherits from it.
+SELECT correlation_id, batch_id, client_id, key_namespace FROM jobs_job
 WHERE id = %(job_id)s AND lease_version = %(lease_version)s AND state = ANY(%(leased)s)
 FOR UPDATE
 

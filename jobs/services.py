@@ -324,6 +324,7 @@ def job_create_many(
     key_namespace: str = "",
     client_id: int | None = None,
     parent_id=None,
+    parent: leases.HeldJob | None = None,
     conflicts: str = "raise",
 ) -> list[BulkSubmission]:
     """Create many jobs in one statement — ``job_create``'s rules for each (validation, one job per
@@ -331,12 +332,18 @@ def job_create_many(
     input order. ``jobs``: dicts of ``type``, ``pool``, ``idempotency_key``, ``payload``, ``priority``,
     ``source``, ``max_attempts``, ``schema_version``, ``request_hash``. A refusal names its job:
     ``jobs[i].field``. ``parent_id``: the parent of them all (a handler's children), whose
-    correlation ID, batch, client and key namespace they inherit as with ``job_create``.
+    correlation ID, batch, client and key namespace they inherit as with ``job_create``; ``parent``:
+    those, read already as the parent's row was locked. A job's ``subject``, when given (a handler
+    knows what its child is about), saves reading it from the payload.
     ``conflicts``: a key that names a different request raises ``IdempotencyConflict`` ("raise"),
     or is answered as a ``BulkSubmission`` with ``conflict`` set ("report")."""
     if conflicts not in ("raise", "report"):
         raise ValueError(f"conflicts must be 'raise' or 'report', got {conflicts!r}")
-    if parent_id is not None:
+    if parent is not None:
+        correlation_id = correlation_id or parent.correlation_id
+        batch_id = batch_id if batch_id is not None else parent.batch_id
+        client_id, key_namespace = parent.client_id, parent.key_namespace
+    elif parent_id is not None:
         correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
     text_check("correlation_id", correlation_id)
     correlation_id = header_safe(correlation_id)
@@ -356,7 +363,7 @@ def job_create_many(
             )
         except JobInputError as refused:
             raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
-        subject = subject_of(job["type"], job["payload"])
+        subject = str(job["subject"])[:SUBJECT_LENGTH] if job.get("subject") else subject_of(job["type"], job["payload"])
         flow_key = flow_key_of(
             job["type"], payload=job["payload"], source=job["source"], subject=subject, key_namespace=key_namespace
         )

@@ -92,7 +92,7 @@ def handle(context: JobContext):
     with context.step("candidates") as info:
         # Through the effect ledger: written only while this attempt holds the lease (a cancelled or
         # zombie attempt is refused and recorded), and once per job across its attempts.
-        candidate_ids = context.effect(
+        candidates = context.effect(
             f"candidates:{context.job_id}",
             lambda: page_record(
                 source,
@@ -108,24 +108,24 @@ def handle(context: JobContext):
             ),
             kind="candidates",
         )
-        info.update(candidates=len(candidate_ids))
+        info.update(candidates=len(candidates))
     follow = links if spec.depth < source.max_depth else []
-    _spawn(context, spec, source, candidate_ids, follow)
+    _spawn(context, spec, source, candidates, follow)
     return Done(
-        reason=f"page crawled: {len(candidate_ids)} images handed to analysis, {len(follow)} links followed",
+        reason=f"page crawled: {len(candidates)} images handed to analysis, {len(follow)} links followed",
         result_ref=f"page:{page.final_url}"[:500],
         result_checksum=hashlib.sha256(page.body).hexdigest(),
     )
 
 
-def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidate_ids: list[int], follow: list[str]) -> None:
+def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidates: list, follow: list[str]) -> None:
     with context.step("spawn") as info:
         # Every child of the page in one statement and one commit: an analysis per image, a crawl per
         # link below the source's depth. A link reached by another path (at another depth) in this run
         # is a key that names a different request: reported, not created again.
         analyses = [
-            Child("analysis", {"candidate_id": c}, f"{spec.run}:{c}", source.priority, source.name)
-            for c in candidate_ids
+            Child("analysis", {"candidate_id": c}, f"{spec.run}:{c}", source.priority, source.name, subject=url)
+            for c, url in map(_candidate_pair, candidates)
         ]
         crawls = [
             Child(
@@ -158,6 +158,12 @@ def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidate_ids: 
             info.update(refused=len(refused), refusals=refused[:SHOWN_REFUSALS])
 
 
+def _candidate_pair(recorded) -> tuple[int, str]:
+    """A candidate as the page's effect recorded it: ``[id, image URL]`` (an effect recorded before
+    the URL was kept is its ID alone; its analysis reads the URL itself)."""
+    return (recorded, "") if isinstance(recorded, int) else (recorded[0], recorded[1])
+
+
 def page_key(run: str, url: str) -> str:
     """A page's crawl job in a run: keyed by the digest of its URL, so any URL a page may link to
     makes a key of bounded length (a raw URL of 230 characters made one longer than keys may be)."""
@@ -186,15 +192,20 @@ def _crawled(source: Source) -> None:
     Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
 
 
-def page_record(source: Source, spec: CrawlSpec, page_url: str, image_urls: list[str], *, state: dict) -> list[int]:
-    """The page's effect: its candidates and its state (version and links, for the next conditional
-    request); a run's first page also marks the source as crawled."""
-    candidate_ids = [candidate.id for candidate in candidates_record(source, page_url, image_urls)]
-    if not PageState.objects.filter(url=spec.url).update(**state, fetched_at=LeitstandNow()):
-        PageState.objects.create(url=spec.url, **state)
+def page_record(source: Source, spec: CrawlSpec, page_url: str, image_urls: list[str], *, state: dict) -> list:
+    """The page's effect: its candidates (``[id, image URL]`` each) and its state (version and links,
+    for the next conditional request, in one upsert); a run's first page also marks the source as
+    crawled."""
+    candidates = [[c.id, c.image_url] for c in candidates_record(source, page_url, image_urls)]
+    PageState.objects.bulk_create(
+        [PageState(url=spec.url, **state)],
+        update_conflicts=True,
+        unique_fields=["url"],
+        update_fields=[*state, "fetched_at"],
+    )
     if spec.depth == 0:
         _crawled(source)
-    return candidate_ids
+    return candidates
 
 
 def candidates_record(source: Source, page_url: str, image_urls: list[str]) -> list[Candidate]:

@@ -78,6 +78,7 @@ class Child:
     key: str
     priority: int | None = None
     source: str = ""
+    subject: str = ""  # what the child is about, when the spawner knows it (else read from its payload)
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,7 @@ class JobContext:
                     "idempotency_key": c.key,
                     "priority": c.priority,
                     "source": c.source,
+                    "subject": c.subject,
                 }
                 for c in children
             ],

@@ -44,7 +44,7 @@ def job_submit(
     """
     declared, pool = _declared(job_type, payload, client=client)
     with transaction.atomic():
-        if parent_lease_version is not None and not leases.lease_lock_if_held(parent_id, parent_lease_version):
+        if parent_lease_version is not None and leases.lease_lock_if_held(parent_id, parent_lease_version) is None:
             submission = None
         else:
             submission = job_services.job_create(
@@ -125,12 +125,21 @@ def jobs_spawn_many(
     refused and recorded. A child whose key names a different request is reported (``conflict``),
     not raised: the others are still created; so is a child its checks refuse (``refused``: why)."""
     refusals = spawn_refusals(jobs, correlation_id=correlation_id)
-    prepared = _prepared([job for job, refused in zip(jobs, refusals) if not refused])
+    kept = [job for job, refused in zip(jobs, refusals) if not refused]
+    prepared = [
+        {**row, "subject": job["subject"]} if job.get("subject") else row for row, job in zip(_prepared(kept), kept)
+    ]
     with transaction.atomic():
-        if leases.lease_lock_if_held(parent_id, parent_lease_version):
+        parent = leases.lease_lock_if_held(parent_id, parent_lease_version)
+        if parent is not None:
             created = (
                 job_services.job_create_many(
-                    prepared, actor=actor, correlation_id=correlation_id, parent_id=parent_id, conflicts="report"
+                    prepared,
+                    actor=actor,
+                    correlation_id=correlation_id,
+                    parent_id=parent_id,
+                    parent=parent,
+                    conflicts="report",
                 )
                 if prepared
                 else []  # every child refused: nothing to insert, the parent goes on
