@@ -33,7 +33,7 @@ before; ``hosts`` divided by that is the most pages per second any polite crawle
 **baseline** in the same run, before Leitstand's: that bound, and a bare polite crawler in this
 process over a second, identical simulated web (a fresh server, so its records are its own):
 asyncio and ``httpx.AsyncClient``, one request in flight per host, ``--delay`` start to start, robots.txt
-first through the same per-host slot, links parsed with ``workers.pipeline.crawl.extract``; its pages
+first through the same per-host slot, links parsed with ``workers.pipeline.extraction.extract``; its pages
 per second, fraction of the bound, CPU per page (this process) and violations beside Leitstand's.
 """
 
@@ -62,7 +62,7 @@ from django.db import connection
 from bench.simweb import host_addresses, tree_depth
 from bench.throughput import ROOT, database_costs, per_job, pool_env  # sets Django up
 from jobs.models import Batch, database_now
-from workers.pipeline.crawl import extract
+from workers.pipeline.extraction import extract
 from workers.pipeline.models import HostState, RobotsFile, Source, url_in_scope
 from workers.pipeline.robots import USER_AGENT_TOKEN
 from workers.pipeline.robotstxt import RobotsRules

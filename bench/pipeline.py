@@ -19,7 +19,7 @@ worker — per core, and one request in flight per host as politeness always all
 - **Crawl**: ``--pages`` crawl jobs for the demo web's pages (each under many URLs, at the source's
   depth so no links are followed; each its own run, so each spawns its analysis jobs afresh) run by
   ``runpool crawl``. The **baseline**: a bare httpx loop fetching the same pages and parsing them
-  with the same parser (``crawl.extract``). Both run twice: on loopback as it is, and with every
+  with the same parser (``extraction.extract``). Both run twice: on loopback as it is, and with every
   answer ``--latency-ms`` late (50: a fast real site's response time).
 
 Rates are taken between the first and the last completion (start-up not counted), as in
@@ -53,7 +53,7 @@ from bench.throughput import (  # sets Django up
     wal_profile,
 )
 from workers.pipeline import analysis, demoweb, images
-from workers.pipeline.crawl import extract
+from workers.pipeline.extraction import extract
 from workers.pipeline.models import Candidate
 from workers.pipeline.services import asset_register, source_upsert
 from workers.runtime.services import jobs_submit_many

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from jobs.errors import JobError
-from workers.pipeline.crawl import _charset, extract, page_codec
+from workers.pipeline.extraction import content_charset, extract, page_codec
 from workers.pipeline.fetching import retry_after_seconds
 from workers.pipeline.http import MAX_URL_BYTES, SafeClient, Validators, url_canonical, url_problem
 from workers.pipeline.images import ImageRefused, decode, jpeg_scans
@@ -73,7 +73,7 @@ def test_a_page_is_read_into_usable_urls_whatever_it_holds(body, charset):
 @EXAMPLES
 @given(content_type=st.text(max_size=200))
 def test_a_content_type_names_a_web_codec_or_utf8(content_type):
-    codec = page_codec(_charset(content_type))
+    codec = page_codec(content_charset(content_type))
     b"<a href='/x'>x</a>".decode(codec, errors="replace")  # every codec it names decodes any bytes
 
 

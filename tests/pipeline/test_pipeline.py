@@ -8,7 +8,8 @@ import pytest
 from jobs.models import Job, State, StepEvent, Transition
 from tests.support.hostile_server import HostileServer
 from workers.pipeline import demoweb
-from workers.pipeline.crawl import extract, page_key, parse
+from workers.pipeline.crawl import page_key, parse
+from workers.pipeline.extraction import extract
 from workers.pipeline.models import Candidate, Finding
 from workers.pipeline.politeness import PolitenessPolicy, host_acquire
 from workers.pipeline.services import asset_register, crawl_start, source_upsert
