@@ -63,6 +63,10 @@ class FindingOut(BaseModel):
     id: int
     image_url: str
     page_url: str
+    found_in: str = Field(
+        description="Where the page showed the image: an attribute (`img srcset`), a meta tag (`meta og:image`), "
+        "`json-ld`, CSS (`css <style>`), `sitemap image:loc`, … ('' for images found before this was recorded)."
+    )
     asset_id: int | None  # None: no original lies near the image at all
     asset_owner_ref: str
     score: float
@@ -146,6 +150,7 @@ _FINDINGS = {
     "id": F("id"),
     "image_url": F("candidate__image_url"),
     "page_url": F("candidate__page_url"),
+    "found_in": F("candidate__found_in"),
     "asset_id": F("asset_id"),
     "asset_owner_ref": Coalesce(F("asset__owner_ref"), Value("")),
     **{name: F(name) for name in ("score", "verdict", "analysis_version", "created_at")},

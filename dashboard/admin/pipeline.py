@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from dashboard.admin.base import AuditedAdmin, OfferedLookupsOnly, ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
@@ -284,8 +284,8 @@ class FindingInline(ReadOnlyInline):
 
 @admin.register(Candidate)
 class CandidateAdmin(ReadOnlyAdmin):
-    list_display = ("image_url", "source", "page_url", "first_seen_at", "last_seen_at", "analysed_at")
-    list_filter = ("source",)
+    list_display = ("image_url", "source", "page_url", "found_in", "first_seen_at", "last_seen_at", "analysed_at")
+    list_filter = ("source", "found_in")
     search_fields = ("=image_url", "page_url")
     ordering = ("-last_seen_at",)
     inlines = [FindingInline]
@@ -298,6 +298,7 @@ class FindingAdmin(ReadOnlyAdmin):
     search_fields = ("=candidate__image_url",)
     ordering = ("-created_at",)
     list_select_related = ("candidate__source", "asset")
+    readonly_fields = ("same_bytes_at",)
 
     @admin.display(description="score", ordering="score")
     def score_display(self, finding):
@@ -314,6 +315,18 @@ class FindingAdmin(ReadOnlyAdmin):
     @admin.display(description="source", ordering="candidate__source__name")
     def source(self, finding):
         return finding.candidate.source.name
+
+    @admin.display(description="the same bytes also at")
+    def same_bytes_at(self, finding):
+        """The images whose bytes are this finding's under other URLs: not analysed again."""
+        others = list(finding.same_bytes.order_by("id")[:20])
+        if not others:
+            return "—"
+        return format_html_join(
+            format_html("<br>"),
+            '<a href="{}">{}</a> ({})',
+            ((reverse("admin:workers_candidate_change", args=[c.pk]), c.image_url, c.found_in) for c in others),
+        )
 
     @admin.display(description="analysis job")
     def job_link(self, finding):

@@ -62,7 +62,7 @@ def test_a_url_is_judged_and_canonical_or_refused_never_a_crash(url):
 )
 def test_a_page_is_read_into_usable_urls_whatever_it_holds(body, charset):
     found = extract(body, base_url="http://site.example/dir/page.html", charset=page_codec(charset))
-    for url in found.images + found.links:
+    for url in found.image_urls + [v for image in found.images for v in image.variants] + found.links:
         assert url_problem(url) is None, url
         assert not any("\ud800" <= c <= "\udfff" for c in url)
     assert found.unusable_count >= len(found.unusable)

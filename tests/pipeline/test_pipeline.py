@@ -213,12 +213,11 @@ def test_extract_cleans_and_bounds_what_a_page_says():
         b"<a href='javascript:x()'><a href='http://[::1'><source srcset='c.webp 1x, d.webp 2x'>",
         base_url="http://site.example/page.html",
     )
-    assert found.images == [
-        "http://site.example/sub/a.png",
-        "http://site.example/sub/c.webp",
-        "http://site.example/sub/d.webp",
-    ]
+    # One source element shows one image: its largest size is the candidate, the other a variant.
+    assert found.image_urls == ["http://site.example/sub/a.png", "http://site.example/sub/d.webp"]
+    assert found.images[1].variants == ["http://site.example/sub/c.webp"]
     assert found.links == ["http://site.example/sub/b.html"]
+    assert found.ignored == {"javascript:": 1, "unparsable": 1}
 
 
 @pytest.mark.parametrize(

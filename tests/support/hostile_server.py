@@ -76,7 +76,7 @@ class HostileServer:
                 body = (
                     b"<html><body>\x00<a href='javascript:alert(1)'>x</a><a href='/ok\x00'>ok</a>"
                     b"<img src='http://169.254.169.254/latest/meta-data/x.png'>"
-                    b"<img srcset='/png 1x, /fake-png 2x'><img src='/" + b"a" * 3000 + b"'>"
+                    b"<img srcset='/png 1x'><img srcset='/fake-png 2x'><img src='/" + b"a" * 3000 + b"'>"
                     b"<a href='mailto:x@example.org'>m</a></body></html>"
                 )
                 self.send(200, body, "text/html; charset=x-no-such-charset")

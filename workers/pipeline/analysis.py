@@ -152,6 +152,10 @@ def handle(context: JobContext, *, version: str | None = None, shadow: bool = Fa
     if earlier is not None and earlier.content_hash == content_hash:
         _known(context, candidate, earlier, content_hash, fetched)
         return _stands(earlier, "same content", content_hash)
+    # The same bytes analysed under another URL by this version: not decoded and compared again.
+    same = None if shadow else _same_bytes(candidate, version, content_hash)
+    if same is not None:
+        return _same_as(context, version, candidate, same, content_hash, fetched, bands)
     decoded = _decode(context, body)
     comparison = _compare(context, decoded, bands, method)
     if comparison is None:
@@ -175,6 +179,64 @@ def _candidate(payload: dict) -> Candidate:
 def _finding_of(candidate: Candidate, version: str) -> Finding | None:
     """This version's latest finding of the candidate, if any."""
     return Finding.objects.filter(candidate=candidate, analysis_version=version).order_by("-id").first()
+
+
+def _same_bytes(candidate: Candidate, version: str, content_hash: str) -> Finding | None:
+    """This version's latest finding of the same bytes under another URL, if any."""
+    return (
+        Finding.objects.filter(content_hash=content_hash, analysis_version=version)
+        .exclude(candidate=candidate)
+        .select_related("candidate", "asset")
+        .order_by("-id")
+        .first()
+    )
+
+
+def _same_as(context: JobContext, version, candidate: Candidate, same: Finding, content_hash, fetched, bands):
+    """An image whose bytes this version analysed under another URL. No match or a case for review:
+    the candidate points at that finding (one analysis, one review for the same bytes). A match: this
+    URL is a copy of its own, followed up on its own — its finding is the earlier comparison's,
+    recorded for it, and its recheck asks its own URL."""
+    with context.step("same bytes") as info:
+        info.update(finding_id=same.pk, verdict=same.verdict, image_url=same.candidate.image_url[:500])
+        if same.verdict != Finding.Verdict.MATCH:
+            dhash = same.evidence.get("candidate_dhash", "")
+            context.effect(
+                f"same-bytes:{context.job_id}",
+                lambda: _candidate_update(candidate, content_hash, dhash, fetched, same_as=same),
+                kind="same bytes",
+            )
+            return Done(
+                reason=f"the same bytes as {same.candidate.image_url[:200]}: its finding {same.pk} ({same.verdict}) "
+                "stands for this image",
+                result_ref=f"finding:{same.pk}",
+                result_checksum=content_hash,
+            )
+    evidence = {**same.evidence, "image_url": candidate.image_url, "page_url": candidate.page_url}
+    evidence["same_bytes_as"] = {"finding_id": same.pk, "image_url": same.candidate.image_url}
+    comparison = matching.Comparison(
+        same.asset_id, same.asset.name if same.asset else "", same.score, same.evidence.get("stage", ""), evidence
+    )
+    with context.step("record") as info:
+        recorded = context.effect(
+            f"finding:{context.job_id}",
+            kind="finding",
+            apply=lambda: _finding_record(
+                context,
+                version,
+                candidate,
+                same.asset_id,
+                same.score,
+                same.verdict,
+                evidence,
+                content_hash,
+                same.evidence.get("candidate_dhash", ""),
+                same.thumbnail,
+                fetched,
+            ),
+        )
+        info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"], same_bytes_as=same.pk)
+    return _outcome(comparison, recorded, bands, content_hash)
 
 
 def _stands(earlier: Finding, why: str, content_hash: str) -> Done:
@@ -273,8 +335,11 @@ def _outcome(comparison, recorded: dict, bands, content_hash: str):
     )
 
 
-def _candidate_update(candidate: Candidate, content_hash: str, dhash: str, fetched: Fetched) -> None:
-    """The candidate as analysed now: its content, and its version for the next conditional request."""
+def _candidate_update(
+    candidate: Candidate, content_hash: str, dhash: str, fetched: Fetched, *, same_as: Finding | None = None
+) -> None:
+    """The candidate as analysed now: its content, its version for the next conditional request, and
+    the finding of the same bytes under another URL that stands for it (None: its own analysis)."""
     validators = fetched.validators
     Candidate.objects.filter(pk=candidate.pk).update(
         content_hash=content_hash,
@@ -282,6 +347,7 @@ def _candidate_update(candidate: Candidate, content_hash: str, dhash: str, fetch
         etag=validators.etag,
         last_modified=validators.last_modified,
         analysed_at=LeitstandNow(),
+        same_as=same_as,
     )
 
 

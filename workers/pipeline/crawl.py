@@ -12,13 +12,14 @@ from three others is crawled once per run.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass
 
 from jobs.errors import PermanentError
 from jobs.models import LeitstandNow
-from workers.pipeline.extraction import SHOWN_REFUSALS, content_charset, extract
+from workers.pipeline.extraction import SHOWN_REFUSALS, FoundImage, content_charset, extract
 from workers.pipeline.fetching import fetch_politely
-from workers.pipeline.http import MAX_URL_BYTES, Validators, url_problem
+from workers.pipeline.http import IMAGE_TYPES, MAX_URL_BYTES, UnexpectedType, Validators, url_normal, url_problem
 from workers.pipeline.models import Candidate, PageState, Source, url_in_scope
 from workers.runtime.context import Child, Done, JobContext, Skipped
 
@@ -58,19 +59,19 @@ def parse(payload: dict) -> CrawlSpec:
 
 def handle(context: JobContext):
     spec = parse(context.payload)
-    # Read once per wake-up by its jobs (a wake-up lasts seconds: a source switched off is seen by the next).
-    sources = context.shared.setdefault("sources", {})
-    if spec.source_id not in sources:
-        sources[spec.source_id] = Source.objects.filter(pk=spec.source_id).first()
-    source = sources[spec.source_id]
-    if source is None:
-        raise PermanentError(f"source {spec.source_id} does not exist")
+    source = source_of(context, spec.source_id)
     if not source.is_active:
         return Skipped(f"source {source.name} is inactive")
     known = PageState.objects.filter(url=spec.url).first()
     fetched = fetch_politely(
-        context, spec.url, accept=HTML_TYPES, validators=Validators(known.etag, known.last_modified) if known else None
+        context,
+        spec.url,
+        accept=HTML_TYPES,
+        validators=Validators(known.etag, known.last_modified) if known else None,
+        other_types=True,
     )
+    if fetched.other_type is not None:
+        return _not_a_page(context, spec, source, fetched.other_type)
     if fetched.result is None:
         return Skipped(fetched.robots.reason)
     if fetched.unchanged:
@@ -81,9 +82,19 @@ def handle(context: JobContext):
             page.body, base_url=page.final_url, charset=content_charset(page.headers.get("content-type", ""))
         )
         scope = source.effective_scope
-        image_urls = found.images[: source.max_images_per_page]
+        images = found.images[: source.max_images_per_page]
         links = [link for link in found.links if url_in_scope(link, scope)][: source.max_links_per_page]
-        info.update(images=len(image_urls), links_in_scope=len(links), links_found=len(found.links))
+        info.update(
+            images=len(images),
+            images_found=len(found.images),
+            found_in=dict(Counter(image.found_in for image in images)),
+            links_in_scope=len(links),
+            links_found=len(found.links),
+        )
+        if found.ignored:
+            info["ignored"] = found.ignored  # data:, javascript:, empty values: counted, never recorded
+        if found.problems:
+            info["problems"] = found.problems  # a broken block (invalid JSON-LD): named, the rest read
         if found.unusable_count:
             # Skipped and named, never the page's failure: the records cannot hold such a URL.
             info.update(urls_unusable=found.unusable_count, unusable=found.unusable)
@@ -96,7 +107,7 @@ def handle(context: JobContext):
                 source,
                 spec,
                 page.final_url,
-                image_urls,
+                images,
                 state={
                     "etag": fetched.validators.etag,
                     "last_modified": fetched.validators.last_modified,
@@ -132,28 +143,51 @@ def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidates: lis
                 page_key(spec.run, link),
                 source.priority,
                 source.name,
+                subject=link,
             )
             for link in follow
         ]
-        spawned = context.spawn_many(analyses + crawls)
-        already = sum(s.conflict for s in spawned[len(analyses) :])
-        refused = [
-            {
-                "type": child.job_type,
-                "subject": child.payload.get("url") or child.payload.get("candidate_id"),
-                "reason": s.refused[:300],
-            }
-            for child, s in zip(analyses + crawls, spawned)
-            if s.refused
-        ]
-        info.update(
-            analyses=len(analyses) - sum(bool(s.refused) for s in spawned[: len(analyses)]),
-            crawls=len(crawls) - already - sum(bool(s.refused) for s in spawned[len(analyses) :]),
-            already_in_run=already,
-        )
-        if refused:
-            # One bad child never fails its page: it is named here, with why, and the rest go on.
-            info.update(refused=len(refused), refusals=refused[:SHOWN_REFUSALS])
+        spawn_reported(context, analyses + crawls, info)
+
+
+# How a step names the children of each type it created.
+_SPAWNED_AS = {"analysis": "analyses", "crawl": "crawls"}
+
+
+def spawn_reported(context: JobContext, children: list[Child], info: dict) -> None:
+    """Create ``children`` in one statement and count on the step what became of them (added to what
+    it counted before): created per type, ``already_in_run`` (a key naming another request of the
+    run), and each refused one named with why — one bad child never fails its parent."""
+    spawned = context.spawn_many(children)
+    for name in _SPAWNED_AS.values():
+        info.setdefault(name, 0)
+    info.setdefault("already_in_run", 0)
+    refused = info.get("refusals", [])
+    for child, outcome in zip(children, spawned):
+        if outcome.refused:
+            info["refused"] = info.get("refused", 0) + 1
+            if len(refused) < SHOWN_REFUSALS:
+                subject = child.payload.get("url") or child.payload.get("candidate_id")
+                refused.append({"type": child.job_type, "subject": subject, "reason": outcome.refused[:300]})
+        elif outcome.conflict:
+            info["already_in_run"] += 1
+        else:
+            key = _SPAWNED_AS.get(child.job_type, child.job_type)
+            info[key] = info.get(key, 0) + 1
+    if refused:
+        info["refusals"] = refused
+
+
+def source_of(context: JobContext, source_id: int) -> Source:
+    """The job's source, read once per wake-up by its jobs (a wake-up lasts seconds: a source switched
+    off is seen by the next)."""
+    sources = context.shared.setdefault("sources", {})
+    if source_id not in sources:
+        sources[source_id] = Source.objects.filter(pk=source_id).first()
+    source = sources[source_id]
+    if source is None:
+        raise PermanentError(f"source {source_id} does not exist")
+    return source
 
 
 def _candidate_pair(recorded) -> tuple[int, str]:
@@ -186,15 +220,38 @@ def _unchanged(context: JobContext, spec: CrawlSpec, source: Source, known: Page
     )
 
 
+def _not_a_page(context: JobContext, spec: CrawlSpec, source: Source, other: UnexpectedType) -> Done:
+    """A page link answered with something else: an image is a candidate like one the page showed,
+    anything else is left alone. Done either way (the site did nothing wrong); the reason on its step."""
+    if other.content_type not in IMAGE_TYPES or url_problem(other.url):
+        return Done(
+            reason=f"not a page: {other.url} is {other.content_type or 'without a content type'}, left alone",
+            result_ref=f"page:{spec.url}"[:500],
+        )
+    with context.step("candidates") as info:
+        image = FoundImage(url_normal(other.url), f"a href (answered {other.content_type})")
+        candidates = context.effect(
+            f"candidates:{context.job_id}",
+            lambda: [[c.id, c.image_url] for c in candidates_record(source, spec.url, [image])],
+            kind="candidates",
+        )
+        info.update(candidates=len(candidates), found_in=image.found_in)
+    _spawn(context, spec, source, candidates, [])
+    return Done(
+        reason=f"not a page but an image ({other.content_type}): handed to analysis",
+        result_ref=f"image:{other.url}"[:500],
+    )
+
+
 def _crawled(source: Source) -> None:
     Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
 
 
-def page_record(source: Source, spec: CrawlSpec, page_url: str, image_urls: list[str], *, state: dict) -> list:
+def page_record(source: Source, spec: CrawlSpec, page_url: str, images: list[FoundImage], *, state: dict) -> list:
     """The page's effect: its candidates (``[id, image URL]`` each) and its state (version and links,
     for the next conditional request, in one upsert); a run's first page also marks the source as
     crawled."""
-    candidates = [[c.id, c.image_url] for c in candidates_record(source, page_url, image_urls)]
+    candidates = [[c.id, c.image_url] for c in candidates_record(source, page_url, images)]
     PageState.objects.bulk_create(
         [PageState(url=spec.url, **state)],
         update_conflicts=True,
@@ -206,11 +263,27 @@ def page_record(source: Source, spec: CrawlSpec, page_url: str, image_urls: list
     return candidates
 
 
-def candidates_record(source: Source, page_url: str, image_urls: list[str]) -> list[Candidate]:
-    """Upsert one candidate per image URL (first seen kept, last seen and page updated)."""
-    if not image_urls:
+def candidates_record(source: Source, page_url: str, images: list[FoundImage]) -> list[Candidate]:
+    """Upsert one candidate per image URL (first seen kept; last seen, page, where it was found and
+    its other sizes updated)."""
+    if not images:
         return []
-    rows = [Candidate(image_url=url, page_url=page_url, source=source) for url in dict.fromkeys(image_urls)]
+    first: dict[str, FoundImage] = {}
+    for image in images:
+        first.setdefault(image.url, image)  # one row per URL in the statement: the first of the same URL
+    rows = [
+        Candidate(
+            image_url=i.url,
+            page_url=i.page_url or page_url,
+            source=source,
+            found_in=i.found_in[:100],
+            variants=i.variants,
+        )
+        for i in first.values()
+    ]
     return Candidate.objects.bulk_create(
-        rows, update_conflicts=True, unique_fields=["image_url"], update_fields=["page_url", "source", "last_seen_at"]
+        rows,
+        update_conflicts=True,
+        unique_fields=["image_url"],
+        update_fields=["page_url", "source", "last_seen_at", "found_in", "variants"],
     )

@@ -17,7 +17,14 @@ from datetime import UTC, datetime
 from jobs.errors import PermanentError, TransientError
 from jobs.services import url_host_key
 from workers.pipeline import options
-from workers.pipeline.http import FetchPolicy, FetchResult, RedirectDisallowed, SafeClient, Validators
+from workers.pipeline.http import (
+    FetchPolicy,
+    FetchResult,
+    RedirectDisallowed,
+    SafeClient,
+    UnexpectedType,
+    Validators,
+)
 from workers.pipeline.politeness import PolitenessPolicy, polite
 from workers.pipeline.robots import RobotsDecision, robots_check
 from workers.runtime.context import JobContext
@@ -45,6 +52,8 @@ class Fetched:
     result: FetchResult | None  # None: robots.txt disallows the URL
     # With a second opinion that saw the copy: the status the crawler alone was answered.
     answered_the_crawler: int | None = None
+    # other_types=True: the answer was of a type not asked for (result None; nothing downloaded).
+    other_type: UnexpectedType | None = None
 
     @property
     def unchanged(self) -> bool:
@@ -90,11 +99,15 @@ def fetch_politely(
     raise_for_status: bool = True,
     validators: Validators | None = None,
     second_opinion: SecondOpinion | None = None,
+    other_types: bool = False,
 ) -> Fetched:
     """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s).
     ``validators``: the last answer's ETag / Last-Modified, sent as a conditional request; a ``304``
     is then the answer "unchanged" (the ``fetch`` step's outcome), not an error.
-    A redirect to a URL robots.txt disallows is not followed: the job's answer is that refusal."""
+    A redirect to a URL robots.txt disallows is not followed: the job's answer is that refusal.
+    An answer of a type ``accept`` does not name is refused from its headers (``UnexpectedType``),
+    counted as an answer for the host's politeness; ``other_types=True`` returns it as
+    ``Fetched.other_type`` (the ``fetch`` step skipped) instead of raising."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
     known = context.shared.setdefault("robots", {})  # the files the batch's jobs read: once per batch
@@ -136,6 +149,12 @@ def fetch_politely(
                 outcome.update(ok=True, status="redirect disallowed")  # the host answered; robots.txt said no
                 info.update(skipped=True, redirect_disallowed=str(refused)[:500])
                 return Fetched(RobotsDecision(False, str(refused)), None)
+            except UnexpectedType as other:
+                outcome.update(ok=True, status=f"answered {other.content_type or 'without a type'}")
+                if not other_types:
+                    raise
+                info.update(skipped=True, content_type=other.content_type[:100], final_url=other.url)
+                return Fetched(decision, None, other_type=other)
             if second_opinion is not None and second_opinion.is_gone(result):
                 other = _asked_as(client, second_opinion).fetch(url, accept=accept, hop_check=robots_refusal)
                 info["second_opinion"] = other.status

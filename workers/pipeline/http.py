@@ -30,7 +30,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -136,6 +136,43 @@ def url_canonical(url: str) -> str:
 
 
 _DOT_ENCODED = re.compile("%2[eE]")
+_PERCENT = re.compile("%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _percent_normal(match: re.Match) -> str:
+    # RFC 3986 §6.2.2.2: an unreserved character's escape is that character; other escapes in upper case.
+    character = chr(int(match.group(1), 16))
+    return character if character in _UNRESERVED else match.group(0).upper()
+
+
+def url_normal(url: str) -> str:
+    """``url`` as the key of what it names (RFC 3986 §6.2.2–6.2.3): scheme and host in lower case,
+    the scheme's default port and the fragment dropped, an empty path made ``/``, dot segments
+    removed, escapes of unreserved characters decoded and the others' hex in upper case. Every
+    spelling it merges is the same request on the wire; the query's order and values are kept (a
+    server may read ``?a=1&b=2`` and ``?b=2&a=1`` differently). Raises ValueError as ``urlsplit``
+    does for what is not a URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    netloc = parts.netloc
+    if parts.hostname is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        host = hostport.lower()
+        port = parts.port  # ValueError for a port out of range or not a number
+        if port is not None and port == _DEFAULT_PORTS.get(scheme):
+            host = host.rsplit(":", 1)[0]
+        elif port is None and host.endswith(":"):
+            host = host[:-1]  # "http://h:/" names the default port
+        netloc = f"{userinfo}@{host}" if userinfo else host
+    path = _PERCENT.sub(_percent_normal, parts.path)
+    if "." in path:
+        path = remove_dot_segments(path)
+    if not path and scheme in _DEFAULT_PORTS and netloc:
+        path = "/"
+    query = _PERCENT.sub(_percent_normal, parts.query)
+    return urlunsplit((scheme, netloc, path, query, ""))
 
 
 def remove_dot_segments(path: str) -> str:
@@ -170,6 +207,16 @@ class RedirectDisallowed(FetchRefused):
 
 class ResponseRefused(PermanentError):
     """The response broke a limit: body or header size, content type, magic bytes."""
+
+
+class UnexpectedType(ResponseRefused):
+    """The answer's declared type is not one the caller asked for (refused from its headers, before
+    its body is read): the server answered fine, with something else — a page link to an image."""
+
+    def __init__(self, message: str, *, content_type: str, url: str) -> None:
+        super().__init__(message)
+        self.content_type = content_type
+        self.url = url
 
 
 class FetchTimeout(TransientError):
@@ -525,14 +572,14 @@ class SafeClient:
             if propagate:
                 headers.update(tracing.headers())
             status, response_headers, body = self._send(
-                target, deadline, timeout, pinned, headers, method, content, truncate_at
+                target, deadline, timeout, pinned, headers, method, content, truncate_at, accept
             )
             tracing.answered(span, status)
         if accept is not None and status not in REDIRECTS and 200 <= status < 300:
             check_content(response_headers, body, accept, target.url)
         return status, response_headers, body
 
-    def _send(self, target, deadline, timeout, pinned, headers, method, content, truncate_at):
+    def _send(self, target, deadline, timeout, pinned, headers, method, content, truncate_at, accept=None):
         try:
             transport = DeadlineTransport(deadline)
             with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
@@ -546,6 +593,15 @@ class SafeClient:
                 response = client.send(request, stream=True)
                 try:
                     self._check_headers(response)
+                    if accept is not None and 200 <= response.status_code < 300:
+                        declared = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                        if declared not in accept:
+                            raise UnexpectedType(
+                                f"{target.url} is {declared or 'without content type'}, expected one of "
+                                f"{sorted(accept)}",
+                                content_type=declared,
+                                url=target.url,
+                            )
                     body = self._read_body(response, deadline, target.url, truncate_at)
                     status, response_headers = response.status_code, response.headers
                 finally:

@@ -30,6 +30,8 @@ def job_types_register() -> None:
                 "robots fetch -> skipped",  # a redirect to a page robots.txt disallows
                 "robots fetch extract candidates spawn",
                 "robots fetch spawn",
+                "robots fetch -> done",  # not a page, and not an image: left alone
+                "robots fetch candidates spawn",  # not a page but an image: a candidate
             ),
             default_priority=5,
             **pipeline_timing(),

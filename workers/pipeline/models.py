@@ -201,6 +201,18 @@ class Candidate(models.Model):
     # What the image's last full answer said about its version: the next analysis asks whether it changed.
     etag = models.CharField(max_length=200, blank=True)
     last_modified = models.CharField(max_length=200, blank=True)
+    found_in = models.CharField(
+        max_length=100, blank=True, help_text="Where its page showed it: an attribute, a meta tag, JSON-LD, CSS, …"
+    )
+    variants = models.JSONField(default=list, blank=True, help_text="The same image's other sizes on its page.")
+    same_as = models.ForeignKey(
+        "Finding",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="same_bytes",
+        help_text="The finding of the same bytes under another URL, which stands for this image (not analysed again).",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["source", "last_seen_at"], name="candidate_source_seen_idx")]
@@ -252,7 +264,11 @@ class Finding(models.Model):
                 nulls_distinct=False,  # a finding without an original is once per job too
             ),
         ]
-        indexes = [models.Index(fields=["verdict", "created_at"], name="finding_verdict_idx")]
+        indexes = [
+            models.Index(fields=["verdict", "created_at"], name="finding_verdict_idx"),
+            # The same bytes under another URL: analysed once (workers/pipeline/analysis.py).
+            models.Index(fields=["content_hash", "analysis_version"], name="finding_content_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.verdict} {self.score:.2f}: {self.candidate_id} × {self.asset_id}"
