@@ -363,7 +363,9 @@ def job_create_many(
             )
         except JobInputError as refused:
             raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
-        subject = str(job["subject"])[:SUBJECT_LENGTH] if job.get("subject") else subject_of(job["type"], job["payload"])
+        subject = (
+            str(job["subject"])[:SUBJECT_LENGTH] if job.get("subject") else subject_of(job["type"], job["payload"])
+        )
         flow_key = flow_key_of(
             job["type"], payload=job["payload"], source=job["source"], subject=subject, key_namespace=key_namespace
         )
