@@ -20,7 +20,7 @@ from jobs.models import OPERATE_PERMISSION
 from jobs.services import JobInputError
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
 from workers.pipeline.schedules import every_minutes, schedule_state, schedule_validate, with_schedule, zone_of
-from workers.pipeline.services import asset_register, crawl_start, source_validate
+from workers.pipeline.services import asset_register, crawl_start, sitemaps_read, source_validate
 
 
 def _field_error(form: forms.Form, error: JobInputError) -> None:
@@ -40,6 +40,7 @@ class SourceForm(forms.ModelForm):
             "max_depth",
             "max_links_per_page",
             "max_images_per_page",
+            "sitemaps",
             "is_active",
             "crawl_every_minutes",
             "window_start",
@@ -109,7 +110,7 @@ class SourceAdmin(AuditedAdmin):
     list_filter = ("is_active",)
     search_fields = ("name", "base_url")
     actions = [start_crawl]
-    readonly_fields = ("last_run_link", "last_crawled_at", "next_run", "waits_for")
+    readonly_fields = ("last_run_link", "last_run_sitemaps", "last_crawled_at", "next_run", "waits_for")
 
     def get_queryset(self, request):
         # Counted in subqueries, not joins: a GROUP BY would also group by the schedule's database
@@ -150,6 +151,21 @@ class SourceAdmin(AuditedAdmin):
         url = reverse("admin:jobs_batch_change", args=[run.pk])
         return format_html(
             '<a href="{}">{}</a> (started {}, {})', url, run.name, f"{run.created_at:%Y-%m-%d %H:%M}", state
+        )
+
+    @admin.display(description="sitemaps in the last run")
+    def last_run_sitemaps(self, source):
+        """How many pages the source's sitemaps listed in its last run, and how many of them it reached."""
+        if source.pk is None or source.last_run_id is None:
+            return "—"
+        read = sitemaps_read(source, source.last_run_id)
+        if not read.sitemaps:
+            return "none read" if source.sitemaps != Source.Sitemaps.OFF else "off: links only"
+        return (
+            f"{read.sitemaps} sitemap(s) listed {read.pages_listed} pages ({read.pages_in_scope} in scope, "
+            f"{read.pages_unchanged} unchanged since their last fetch) and {read.images_listed} images; "
+            f"the crawl reached {read.pages_reached} of the pages it was given"
+            + (f"; {read.refused} sitemap(s) refused" if read.refused else "")
         )
 
     @admin.display(description="next run")

@@ -69,6 +69,7 @@ def test_a_source_is_validated_and_a_crawl_run_started_from_the_list(client, ope
         "max_depth": 1,
         "max_links_per_page": 50,
         "max_images_per_page": 100,
+        "sitemaps": "robots",
         "is_active": "on",
     }
     response = client.post(add, fields)
@@ -94,6 +95,7 @@ def test_a_source_shows_its_schedule_its_last_and_next_run_and_why_it_waits(clie
         "max_depth": 1,
         "max_links_per_page": 50,
         "max_images_per_page": 100,
+        "sitemaps": "robots",
         "is_active": "on",
         "crawl_every_minutes": 360,
         "window_start": "02:00",
@@ -200,6 +202,7 @@ def test_the_source_form_refuses_what_would_stop_a_crawl(field, value, error):
         "max_depth": 1,
         "max_links_per_page": 50,
         "max_images_per_page": 100,
+        "sitemaps": "robots",
         "is_active": True,
         field: value,
     }

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from jobs.errors import PermanentError
 from jobs.models import LeitstandNow
 from workers.pipeline.extraction import SHOWN_REFUSALS, FoundImage, content_charset, extract
-from workers.pipeline.fetching import fetch_politely
+from workers.pipeline.fetching import Fetched, fetch_politely
 from workers.pipeline.http import IMAGE_TYPES, MAX_URL_BYTES, UnexpectedType, Validators, url_normal, url_problem
 from workers.pipeline.models import Candidate, PageState, Source, url_in_scope
+from workers.pipeline.sitemaps import sitemap_children, sitemaps_of
 from workers.runtime.context import Child, Done, JobContext, Skipped
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -75,7 +76,7 @@ def handle(context: JobContext):
     if fetched.result is None:
         return Skipped(fetched.robots.reason)
     if fetched.unchanged:
-        return _unchanged(context, spec, source, known)
+        return _unchanged(context, spec, source, known, fetched)
     page = fetched.result
     with context.step("extract") as info:
         found = extract(
@@ -119,7 +120,7 @@ def handle(context: JobContext):
         )
         info.update(candidates=len(candidates))
     follow = links if spec.depth < source.max_depth else []
-    _spawn(context, spec, source, candidates, follow)
+    _spawn(context, spec, source, candidates, follow, _run_sitemaps(spec, source, fetched))
     return Done(
         reason=f"page crawled: {len(candidates)} images handed to analysis, {len(follow)} links followed",
         result_ref=f"page:{page.final_url}"[:500],
@@ -127,11 +128,14 @@ def handle(context: JobContext):
     )
 
 
-def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidates: list, follow: list[str]) -> None:
+def _spawn(
+    context: JobContext, spec: CrawlSpec, source: Source, candidates: list, follow: list[str], sitemaps: list[str]
+) -> None:
     with context.step("spawn") as info:
         # Every child of the page in one statement and one commit: an analysis per image, a crawl per
-        # link below the source's depth. A link reached by another path (at another depth) in this run
-        # is a key that names a different request: reported, not created again.
+        # link below the source's depth, and a run's first page the sitemaps its robots.txt names. A
+        # link reached by another path (at another depth) in this run is a key that names a different
+        # request: reported, not created again.
         analyses = [
             Child("analysis", {"candidate_id": c}, f"{spec.run}:{c}", source.priority, source.name, subject=url)
             for c, url in map(_candidate_pair, candidates)
@@ -147,11 +151,11 @@ def _spawn(context: JobContext, spec: CrawlSpec, source: Source, candidates: lis
             )
             for link in follow
         ]
-        spawn_reported(context, analyses + crawls, info)
+        spawn_reported(context, analyses + crawls + sitemap_children(spec.run, source, sitemaps), info)
 
 
 # How a step names the children of each type it created.
-_SPAWNED_AS = {"analysis": "analyses", "crawl": "crawls"}
+_SPAWNED_AS = {"analysis": "analyses", "crawl": "crawls", "sitemap": "sitemaps"}
 
 
 def spawn_reported(context: JobContext, children: list[Child], info: dict) -> None:
@@ -176,6 +180,8 @@ def spawn_reported(context: JobContext, children: list[Child], info: dict) -> No
             info[key] = info.get(key, 0) + 1
     if refused:
         info["refusals"] = refused
+    if not info["sitemaps"]:
+        del info["sitemaps"]
 
 
 def source_of(context: JobContext, source_id: int) -> Source:
@@ -202,7 +208,12 @@ def page_key(run: str, url: str) -> str:
     return f"{run}:url-{hashlib.sha256(url.encode()).hexdigest()[:40]}"
 
 
-def _unchanged(context: JobContext, spec: CrawlSpec, source: Source, known: PageState) -> Done:
+def _run_sitemaps(spec: CrawlSpec, source: Source, fetched: Fetched) -> list[str]:
+    """A run's first page (depth 0) starts the source's sitemaps (``Source.sitemaps``)."""
+    return sitemaps_of(source, fetched.robots.sitemaps, spec.url) if spec.depth == 0 else []
+
+
+def _unchanged(context: JobContext, spec: CrawlSpec, source: Source, known: PageState, fetched: Fetched) -> Done:
     """The page answered 304: nothing downloaded, nothing to analyse — its images are the ones already
     analysed. Its links of the last full fetch are followed, so pages below it are still asked."""
     if spec.depth == 0:
@@ -212,7 +223,7 @@ def _unchanged(context: JobContext, spec: CrawlSpec, source: Source, known: Page
         if spec.depth < source.max_depth
         else []
     )
-    _spawn(context, spec, source, [], follow[: source.max_links_per_page])
+    _spawn(context, spec, source, [], follow[: source.max_links_per_page], _run_sitemaps(spec, source, fetched))
     return Done(
         reason=f"page unchanged since its last fetch (304): nothing to analyse, {len(follow)} links followed",
         result_ref=f"page:{spec.url}"[:500],
@@ -236,7 +247,7 @@ def _not_a_page(context: JobContext, spec: CrawlSpec, source: Source, other: Une
             kind="candidates",
         )
         info.update(candidates=len(candidates), found_in=image.found_in)
-    _spawn(context, spec, source, candidates, [])
+    _spawn(context, spec, source, candidates, [], [])
     return Done(
         reason=f"not a page but an image ({other.content_type}): handed to analysis",
         result_ref=f"image:{other.url}"[:500],

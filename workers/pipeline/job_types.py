@@ -1,8 +1,8 @@
-"""The pipeline's job types: crawl a page of a source, analyse a candidate image."""
+"""The pipeline's job types: crawl a page of a source, read one of its sitemaps, analyse a candidate image."""
 
 import functools
 
-from workers.pipeline import analysis, crawl
+from workers.pipeline import analysis, crawl, sitemap_job
 from workers.runtime.job_types import pipeline_timing
 from workers.runtime.registry import JobType, register
 
@@ -32,6 +32,31 @@ def job_types_register() -> None:
                 "robots fetch spawn",
                 "robots fetch -> done",  # not a page, and not an image: left alone
                 "robots fetch candidates spawn",  # not a page but an image: a candidate
+            ),
+            default_priority=5,
+            **pipeline_timing(),
+        )
+    )
+    register(
+        JobType(
+            name="sitemap",
+            parse_payload=sitemap_job.parse,
+            subject=sitemap_job.subject,
+            description="Read one sitemap of a source: crawl jobs for its pages, candidates for its images, "
+            "sitemap jobs for an index's sitemaps.",
+            handler=sitemap_job.handle,
+            pool="crawl",
+            client_scope=None,  # a run's own: spawned by its first page from the source's settings
+            flow_key="host",  # the host's politeness: one request in flight, with its pages
+            flow_limit=1,
+            processing_version="sitemap@1",
+            expected_paths=(
+                "-> skipped",
+                "robots -> skipped",
+                "robots fetch -> skipped",
+                "robots fetch -> done",  # not a sitemap: left alone
+                "robots fetch read spawn",
+                "robots fetch read candidates spawn",
             ),
             default_priority=5,
             **pipeline_timing(),

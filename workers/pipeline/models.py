@@ -69,6 +69,19 @@ class Source(models.Model):
     is_active = models.BooleanField(
         default=True, help_text="Inactive sources are not crawled: their schedule is paused too."
     )
+
+    class Sitemaps(models.TextChoices):
+        ROBOTS = "robots", "the sitemaps its robots.txt names"
+        ROBOTS_OR_DEFAULT = "robots_or_default", "the sitemaps its robots.txt names, else /sitemap.xml"
+        OFF = "off", "none: links only"
+
+    sitemaps = models.CharField(
+        max_length=20,
+        choices=Sitemaps.choices,
+        default=Sitemaps.ROBOTS,
+        db_default=Sitemaps.ROBOTS,
+        help_text="Pages (and images) found from sitemaps as well as by following links.",
+    )
     created_at = models.DateTimeField(db_default=LeitstandNow())
     # The schedule (workers.pipeline.schedules): a run per slot of this many minutes (local time,
     # counted from midnight), started only inside the window when there is one.

@@ -53,6 +53,7 @@ class RobotsDecision:
     is_allowed: bool
     reason: str
     crawl_delay: float | None = None
+    sitemaps: tuple[str, ...] = ()  # the file's Sitemap: lines
 
 
 def robots_check(
@@ -87,9 +88,10 @@ def robots_check(
     delay = rules.crawl_delay(USER_AGENT_TOKEN)
     # The path the server receives (dot segments removed), not as the link spelled it.
     path = (urlsplit(url_canonical(url)).path or "/") + (f"?{parts.query}" if parts.query else "")
+    sitemaps = tuple(rules.sitemaps)
     if rules.is_allowed(path, USER_AGENT_TOKEN):
-        return RobotsDecision(True, f"allowed by robots.txt of {origin}", delay)
-    return RobotsDecision(False, f"disallowed by robots.txt of {origin}", delay)
+        return RobotsDecision(True, f"allowed by robots.txt of {origin}", delay, sitemaps)
+    return RobotsDecision(False, f"disallowed by robots.txt of {origin}", delay, sitemaps)
 
 
 def _robots_file(origin: str, client: SafeClient | None, known: dict, slot) -> RobotsFile:

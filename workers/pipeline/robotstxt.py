@@ -163,15 +163,20 @@ def _lines(content: bytes | str) -> list[str]:
     return _LINE_END.split(text.removeprefix("\ufeff"))
 
 
+MAX_SITEMAP_LINES = 50  # Sitemap: lines read from one file
+
+
 class RobotsRules:
     """The parsed groups of one robots.txt; ask it what a crawler may fetch."""
 
-    def __init__(self, groups: list[_Group]) -> None:
+    def __init__(self, groups: list[_Group], sitemaps: list[str] | None = None) -> None:
         self._groups = groups
+        self.sitemaps = sitemaps or []  # the Sitemap: lines (§2.3.5: outside any group), in order
 
     @classmethod
     def parse(cls, content: bytes | str) -> RobotsRules:
         groups: list[_Group] = []
+        sitemaps: list[str] = []
         group: _Group | None = None
         is_reading_agents = False
         for line in _lines(content):
@@ -179,7 +184,10 @@ class RobotsRules:
             if not colon:
                 continue
             key, value = key.strip().lower(), value.strip()
-            if key == "user-agent":
+            if key == "sitemap":
+                if value and len(sitemaps) < MAX_SITEMAP_LINES:
+                    sitemaps.append(value)
+            elif key == "user-agent":
                 if group is None or not is_reading_agents:
                     group = _Group()
                     groups.append(group)
@@ -194,7 +202,7 @@ class RobotsRules:
             elif key == "crawl-delay":
                 is_reading_agents = False
                 group.crawl_delays.append(value)
-        return cls(groups)
+        return cls(groups, list(dict.fromkeys(sitemaps)))
 
     def _groups_for(self, product_token: str) -> list[_Group]:
         token = _agent_token(product_token)

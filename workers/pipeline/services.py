@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, time
 from urllib.parse import urlsplit
 
@@ -15,7 +17,7 @@ from django.db.models.functions import Cast, Coalesce, Concat, Greatest
 from django.utils import timezone
 
 from jobs.batches import batch_create
-from jobs.models import OPERATE_PERMISSION, Batch, Job, database_now
+from jobs.models import OPERATE_PERMISSION, Batch, Job, State, StepEvent, database_now
 from jobs.services import IdempotencyConflict, JobInputError, Submission, text_check
 from workers.pipeline import images, matching
 from workers.pipeline.analysis import running_version
@@ -311,3 +313,36 @@ def finding_review_record(*, job_id, verdict: str, reviewer: str, reason: str):
     finding.evidence = {**finding.evidence, "review": {"verdict": verdict, "by": reviewer, "reason": reason}}
     finding.save(update_fields=["verdict", "evidence"])
     return finding
+
+
+@dataclass(frozen=True)
+class SitemapsRead:
+    """What a source's sitemaps listed in one crawl run, and how much of it the crawl reached."""
+
+    sitemaps: int  # sitemap jobs of the run
+    pages_listed: int
+    pages_in_scope: int
+    pages_unchanged: int  # not crawled: their lastmod is not after their last fetch
+    images_listed: int
+    pages_reached: int  # crawl jobs the sitemaps spawned that ended done
+    refused: int  # sitemaps that ended dead (a gzip bomb, not a sitemap)
+
+
+def sitemaps_read(source: Source, batch_id: int) -> SitemapsRead:
+    """The sums of the ``read`` steps of the run's sitemap jobs of ``source`` (each job's latest)."""
+    sitemaps = Job.objects.filter(batch_id=batch_id, type="sitemap", payload__source_id=source.pk)
+    latest = dict(StepEvent.objects.filter(job__in=sitemaps, step="read").order_by("id").values_list("job_id", "data"))
+    total = Counter()
+    for data in latest.values():
+        total.update({k: v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)})
+    return SitemapsRead(
+        sitemaps=sitemaps.count(),
+        pages_listed=total["pages_listed"],
+        pages_in_scope=total["pages_in_scope"],
+        pages_unchanged=total["pages_unchanged"],
+        images_listed=total["images_listed"],
+        pages_reached=Job.objects.filter(
+            batch_id=batch_id, type="crawl", parent__in=sitemaps, state=State.DONE
+        ).count(),
+        refused=sitemaps.filter(state=State.DEAD).count(),
+    )
