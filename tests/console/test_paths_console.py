@@ -61,7 +61,7 @@ def test_the_flow_page_draws_every_declared_transition(client, login):  # noqa: 
     page = client.get("/admin/flow/").content.decode()
     edges = flow_snapshot.flow_declared()["transitions"]
     assert page.count('<path class="edge') == len(edges) and "decide_match" in page
-    assert "robots fetch extract candidates spawn" in page
+    assert "robots fetch extract stylesheets? candidates spawn" in page
 
 
 def test_the_export_holds_everything_and_reads_back_as_json(client, login, attempts):  # noqa: F811

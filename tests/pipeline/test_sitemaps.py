@@ -7,6 +7,7 @@ import gzip
 import pytest
 
 from jobs.models import Job, State, StepEvent
+from jobs.services import JobInputError
 from tests.support.hostile_web import HostileWeb, Page
 from workers.pipeline.models import Candidate, PageState, Source
 from workers.pipeline.services import crawl_start, source_upsert
@@ -172,3 +173,9 @@ def test_a_source_may_ask_for_sitemap_xml_or_for_no_sitemaps(settings, pool_runt
         assert Job.objects.get(type="crawl", payload__run="default", payload__url=site.url("/listed.html")).state == (
             State.DONE
         )
+
+
+def test_a_source_names_one_of_the_sitemap_choices():
+    with pytest.raises(JobInputError, match="sitemaps"):
+        source_upsert(name="Odd", base_url="https://odd.example/", sitemaps="all of them")
+    assert not Source.objects.exists()

@@ -1,7 +1,7 @@
 """The corpus of issue 53 crawled by the real pools (`runpool control`, `runpool crawl`): a site whose
 pages each show one image the way CMSs, shops, share tags and lazy loaders write it. Every image is
-found and recorded with where it was found; nothing a placeholder or a script link names is recorded;
-a link that answers with an image is a candidate and one that answers with a PDF is left alone, both
+found and recorded with where it was found (a linked stylesheet's background too); nothing a
+placeholder or a script link names is recorded; a link that answers with an image is a candidate and one that answers with a PDF is left alone, both
 `done` with the reason on the job."""
 
 import pytest
@@ -19,10 +19,14 @@ pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 def test_the_image_corpus_crawled_by_the_real_pool(tmp_path):
     with HostileWeb() as site:
         index = "".join(f'<a href="/corpus/{name}.html">{name}</a>' for name in PATTERNS)
-        index += '<a href="/download?id=7">full size</a><a href="/report">report</a>'
+        index += '<a href="/download?id=7">full size</a><a href="/report">report</a><a href="/styled.html">css</a>'
         site.pages["/"] = Page(body=index.encode())
         site.pages.update({f"/corpus/{name}.html": Page(body=page(name)) for name in PATTERNS})
         site.pages["/download?id=7"] = Page(body=png(), content_type="image/png")
+        site.pages["/styled.html"] = Page(body=b'<link rel="stylesheet" href="/static/site.css"><div class="hero">')
+        site.pages["/static/site.css"] = Page(
+            body=b".hero { background-image: url('../img/stylesheet.jpg') }", content_type="text/css"
+        )
         site.pages["/report"] = Page(body=b"%PDF-1.7 " + b"x" * 200_000, content_type="application/pdf")
         source = source_upsert(
             name="Corpus", base_url=site.url("/"), max_depth=1, max_links_per_page=100, max_images_per_page=20
@@ -30,7 +34,7 @@ def test_the_image_corpus_crawled_by_the_real_pool(tmp_path):
         pools = PoolProcesses(
             str(tmp_path), LEITSTAND_HTTP_ALLOWED_TARGETS=site.target, LEITSTAND_HOST_MIN_DELAY_SECONDS="0"
         )
-        expected_crawls = len(PATTERNS) + 3
+        expected_crawls = len(PATTERNS) + 4
         try:
             for name in ("control", "crawl"):
                 pools.start(name)
@@ -58,6 +62,8 @@ def test_the_image_corpus_crawled_by_the_real_pool(tmp_path):
             assert candidate is not None, name
             assert candidate.found_in == pattern.found_in, name
             assert set(candidate.variants) >= {site.url(v) for v in pattern.variants}, name
+        assert candidates["/img/stylesheet.jpg"].found_in == "css stylesheet"
+        table.append(("css-linked-stylesheet", True, "css stylesheet"))
         assert not [url for url in candidates if "data:" in url or "javascript" in url or "/media/" in url]
         # A linked image found only by its answer: a candidate, the link's job done, nothing downloaded twice.
         image = candidates["/download?id=7"]

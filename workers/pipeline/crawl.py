@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from jobs.errors import PermanentError
+from jobs.errors import Deferred, PermanentError, TransientError
 from jobs.models import LeitstandNow
-from workers.pipeline.extraction import SHOWN_REFUSALS, FoundImage, content_charset, extract
-from workers.pipeline.fetching import Fetched, fetch_politely
+from jobs.services import url_host_key
+from workers.pipeline.extraction import (
+    SHOWN_REFUSALS,
+    FoundImage,
+    content_charset,
+    extract,
+    page_codec,
+    stylesheet_images,
+)
+from workers.pipeline.fetching import ROBOTS_PATIENCE_SECONDS, Fetched, fetch_politely
 from workers.pipeline.http import IMAGE_TYPES, MAX_URL_BYTES, UnexpectedType, Validators, url_normal, url_problem
-from workers.pipeline.models import Candidate, PageState, Source, url_in_scope
+from workers.pipeline.models import Candidate, PageState, Source, Stylesheet, url_in_scope
 from workers.pipeline.sitemaps import sitemap_children, sitemaps_of
 from workers.runtime.context import Child, Done, JobContext, Skipped
 
@@ -99,6 +107,15 @@ def handle(context: JobContext):
         if found.unusable_count:
             # Skipped and named, never the page's failure: the records cannot hold such a URL.
             info.update(urls_unusable=found.unusable_count, unusable=found.unusable)
+    sheets = _stylesheets(context, spec, page.final_url, found.stylesheets) if found.stylesheets else Sheets()
+    if sheets.images:
+        images = list(found.images)
+        seen = {image.url for image in images}
+        for image in sheets.images:
+            if image.url not in seen:
+                seen.add(image.url)
+                images.append(image)
+        images = images[: source.max_images_per_page]
     with context.step("candidates") as info:
         # Through the effect ledger: written only while this attempt holds the lease (a cancelled or
         # zombie attempt is refused and recorded), and once per job across its attempts.
@@ -115,6 +132,7 @@ def handle(context: JobContext):
                     "content_hash": hashlib.sha256(page.body).hexdigest(),
                     "links": links,
                 },
+                stylesheets=sheets.rows,
             ),
             kind="candidates",
         )
@@ -126,6 +144,78 @@ def handle(context: JobContext):
         result_ref=f"page:{page.final_url}"[:500],
         result_checksum=hashlib.sha256(page.body).hexdigest(),
     )
+
+
+STYLESHEET_TYPES = frozenset({"text/css"})
+MAX_STYLESHEET_IMAGES = 100
+
+
+@dataclass
+class Sheets:
+    images: list[FoundImage] = field(default_factory=list)  # the background images they give
+    rows: list[Stylesheet] = field(default_factory=list)  # read now: recorded with the page, for the run
+
+
+def _stylesheets(context: JobContext, spec: CrawlSpec, page_url: str, urls: list[str]) -> Sheets:
+    """The page's own linked stylesheets (on its host), each read once per crawl run: politely (the
+    host's next turn waited for in place, at most ROBOTS_PATIENCE_SECONDS), conditionally, bounded.
+    One that cannot be read now is named on the step; the page goes on without it."""
+    host = url_host_key(page_url)
+    sheets, read = Sheets(), []
+    with context.step("stylesheets") as info:
+        own = [url for url in urls if url_host_key(url) == host]
+        if len(own) < len(urls):
+            info["other_hosts"] = len(urls) - len(own)
+        known = {row.url: row for row in Stylesheet.objects.filter(url__in=own)}
+        for url in own:
+            row = known.get(url)
+            if row is not None and row.run == spec.run:  # read by an earlier page of this run
+                read.append({"url": url, "read": "earlier in this run", "images": len(row.images)})
+                sheets.images += [FoundImage(image, "css stylesheet") for image in row.images]
+                continue
+            outcome, new = _stylesheet_read(context, spec, url, row)
+            read.append({"url": url, **outcome})
+            if new is not None:
+                sheets.rows.append(new)
+                sheets.images += [FoundImage(image, "css stylesheet") for image in new.images]
+        info.update(stylesheets=read, images=len(sheets.images))
+    return sheets
+
+
+def _stylesheet_read(context: JobContext, spec: CrawlSpec, url: str, row: Stylesheet | None):
+    """One stylesheet fetched and read: what the step says of it, and its row for the run (None when
+    it could not be asked now: another page of the run asks again)."""
+    try:
+        fetched = fetch_politely(
+            context,
+            url,
+            accept=STYLESHEET_TYPES,
+            validators=Validators(row.etag, row.last_modified) if row is not None and not row.error else None,
+            other_types=True,
+            patience_seconds=ROBOTS_PATIENCE_SECONDS,
+            steps=False,
+        )
+    except (Deferred, TransientError) as later:  # a busy host, a 503: not now, maybe for the next page
+        return {"error": f"{type(later).__name__}: {later}"[:300]}, None
+    except PermanentError as refused:  # a 404, a refused address: not for this run
+        error = f"{type(refused).__name__}: {refused}"[:300]
+        return {"error": error}, Stylesheet(url=url, run=spec.run, images=[], error=error)
+    if fetched.other_type is not None:
+        error = f"not CSS: {fetched.other_type.content_type or 'no content type'}"
+        return {"error": error}, Stylesheet(url=url, run=spec.run, images=[], error=error)
+    if fetched.result is None:
+        error = f"not read: {fetched.robots.reason}"[:300]
+        return {"error": error}, Stylesheet(url=url, run=spec.run, images=[], error=error)
+    if fetched.unchanged and row is not None:
+        images = row.images
+    else:
+        body = fetched.result.body.decode(
+            page_codec(content_charset(fetched.result.headers.get("content-type", ""))), "replace"
+        )
+        images = stylesheet_images(body, url=fetched.result.final_url).image_urls[:MAX_STYLESHEET_IMAGES]
+    validators = fetched.validators
+    new = Stylesheet(url=url, run=spec.run, images=images, etag=validators.etag, last_modified=validators.last_modified)
+    return {"status": fetched.result.status, "images": len(images)}, new
 
 
 def _spawn(
@@ -258,10 +348,18 @@ def _crawled(source: Source) -> None:
     Source.objects.filter(pk=source.pk).update(last_crawled_at=LeitstandNow())
 
 
-def page_record(source: Source, spec: CrawlSpec, page_url: str, images: list[FoundImage], *, state: dict) -> list:
-    """The page's effect: its candidates (``[id, image URL]`` each) and its state (version and links,
-    for the next conditional request, in one upsert); a run's first page also marks the source as
-    crawled."""
+def page_record(
+    source: Source,
+    spec: CrawlSpec,
+    page_url: str,
+    images: list[FoundImage],
+    *,
+    state: dict,
+    stylesheets: list[Stylesheet] = (),
+) -> list:
+    """The page's effect: its candidates (``[id, image URL]`` each), its state (version and links,
+    for the next conditional request, in one upsert) and the stylesheets it read for the run's other
+    pages; a run's first page also marks the source as crawled."""
     candidates = [[c.id, c.image_url] for c in candidates_record(source, page_url, images)]
     PageState.objects.bulk_create(
         [PageState(url=spec.url, **state)],
@@ -269,6 +367,13 @@ def page_record(source: Source, spec: CrawlSpec, page_url: str, images: list[Fou
         unique_fields=["url"],
         update_fields=[*state, "fetched_at"],
     )
+    if stylesheets:
+        Stylesheet.objects.bulk_create(
+            stylesheets,
+            update_conflicts=True,
+            unique_fields=["url"],
+            update_fields=["run", "images", "etag", "last_modified", "error", "fetched_at"],
+        )
     if spec.depth == 0:
         _crawled(source)
     return candidates

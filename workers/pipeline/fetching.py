@@ -10,7 +10,8 @@ budget used); a robots.txt refusal returns the decision, and the handler ends th
 from __future__ import annotations
 
 import email.utils
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -100,6 +101,8 @@ def fetch_politely(
     validators: Validators | None = None,
     second_opinion: SecondOpinion | None = None,
     other_types: bool = False,
+    patience_seconds: float | None = None,
+    steps: bool = True,
 ) -> Fetched:
     """``raise_for_status=False``: every status is an answer the caller judges (rechecks observe 404s).
     ``validators``: the last answer's ETag / Last-Modified, sent as a conditional request; a ``304``
@@ -107,7 +110,10 @@ def fetch_politely(
     A redirect to a URL robots.txt disallows is not followed: the job's answer is that refusal.
     An answer of a type ``accept`` does not name is refused from its headers (``UnexpectedType``),
     counted as an answer for the host's politeness; ``other_types=True`` returns it as
-    ``Fetched.other_type`` (the ``fetch`` step skipped) instead of raising."""
+    ``Fetched.other_type`` (the ``fetch`` step skipped) instead of raising.
+    ``patience_seconds``: how long a resting host is waited for in place (default: after this job's
+    own robots.txt request, ROBOTS_PATIENCE_SECONDS; else not at all). ``steps=False``: the
+    ``robots`` and ``fetch`` steps are not recorded (a caller's own step says what happened)."""
     client = client or SafeClient(fetch_policy())
     client.check(url)  # a refused URL or address fails here, before its robots.txt is asked for
     known = context.shared.setdefault("robots", {})  # the files the batch's jobs read: once per batch
@@ -118,7 +124,8 @@ def fetch_politely(
         asked_robots.append(True)
         return polite(host, policy)
 
-    with context.step("robots", url=url) as info:
+    step = context.step if steps else _unrecorded
+    with step("robots", url=url) as info:
         decision = robots_check(url, client=client, known=known, slot=robots_slot)
         info.update(allowed=decision.is_allowed, reason=decision.reason)
         if not decision.is_allowed:
@@ -138,10 +145,12 @@ def fetch_politely(
         return None if hop.is_allowed else hop.reason
 
     answered_the_crawler = None
-    with context.step("fetch", url=url) as info:
+    with step("fetch", url=url) as info:
         # Right after this job's own robots.txt request the host rests one delay: waited out in place
         # (up to ROBOTS_PATIENCE_SECONDS), not by going back into line.
-        patience = ROBOTS_PATIENCE_SECONDS if asked_robots else 0.0
+        patience = (
+            patience_seconds if patience_seconds is not None else ROBOTS_PATIENCE_SECONDS if asked_robots else 0.0
+        )
         with polite(host, policy, crawl_delay=decision.crawl_delay, patience_seconds=patience) as outcome:
             try:
                 result = client.fetch(url, accept=accept, validators=validators, hop_check=robots_refusal)
@@ -180,6 +189,11 @@ def fetch_politely(
         elif raise_for_status:
             _raise_for_status(result, retry_after)
     return Fetched(decision, result, answered_the_crawler)
+
+
+@contextmanager
+def _unrecorded(name: str, **data) -> Iterator[dict]:
+    yield dict(data)
 
 
 HOP_ROBOTS_SECONDS = 5.0

@@ -28,7 +28,7 @@ def job_types_register() -> None:
                 "-> skipped",
                 "robots -> skipped",
                 "robots fetch -> skipped",  # a redirect to a page robots.txt disallows
-                "robots fetch extract candidates spawn",
+                "robots fetch extract stylesheets? candidates spawn",
                 "robots fetch spawn",
                 "robots fetch -> done",  # not a page, and not an image: left alone
                 "robots fetch candidates spawn",  # not a page but an image: a candidate

@@ -287,6 +287,22 @@ class Finding(models.Model):
         return f"{self.verdict} {self.score:.2f}: {self.candidate_id} × {self.asset_id}"
 
 
+class Stylesheet(models.Model):
+    """A site's stylesheet as a crawl run last read it: the background images it gives its pages, kept
+    so that the run's other pages linking it do not ask for it again (workers/pipeline/crawl.py)."""
+
+    url = models.CharField(max_length=2000, unique=True)
+    run = models.CharField(max_length=100, help_text="The crawl run that read it last.")
+    images = models.JSONField(default=list, blank=True, help_text="The image URLs its background rules name.")
+    etag = models.CharField(max_length=200, blank=True)
+    last_modified = models.CharField(max_length=200, blank=True)
+    error = models.CharField(max_length=300, blank=True, help_text="Why it could not be read, if it could not.")
+    fetched_at = models.DateTimeField(db_default=LeitstandNow())
+
+    def __str__(self) -> str:
+        return self.url
+
+
 class PageState(models.Model):
     """A crawled page as its last full answer left it: its version (ETag, Last-Modified) for the next
     conditional request, and the in-scope links it had, followed again when it answers 304."""

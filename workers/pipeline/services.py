@@ -142,6 +142,8 @@ def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
         window_end=crawl_settings.get("window_end"),
         time_zone=crawl_settings.get("time_zone", ""),
     )
+    if crawl_settings.get("sitemaps", Source.Sitemaps.ROBOTS) not in Source.Sitemaps.values:
+        raise JobInputError("sitemaps", f"must be one of {', '.join(Source.Sitemaps.values)}")
     source, _ = Source.objects.update_or_create(name=name, defaults={"base_url": base_url, **crawl_settings})
     return source
 
