@@ -107,11 +107,14 @@ MAGIC = {
 MAX_URL_BYTES = 2000
 
 
+_UNRECORDABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
 def url_problem(url: str) -> str | None:
     """Why ``url`` cannot be fetched or recorded, or None: http(s) only, at most ``MAX_URL_BYTES``
     bytes, no ASCII control characters (httpx raises its own error for them, on every try) and no lone
     surrogates (UTF-8 cannot hold them)."""
-    if any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in url):
+    if _UNRECORDABLE.search(url):
         return "contains a control character or a lone surrogate"
     if len(url.encode()) > MAX_URL_BYTES:
         return f"longer than {MAX_URL_BYTES} bytes"
