@@ -164,7 +164,7 @@ class SourceAdmin(AuditedAdmin):
         return (
             f"{read.sitemaps} sitemap(s) listed {read.pages_listed} pages ({read.pages_in_scope} in scope, "
             f"{read.pages_unchanged} unchanged since their last fetch) and {read.images_listed} images; "
-            f"the crawl reached {read.pages_reached} of the pages it was given"
+            f"the crawl reached {read.pages_reached} of the {read.pages_in_scope - read.pages_unchanged} pages it was given"
             + (f"; {read.refused} sitemap(s) refused" if read.refused else "")
         )
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tests.support.image_corpus import PATTERNS, page
 from workers.pipeline.extraction import extract, srcset_parse, stylesheet_images
-from workers.pipeline.http import url_normal
+from workers.pipeline.http import url_canonical, url_normal
 
 SITE = "http://shop.example"
 
@@ -101,6 +101,7 @@ def test_the_url_normaliser_is_idempotent_and_keeps_the_request(host, rest):
     # The server receives the same resource: the same decoded query, the same path once dot segments
     # are resolved (the client removes them before sending, as browsers do).
     assert unquote(after.query) == unquote(before.query)
+    assert unquote(after.path) == unquote(urlsplit(url_canonical(url)).path or "/")  # the path the client sends
     assert "#" not in once
 
 

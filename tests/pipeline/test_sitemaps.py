@@ -10,7 +10,7 @@ from jobs.models import Job, State, StepEvent
 from jobs.services import JobInputError
 from tests.support.hostile_web import HostileWeb, Page
 from workers.pipeline.models import Candidate, PageState, Source
-from workers.pipeline.services import crawl_start, source_upsert
+from workers.pipeline.services import crawl_start, sitemaps_read, source_upsert
 from workers.pipeline.sitemaps import MAX_SITEMAP_BYTES, SitemapRefused, sitemap_read
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -137,6 +137,11 @@ def test_pages_and_images_only_a_sitemap_lists_are_found(settings, pool_runtime)
         assert (image.found_in, image.page_url) == ("sitemap image:loc", site.url("/only-in-sitemap.html"))
         assert Job.objects.filter(type="analysis", payload__candidate_id=image.id, parent=pages).exists()
         assert not site.asked("/out-of-scope.html")
+        # What the source's console page says of its last run.
+        source = Source.objects.get(pk=source.pk)
+        read = sitemaps_read(source, source.last_run_id)
+        assert (read.sitemaps, read.pages_listed, read.pages_in_scope, read.images_listed) == (3, 2, 1, 1)
+        assert (read.pages_reached, read.refused) == (1, 1)
 
         # The next run: a page whose lastmod is not after its last fetch is not asked for again.
         PageState.objects.filter(url=site.url("/only-in-sitemap.html")).update(fetched_at="2026-01-02T00:00:00Z")
@@ -144,7 +149,7 @@ def test_pages_and_images_only_a_sitemap_lists_are_found(settings, pool_runtime)
             body=gzip.compress(URLSET.format(url_entry(site.url("/only-in-sitemap.html"), "2026-01-01")).encode()),
             content_type="application/gzip",
         )
-        crawl_start(actor="test", sources=[Source.objects.get(pk=source.pk)], run="second")
+        crawl_start(actor="test", sources=[source], run="second")
         drain(pool_runtime, "crawl")
         second = Job.objects.get(type="sitemap", payload__run="second", payload__url=site.url("/sitemap-pages.xml.gz"))
         assert StepEvent.objects.get(job=second, step="read").data["pages_unchanged"] == 1

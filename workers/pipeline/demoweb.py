@@ -6,7 +6,8 @@ show are the same on every machine:
 
 - exact copies of protected assets, resized and recompressed copies (→ match), unrelated images
   (→ no match), and blends of an asset with another picture (→ borderline: a reviewer decides);
-- a ``robots.txt`` that disallows ``/private/`` (→ the crawl job is skipped with its reason);
+- a ``robots.txt`` that disallows ``/private/`` (→ the crawl job is skipped with its reason), and one
+  that names a sitemap listing a page no link reaches;
 - a slow page, a page that answers 503 with ``Retry-After`` twice and then 200, and a page (with its
   image) that disappears — 404 — after ``vanish_after`` seconds (the rechecks follow it).
 """
@@ -114,6 +115,14 @@ def _gallery(title: str, image_paths: list[str], links: list[str] = ()) -> bytes
     return _page(title, f"{figures}<ul>{anchors}</ul>")
 
 
+def _sitemap(host: str, paths: list[str]) -> bytes:
+    entries = "".join(f"<url><loc>http://{host}{path}</loc><lastmod>2026-11-30</lastmod></url>" for path in paths)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+    ).encode()
+
+
 # What each site serves: path → (status, content type, body) or a special behaviour.
 SITE_A = {
     "name": "Galerie Nord",
@@ -140,7 +149,9 @@ SITE_A = {
 }
 SITE_B = {
     "name": "Bildarchiv Süd",
-    "robots": b"User-agent: *\nAllow: /\n",
+    "robots": b"User-agent: *\nAllow: /\nSitemap: /sitemap.xml\n",
+    # Its /sitemap.xml lists these (one page no link reaches: the crawl finds it by the sitemap).
+    "sitemap": ["/archiv/langsam.html", "/archiv/nur-im-sitemap.html"],
     "pages": {
         "/": _gallery(
             "Bildarchiv Süd",
@@ -150,6 +161,7 @@ SITE_B = {
         "/archiv/langsam.html": _gallery("Langsam", ["/img/abendlicht-kopie.jpg"]),
         "/archiv/wackelig.html": _gallery("Wackelig", ["/img/hafen-mix.jpg", "/img/foto-204.jpg"]),
         "/archiv/verschwindet.html": _gallery("Verschwindet bald", ["/img/verschwindet.jpg"]),
+        "/archiv/nur-im-sitemap.html": _gallery("Nur im Sitemap", ["/img/stadt.webp"]),
     },
 }
 SLOW_PATH = "/archiv/langsam.html"
@@ -177,6 +189,11 @@ class Site:
         if request_headers is not None:
             with self.lock:
                 self.header_names.update(name.lower() for name in request_headers.keys())
+        if path == "/sitemap.xml" and "sitemap" in self.spec:
+            host = (request_headers or {}).get("Host", "")
+            with self.lock:
+                self.requests.append((time.monotonic(), path))
+            return 200, {"Content-Type": "application/xml"}, _sitemap(host, self.spec["sitemap"])
         status, headers, body = self._answer(path)
         if status != 200:
             return status, headers, body

@@ -117,11 +117,12 @@ def handle(context: JobContext):
         Child("analysis", {"candidate_id": c}, f"{spec.run}:{c}", source.priority, source.name, subject=url)
         for c, url in candidates
     ]
-    # A page from a sitemap is a leaf of the run: its links are the link crawl's to follow.
+    # A page from a sitemap is crawled as one the first page links to (depth 1): its links are followed
+    # as far as the source's depth allows, as they would be had the link crawl reached it first.
     children += [
         Child(
             "crawl",
-            {"source_id": source.id, "url": url, "depth": source.max_depth, "run": spec.run},
+            {"source_id": source.id, "url": url, "depth": 1, "run": spec.run},
             page_key(spec.run, url),
             source.priority,
             source.name,

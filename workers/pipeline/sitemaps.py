@@ -221,7 +221,8 @@ def sitemaps_of(source: Source, robots_sitemaps: tuple[str, ...], page_url: str)
     if source.sitemaps == Source.Sitemaps.OFF:
         return []
     scope = source.effective_scope
-    listed = [url for url in (_loc(u) for u in robots_sitemaps) if url is not None and url_in_scope(url, scope)]
+    # RFC 9309 asks for absolute URLs; a relative one is read against the origin, as crawlers do.
+    listed = [url for url in (_loc(urljoin(page_url, u)) for u in robots_sitemaps) if url and url_in_scope(url, scope)]
     if not listed and source.sitemaps == Source.Sitemaps.ROBOTS_OR_DEFAULT:
         listed = [url_normal(urljoin(page_url, "/sitemap.xml"))]
     return listed
