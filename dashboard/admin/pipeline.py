@@ -20,7 +20,7 @@ from jobs.models import OPERATE_PERMISSION
 from jobs.services import JobInputError
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
 from workers.pipeline.schedules import every_minutes, schedule_state, schedule_validate, with_schedule, zone_of
-from workers.pipeline.services import asset_register, crawl_start, sitemaps_read, source_validate
+from workers.pipeline.services import asset_register, crawl_start, query_params_check, sitemaps_read, source_validate
 
 
 def _field_error(form: forms.Form, error: JobInputError) -> None:
@@ -41,6 +41,7 @@ class SourceForm(forms.ModelForm):
             "max_links_per_page",
             "max_images_per_page",
             "sitemaps",
+            "query_params_ignored",
             "is_active",
             "crawl_every_minutes",
             "window_start",
@@ -55,6 +56,7 @@ class SourceForm(forms.ModelForm):
                 source_validate(
                     name=data["name"], base_url=data["base_url"], scope=data.get("scope", ""), priority=data["priority"]
                 )
+                query_params_check(data.get("query_params_ignored", ""))
                 schedule_validate(
                     crawl_every_minutes=data.get("crawl_every_minutes"),
                     window_start=data.get("window_start"),

@@ -118,3 +118,20 @@ def test_the_extractor_never_raises_and_bounds_what_it_returns(parts):
     )
     assert all(len(image.variants) <= 10 for image in found.images)
     assert len(found.problems) <= 10
+
+
+def test_a_sources_rules_drop_tracking_and_size_parameters_and_only_those():
+    from workers.pipeline.crawl import without_params
+    from workers.pipeline.http import url_without_params
+
+    found = extract(
+        b'<img src="/a.jpg?w=300&id=5&utm_source=x"><img srcset="/a.jpg?w=600&id=5 600w, /b.jpg?w=9 9w">'
+        b'<a href="/p.html?utm_campaign=y&page=2">p</a><a href="/p.html?page=2">again</a>',
+        base_url=f"{SITE}/",
+    )
+    kept = without_params(found, ("utm_*", "w"))
+    assert kept.image_urls == [f"{SITE}/a.jpg?id=5"]
+    assert kept.images[0].variants == [f"{SITE}/b.jpg"]
+    assert kept.links == [f"{SITE}/p.html?page=2"]
+    assert url_without_params(f"{SITE}/a.jpg?width=3&w=1", ("w",)) == f"{SITE}/a.jpg?width=3"
+    assert without_params(found, ()).image_urls == found.image_urls

@@ -184,3 +184,15 @@ def test_a_source_names_one_of_the_sitemap_choices():
     with pytest.raises(JobInputError, match="sitemaps"):
         source_upsert(name="Odd", base_url="https://odd.example/", sitemaps="all of them")
     assert not Source.objects.exists()
+
+
+@pytest.mark.parametrize("params", ["utm_* w", "a=b", "*x", "ok,,", "x\ny"])
+def test_a_sources_dropped_parameters_are_names(params):
+    with pytest.raises(JobInputError, match="query_params_ignored"):
+        source_upsert(name="Params", base_url="https://params.example/", query_params_ignored=params)
+    assert source_upsert(
+        name="Params", base_url="https://params.example/", query_params_ignored="utm_*, w"
+    ).ignored_params == (
+        "utm_*",
+        "w",
+    )

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobs.errors import Deferred, PermanentError, TransientError
 from jobs.models import LeitstandNow
 from jobs.services import url_host_key
 from workers.pipeline.extraction import (
+    MAX_VARIANTS,
     SHOWN_REFUSALS,
+    Extracted,
     FoundImage,
     content_charset,
     extract,
@@ -27,7 +29,15 @@ from workers.pipeline.extraction import (
     stylesheet_images,
 )
 from workers.pipeline.fetching import ROBOTS_PATIENCE_SECONDS, Fetched, fetch_politely
-from workers.pipeline.http import IMAGE_TYPES, MAX_URL_BYTES, UnexpectedType, Validators, url_normal, url_problem
+from workers.pipeline.http import (
+    IMAGE_TYPES,
+    MAX_URL_BYTES,
+    UnexpectedType,
+    Validators,
+    url_normal,
+    url_problem,
+    url_without_params,
+)
 from workers.pipeline.models import Candidate, PageState, Source, Stylesheet, url_in_scope
 from workers.pipeline.sitemaps import sitemap_children, sitemaps_of
 from workers.runtime.context import Child, Done, JobContext, Skipped
@@ -91,6 +101,8 @@ def handle(context: JobContext):
             page.body, base_url=page.final_url, charset=content_charset(page.headers.get("content-type", ""))
         )
         scope = source.effective_scope
+        if source.ignored_params:
+            found = without_params(found, source.ignored_params)
         images = found.images[: source.max_images_per_page]
         links = [link for link in found.links if url_in_scope(link, scope)][: source.max_links_per_page]
         info.update(
@@ -319,6 +331,20 @@ def _unchanged(context: JobContext, spec: CrawlSpec, source: Source, known: Page
         result_ref=f"page:{spec.url}"[:500],
         result_checksum=known.content_hash,
     )
+
+
+def without_params(found: Extracted, ignored: tuple[str, ...]) -> Extracted:
+    """The page's images and links without the query parameters its source drops: URLs that differ
+    only by them (``?w=300``, ``?w=600``) become one image (the first), one link."""
+    images: dict[str, FoundImage] = {}
+    for image in found.images:
+        url = url_without_params(image.url, ignored)
+        first = images.setdefault(url, replace(image, url=url, variants=[]))
+        for variant in (url_without_params(v, ignored) for v in image.variants):
+            if variant != url and variant not in first.variants and len(first.variants) < MAX_VARIANTS:
+                first.variants.append(variant)
+    links = list(dict.fromkeys(url_without_params(link, ignored) for link in found.links))
+    return replace(found, images=list(images.values()), links=links)
 
 
 def _not_a_page(context: JobContext, spec: CrawlSpec, source: Source, other: UnexpectedType) -> Done:

@@ -178,6 +178,23 @@ def url_normal(url: str) -> str:
     return urlunsplit((scheme, netloc, path, query, ""))
 
 
+def url_without_params(url: str, ignored: tuple[str, ...]) -> str:
+    """``url`` without the query parameters a source's rules drop (tracking, sizes): each of
+    ``ignored`` a name, or with a trailing ``*`` a prefix (``utm_*``). The rest keep their order."""
+    if not ignored or "?" not in url:
+        return url
+    parts = urlsplit(url)
+    kept = [
+        pair
+        for pair in parts.query.split("&")
+        if not any(
+            pair.split("=", 1)[0].startswith(rule[:-1]) if rule.endswith("*") else pair.split("=", 1)[0] == rule
+            for rule in ignored
+        )
+    ]
+    return urlunsplit(parts._replace(query="&".join(kept)))
+
+
 def remove_dot_segments(path: str) -> str:
     kept: list[str] = []
     segments = path.split("/")

@@ -82,6 +82,14 @@ class Source(models.Model):
         db_default=Sitemaps.ROBOTS,
         help_text="Pages (and images) found from sitemaps as well as by following links.",
     )
+    query_params_ignored = models.CharField(
+        max_length=500,
+        blank=True,
+        db_default="",
+        default="",
+        help_text="Query parameters dropped from its image and page URLs before they become keys, comma-separated; "
+        "a trailing * names a prefix (utm_*, w, h). Empty: every URL is kept as its page spells it.",
+    )
     created_at = models.DateTimeField(db_default=LeitstandNow())
     # The schedule (workers.pipeline.schedules): a run per slot of this many minutes (local time,
     # counted from midnight), started only inside the window when there is one.
@@ -123,6 +131,11 @@ class Source(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def ignored_params(self) -> tuple[str, ...]:
+        """``query_params_ignored`` as names (a trailing ``*``: a prefix)."""
+        return tuple(name.strip() for name in self.query_params_ignored.split(",") if name.strip())
 
     @property
     def effective_scope(self) -> str:

@@ -131,6 +131,16 @@ def source_validate(*, name: str, base_url: str, scope: str = "", priority: int 
         raise JobInputError("priority", "must be an integer from 0 (most urgent) to 9 (bulk)")
 
 
+def query_params_check(params: str) -> None:
+    """A source's dropped query parameters: names separated by commas, each with at most a trailing ``*``."""
+    text_check("query_params_ignored", params, limit=500)
+    names = [name.strip() for name in params.split(",")] if params.strip() else []
+    if any(not name or any(c in name for c in " =&?#") or "*" in name[:-1] for name in names):
+        raise JobInputError(
+            "query_params_ignored", "must be parameter names separated by commas, each with at most a trailing *"
+        )
+
+
 def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
     """Create or update a source by name (its schedule's fields among the settings)."""
     source_validate(
@@ -142,6 +152,7 @@ def source_upsert(*, name: str, base_url: str, **crawl_settings) -> Source:
         window_end=crawl_settings.get("window_end"),
         time_zone=crawl_settings.get("time_zone", ""),
     )
+    query_params_check(crawl_settings.get("query_params_ignored", ""))
     if crawl_settings.get("sitemaps", Source.Sitemaps.ROBOTS) not in Source.Sitemaps.values:
         raise JobInputError("sitemaps", f"must be one of {', '.join(Source.Sitemaps.values)}")
     source, _ = Source.objects.update_or_create(name=name, defaults={"base_url": base_url, **crawl_settings})

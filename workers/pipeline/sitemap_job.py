@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from jobs.errors import PermanentError
 from workers.pipeline.crawl import candidates_record, page_key, source_of, spawn_reported
 from workers.pipeline.fetching import fetch_politely
-from workers.pipeline.http import MAX_URL_BYTES, url_problem
+from workers.pipeline.http import MAX_URL_BYTES, url_problem, url_without_params
 from workers.pipeline.models import url_in_scope
 from workers.pipeline.sitemaps import (
     MAX_NESTING,
@@ -78,10 +78,16 @@ def handle(context: JobContext):
     with context.step("read") as info:
         found = sitemap_read(fetched.result.body)  # SitemapRefused: the job's error, with its reason
         scope = source.effective_scope
-        pages = [(url, lastmod) for url, lastmod in found.pages if url_in_scope(url, scope)]
+        pages = list(
+            {
+                url_without_params(url, source.ignored_params): lastmod
+                for url, lastmod in found.pages
+                if url_in_scope(url, scope)
+            }.items()
+        )
         unchanged = unchanged_pages(pages)
         follow = [url for url, _ in pages if url not in unchanged]
-        images = listed_images(found)
+        images = listed_images(found, source.ignored_params)
         info.update(kind=found.kind, pages_listed=len(found.pages), pages_in_scope=len(pages))
         info.update(pages_unchanged=len(unchanged), images_listed=len(images))
         if found.cut or found.invalid:

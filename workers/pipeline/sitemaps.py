@@ -27,7 +27,7 @@ from defusedxml import DefusedXmlException
 
 from jobs.errors import PermanentError
 from workers.pipeline.extraction import FoundImage
-from workers.pipeline.http import MAX_URL_BYTES, url_normal, url_problem
+from workers.pipeline.http import MAX_URL_BYTES, url_normal, url_problem, url_without_params
 from workers.pipeline.models import PageState, Source, url_in_scope
 from workers.runtime.context import Child
 
@@ -207,11 +207,12 @@ def unchanged_pages(pages: list[tuple[str, datetime | None]]) -> set[str]:
     return unchanged
 
 
-def listed_images(found: SitemapFile) -> list[FoundImage]:
-    """An image sitemap's images, each with the page that shows it (the first page listing it)."""
+def listed_images(found: SitemapFile, ignored: tuple[str, ...] = ()) -> list[FoundImage]:
+    """An image sitemap's images, each with the page that shows it (the first page listing it),
+    without the query parameters the source drops."""
     pages = {}
     for url, page in found.images:
-        pages.setdefault(url, page)
+        pages.setdefault(url_without_params(url, ignored), url_without_params(page, ignored))
     return [FoundImage(url, "sitemap image:loc", page_url=page) for url, page in pages.items()]
 
 
