@@ -9,6 +9,7 @@ import logging
 from datetime import datetime
 
 from ninja import Field, Router, Schema
+from ninja.errors import HttpError
 from pydantic import StrictBool, StrictInt
 
 from api.auth import require
@@ -67,12 +68,25 @@ def _out(pool: str, row: dict, default_limit: int | None) -> dict:
     return {**row, "pool": pool, "limit": row["max_running"] or default_limit}
 
 
+def _client_pool(pool: str) -> None:
+    """404 for a pool no type runs in; 403 for one that carries only the system's own work: a token,
+    ``jobs:all`` included, could otherwise pause every alert and webhook (operators keep the
+    console's per-pool key view, audited)."""
+    if pool not in registry.pools():
+        raise HttpError(404, f"no pool {pool!r}")
+    if pool not in registry.client_pools():
+        raise HttpError(
+            403, f"pool {pool!r} carries the system's own work: its keys are set by operators in the console"
+        )
+
+
 @router.get("/pools/{pool}/keys", response=FlowKeyPage, summary="List a pool's flow keys")
 def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = PAGE):
     """A pool's keys with work or settings, in key order, a page at a time (``after``: the last key of
     the page before)."""
     require(request, "jobs:all")
     require(request, "jobs:read")
+    _client_pool(pool)
     limit = max(1, min(limit, PAGE))
     rows = flows.flow_keys(pool, limit=limit + 1, after=after)
     default_limit = registry.flow_limit(pool)
@@ -88,6 +102,7 @@ def flow_key_set(request, pool: str, body: FlowKeyIn):
     applies to the claims from a second later, on every host."""
     require(request, "jobs:all")
     require(request, "jobs:write")
+    _client_pool(pool)
     given = body.model_fields_set
     changes = {name: getattr(body, name) for name in ("weight", "max_running", "paused") if name in given}
     if given & {"rate_starts", "rate_seconds"}:

@@ -10,6 +10,8 @@ import pytest
 from api.tokens import token_create
 from jobs import services
 from jobs.models import FlowKey
+from jobs.retry import RetryPolicy
+from workers.runtime.registry import JobType, registry
 
 pytestmark = pytest.mark.django_db
 POOL = "flowapi"
@@ -17,9 +19,51 @@ POOL = "flowapi"
 
 @pytest.fixture(autouse=True)
 def keyed_pool():
+    # A pool API clients' jobs run in: a submittable type's own.
+    registry.register(
+        JobType(
+            name=POOL,
+            handler=lambda context: None,
+            pool=POOL,
+            timeout_seconds=5,
+            lease_seconds=30,
+            heartbeat_seconds=1,
+            retry=RetryPolicy(base_seconds=1, cap_seconds=5),
+            processing_version="test@1",
+            expected_paths=("work",),
+            client_scope="jobs:all",
+        )
+    )
     services.flow_key_register(POOL, "payload.k")
     yield
     services._FLOW_KEYS.pop(POOL, None)
+    registry.unregister(POOL)
+
+
+@pytest.mark.parametrize("pool", ["notify", "recheck"])
+def test_a_pool_of_the_systems_own_work_is_not_a_clients_to_steer(client, pool):
+    core = bearer("jobs:read", "jobs:write", "jobs:all")
+    answer = client.put(
+        f"/api/v1/pools/{pool}/keys",
+        json.dumps({"key": "", "paused": True, "reason": "silence every alert"}),
+        content_type="application/json",
+        **core,
+    )
+    assert answer.status_code == 403 and "set by operators in the console" in answer.json()["detail"]
+    assert client.get(f"/api/v1/pools/{pool}/keys", **core).status_code == 403
+    assert not FlowKey.objects.exists()
+
+
+def test_an_unknown_pool_is_404_and_nothing_is_created(client):
+    core = bearer("jobs:read", "jobs:write", "jobs:all")
+    answer = client.put(
+        "/api/v1/pools/no-such-pool/keys",
+        json.dumps({"key": "", "paused": True, "reason": "x"}),
+        content_type="application/json",
+        **core,
+    )
+    assert answer.status_code == 404 and not FlowKey.objects.exists()
+    assert client.get("/api/v1/pools/no-such-pool/keys", **core).status_code == 404
 
 
 def bearer(*scopes):

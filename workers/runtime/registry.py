@@ -141,6 +141,15 @@ class Registry:
         the pipeline's politeness tells when each host may next be asked)."""
         return sorted({t.pool for t in self.all() if t.flow_key == declaration and t.pool})
 
+    def pools(self) -> set[str]:
+        """Every pool a registered type runs in."""
+        return {t.pool for t in self.all() if t.pool}
+
+    def client_pools(self) -> set[str]:
+        """The pools API clients' jobs run in (a submittable type's own pool): the others carry only
+        the system's work (notifications, webhook deliveries, rechecks, tasks), which no client steers."""
+        return {t.pool for t in self.submittable() if t.pool}
+
     def system_only(self) -> list[str]:
         """The names of the types no API client sees."""
         return sorted(t.name for t in self._types.values() if t.is_system_only)
