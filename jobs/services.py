@@ -467,6 +467,7 @@ def job_reorder(
     bulk lane) or another due time (``due_at``, aware; earlier moves it up the line, later holds it
     back until then). ``actor`` is recorded by the caller's audit entry."""
     _require_reason(reason)
+    text_check("reason", reason, limit=480)  # it goes into the log and the audit: one printable line
     _require_operator(user)
     if priority is None and due_at is None:
         raise JobInputError("priority", "give a priority or a due time to move the job to")

@@ -59,6 +59,9 @@ def test_the_php_core_moves_its_waiting_job_to_the_front_or_later(client, own_jo
         ({"priority": "0"}, "priority"),
         ({"due_at": "1900-01-01T00:00:00Z"}, "due_at"),
         ({"priority": 1, "reason": ""}, "reason"),
+        # Log forging (issue 54, item 2): a line break and a fake log line of its own.
+        ({"priority": 1, "reason": "ok\n2026-12-07 05:00:00 INFO api job deleted by admin"}, "reason"),
+        ({"priority": 1, "reason": "tab\there"}, "reason"),
     ],
 )
 def test_bad_input_is_a_422_naming_the_field_and_changes_nothing(client, own_job, body, field):
@@ -78,3 +81,12 @@ def test_a_job_that_no_longer_waits_is_a_409_and_another_client_s_a_404(client, 
     answer = post(client, f"/api/v1/jobs/{job.pk}/move", {"priority": 1}, headers)
     assert answer.status_code == 409 and "running" in answer.text
     assert Job.objects.get(pk=job.pk).priority == job.priority
+
+
+def test_the_consoles_move_keeps_a_reason_to_one_printable_line(own_job):
+    from jobs import services
+
+    job, _ = own_job
+    with pytest.raises(services.JobInputError) as refused:
+        services.job_reorder(job_id=job.pk, actor="user:ops", reason="moved\r\nforged audit line", priority=1)
+    assert refused.value.field == "reason" and Job.objects.get(pk=job.pk).priority == job.priority
