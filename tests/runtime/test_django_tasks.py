@@ -159,6 +159,9 @@ def test_get_result_refuses_what_is_not_one_of_its_tasks(make_job):
         ({"ENQUEUE_ON_COMMIT": False}, "ENQUEUE_ON_COMMIT False is not supported"),
         ({"OPTIONS": {"ENQUEUE_ON_COMMIT": False}}, "ENQUEUE_ON_COMMIT False is not supported"),
         ({"OPTIONS": {"TIMEOUT": 5}}, "unknown options: TIMEOUT"),
+        # Issue 54, item 10: never the system's own pools, whatever the settings list.
+        ({"QUEUES": ["default", "notify"]}, "names notify: a pool of the system's own work"),
+        ({"QUEUES": ["control"]}, "names control"),
     ],
 )
 def test_a_configuration_it_cannot_honour_is_refused_at_start(params, refusal):

@@ -12,7 +12,8 @@ dead-letter queue and its review (docs/operations.md, "Django tasks").
   (``tasks_discover``), so it knows the types it may claim.
 - **Queues are pools.** ``queue_name`` names the pool that runs the task: ``default`` is
   ``OPTIONS["DEFAULT_POOL"]`` (the ``tasks`` pool); another must be listed in ``QUEUES`` and be a
-  pool a job may be sent to (never ``notify``), or the task is refused when it is defined.
+  pool a job may be sent to (never ``notify`` or ``control``, whatever ``QUEUES`` lists: such a
+  backend refuses to start), or the task is refused when it is defined.
 - **Priorities are lanes**: Django's −100 … 100 (larger first) onto the lanes 0 … 9 (smaller first):
   ``5 − round(priority / 20)``, clamped — 0 is lane 5 (the default), 100 lane 0, −80 and below lane 9.
 - **run_after** is the job's due time; arguments are JSON-round-tripped when enqueued (what cannot
@@ -98,6 +99,10 @@ def lane(priority: int) -> int:
     return min(9, max(0, 5 - round(priority / 20)))
 
 
+# Pools no task may name, whatever QUEUES lists: a task there could hold back every alert and webhook.
+SYSTEM_POOLS = frozenset({"notify", "control"})
+
+
 class LeitstandBackend(BaseTaskBackend):
     supports_defer = True
     supports_priority = True
@@ -110,6 +115,12 @@ class LeitstandBackend(BaseTaskBackend):
         if unknown:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]['OPTIONS'] names unknown options: {', '.join(unknown)}")
         self.settings = {**_DEFAULTS, **self.options}
+        system = sorted(SYSTEM_POOLS & {self.pool(queue) for queue in self.queues or ()})
+        if system:
+            raise ImproperlyConfigured(
+                f"TASKS[{alias!r}]['QUEUES'] names {', '.join(system)}: a pool of the system's own work (alerts "
+                "and webhook deliveries, the control process) never runs a task, whatever the settings say"
+            )
         # Django's documentation has it beside QUEUES; OPTIONS is read too.
         if not params.get("ENQUEUE_ON_COMMIT", self.settings["ENQUEUE_ON_COMMIT"]):
             raise ImproperlyConfigured(
@@ -125,6 +136,8 @@ class LeitstandBackend(BaseTaskBackend):
         name = type_name(task.module_path)
         if len(name) > TYPE_LENGTH:
             raise InvalidTaskError(f"the task's job type {name!r} is longer than {TYPE_LENGTH} characters")
+        if self.pool(task.queue_name) in SYSTEM_POOLS:
+            raise InvalidTaskError(f"queue {task.queue_name!r}: a pool of the system's own work never runs a task")
         if refusal := options.current().pool_refusal(self.pool(task.queue_name)):
             raise InvalidTaskError(f"queue {task.queue_name!r}: {refusal}")
         self._register(task, name)
