@@ -92,6 +92,8 @@ AXES_FAILURE_LIMIT = env_int("LEITSTAND_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_float("LEITSTAND_LOGIN_LOCKOUT_MINUTES", 15, minimum=0.1) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# A lockout answers 429 with the cool-off as Retry-After.
+AXES_LOCKOUT_CALLABLE = "dashboard.lockout.lockout_response"
 # Behind reverse proxies, how many append to X-Forwarded-For (0: none, REMOTE_ADDR is the client);
 # the client's address is then the one the outermost proxy appended (api/client_ip.py).
 LEITSTAND_TRUSTED_PROXIES = env_int("LEITSTAND_TRUSTED_PROXIES", 0, minimum=0)

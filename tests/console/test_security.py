@@ -17,7 +17,10 @@ def test_repeated_failures_lock_only_that_user_from_that_address(client, django_
         django_user_model.objects.create_user(name, password="correct-horse-9", is_staff=True)
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         assert attempt(client, "alice", "wrong", "10.0.0.1").status_code == 200
-    assert attempt(client, "alice", "wrong", "10.0.0.1").status_code == 429, "the limit-th failure locks"
+    locked = attempt(client, "alice", "wrong", "10.0.0.1")
+    assert locked.status_code == 429, "the limit-th failure locks"
+    # Issue 54, item 11: the cool-off is said, in seconds.
+    assert locked.headers["Retry-After"] == str(round(settings.AXES_COOLOFF_TIME * 3600))
     assert attempt(client, "alice", "correct-horse-9", "10.0.0.1").status_code == 429, "locked, even when right"
     assert attempt(client, "bob", "correct-horse-9", "10.0.0.1").status_code == 302, "another user is not locked"
     client.logout()
