@@ -252,6 +252,9 @@ LOGGING = {
         # httpx logs every request at INFO; the crawler records its own structured steps.
         "httpx": {"level": "WARNING"},
         "axes": {"level": "WARNING"},
+        # OpenTelemetry warns about a caller's malformed tracestate, quoting it: a caller's input, not
+        # an operator's problem (the header is ignored and bounded before it is parsed: jobs/tracing.py).
+        "opentelemetry.trace.span": {"level": "ERROR"},
     },
 }
 

@@ -41,6 +41,8 @@ _propagator = TraceContextTextMapPropagator()
 # What a job keeps of a ``tracestate`` (W3C: a vendor should propagate at least 512 characters);
 # a longer one is not kept at all rather than cut inside a member.
 TRACESTATE_MAX = 512
+# A traceparent of version 00 is 55 characters; later versions may append fields.
+TRACEPARENT_MAX = 256
 
 
 def current() -> tuple[str, str]:
@@ -55,9 +57,12 @@ def current() -> tuple[str, str]:
 def attached(traceparent: str, tracestate: str = "") -> Iterator[None]:
     """Make the context of ``traceparent`` (and ``tracestate``) current inside the block; an empty or
     invalid one changes nothing."""
-    if not traceparent:
+    if not traceparent or len(traceparent) > TRACEPARENT_MAX:
         yield
         return
+    # A caller's header is bounded before it is parsed: a longer tracestate is dropped whole (W3C
+    # allows it), so no parser, and no log line about it, ever holds kilobytes of a caller's text.
+    tracestate = tracestate if len(tracestate) <= TRACESTATE_MAX else ""
     token = otel_context.attach(_propagator.extract({"traceparent": traceparent, "tracestate": tracestate}))
     try:
         yield

@@ -153,3 +153,14 @@ def test_with_spans_a_request_is_a_server_span_of_its_caller_and_its_job_a_child
     last = [span for span in spans.get_finished_spans() if span.kind is SpanKind.SERVER][-1]
     assert last.status.status_code.name == "UNSET", "a caller's mistake is not the server's error"
     assert last.parent is None, "a request without a traceparent starts a trace"
+
+
+@pytest.mark.parametrize("tracestate", ["x" * 7000, "bad member " * 40])
+def test_a_callers_malformed_tracestate_writes_no_warning_and_no_long_line(client, caplog, tracestate):
+    """Issue 54, item 4: without a token, a malformed 7 KB tracestate wrote a 7 KB WARNING line."""
+    caplog.set_level(logging.INFO)
+    response = client.get("/api/v1/jobs", HTTP_TRACEPARENT=TRACEPARENT, HTTP_TRACESTATE=tracestate)
+    assert response.status_code == 401
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("opentelemetry")]
+    assert all(len(r.getMessage()) < 1024 for r in caplog.records), [len(r.getMessage()) for r in caplog.records]
+    assert response.headers["traceresponse"].split("-")[1] == TRACE  # the valid traceparent still holds
