@@ -16,9 +16,12 @@ namespace Leitstand;
  * request carries `traceparent` and `tracestate`: a job keeps the trace it was submitted in
  * (`trace_id` in its record), and the answer's `traceresponse` is in `$lastTraceResponse`.
  *
- * Every request is retried on network errors, 429 (after Retry-After) and 502/503/504, with
- * exponential backoff. That is safe: a job submission carries its idempotency key, so a retry of a
- * submission that did arrive answers 200 with the same job instead of creating a second one.
+ * Reads, submissions and moves are retried on network errors, 429 (after Retry-After) and
+ * 502/503/504, with exponential backoff. That is safe: a job submission carries its idempotency key,
+ * so a retry of a submission that did arrive answers 200 with the same job instead of creating a
+ * second one. Cancel, hold, resume and a plan's decision are retried only after a 429 (the server
+ * did nothing): after a lost answer or a 502–504 they may have been applied, and the client says so
+ * (`NetworkError`) instead of sending them again and reporting a 409 for what succeeded.
  */
 final class Client
 {
@@ -145,7 +148,8 @@ final class Client
      */
     public function cancelJob(string $jobId, string $reason): array
     {
-        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/cancel', ['reason' => $reason])[1];
+        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/cancel', ['reason' => $reason], null,
+                              true)[1];
     }
 
     /**
@@ -156,7 +160,8 @@ final class Client
      */
     public function holdJob(string $jobId, string $reason): array
     {
-        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/hold', ['reason' => $reason])[1];
+        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/hold', ['reason' => $reason], null,
+                              true)[1];
     }
 
     /**
@@ -166,7 +171,8 @@ final class Client
      */
     public function resumeJob(string $jobId, string $reason): array
     {
-        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/resume', ['reason' => $reason])[1];
+        return $this->request('POST', '/api/v1/jobs/' . rawurlencode($jobId) . '/resume', ['reason' => $reason], null,
+                              true)[1];
     }
 
     /**
@@ -222,14 +228,15 @@ final class Client
      */
     public function decideRecheckPlan(int $planId, string $reason): array
     {
-        return $this->request('POST', '/api/v1/rechecks/' . $planId . '/decision', ['reason' => $reason])[1];
+        return $this->request('POST', '/api/v1/rechecks/' . $planId . '/decision', ['reason' => $reason], null, true)[1];
     }
 
     /**
      * @param array<string, mixed>|null $body
      * @return array{0: int, 1: array<string, mixed>}
      */
-    private function request(string $method, string $path, ?array $body = null, ?string $correlationId = null): array
+    private function request(string $method, string $path, ?array $body = null, ?string $correlationId = null,
+                             bool $once = false): array
     {
         $encoded = $body === null ? null : json_encode($body, JSON_UNESCAPED_SLASHES | JSON_THROW_ON_ERROR);
         $headers = ['Authorization: Bearer ' . $this->token, 'Accept: application/json',
@@ -238,6 +245,12 @@ final class Client
             $headers[] = 'Content-Type: application/json';
         }
         if ($correlationId !== null && $correlationId !== '') {
+            // Refused here as the server refuses it: a line break would put lines of its own into
+            // the request's headers (X-Injected: …) before the server could say no.
+            if (strlen($correlationId) > 255 || !preg_match('/^[\x20-\x7e]+$/D', $correlationId)) {
+                throw new \InvalidArgumentException('correlation_id must be at most 255 printable ASCII characters: '
+                    . 'it travels in the X-Correlation-ID header');
+            }
             $headers[] = 'X-Correlation-ID: ' . $correlationId;
         }
         if ($this->traceContext !== null) {
@@ -254,6 +267,13 @@ final class Client
             $this->lastAttempts = $attempt;
             $delay = $this->backoffSeconds * (2 ** ($attempt - 1)) * (0.5 + mt_rand() / mt_getrandmax());
             [$status, $responseHeaders, $text, $error] = $this->send($method, $path, $headers, $encoded);
+            if ($once && ($error !== null || in_array($status, [502, 503, 504], true))) {
+                // An action that is not repeatable (cancel, hold, resume, a plan's decision) may have been
+                // applied before the answer was lost: sent again it would report a 409 for what succeeded.
+                $what = $error ?? "HTTP $status";
+                throw new NetworkError(sprintf('%s %s was sent once and not repeated (%s): it may have been '
+                    . 'applied; read the job or plan to see', $method, $path, $what));
+            }
             if ($error !== null) {
                 $lastError = $error;  // no answer: the request may or may not have arrived
             } elseif ($status === 429 || in_array($status, [502, 503, 504], true)) {
