@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -235,3 +236,68 @@ def keep_install(skip: frozenset[str] = frozenset()) -> None:
     root = logging.getLogger()
     if not any(isinstance(handler, KeepHandler) for handler in root.handlers):
         root.addHandler(KeepHandler(skip))
+
+
+class Outage:
+    """A loop's failures while something it needs is away (the database), logged as one outage: once
+    when it begins, with its cause and traceback; then at most every ``repeat_seconds`` — doubling up
+    to ``max_repeat_seconds`` — with how many rounds failed; and once when it ends. ``failed`` also
+    says how long the loop should wait before its next round (doubling from ``base_seconds`` up to
+    ``max_backoff_seconds``), so a loop that polls ten times a second does not while nothing answers.
+    Not thread-safe: one per loop."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        what: str,
+        *,
+        base_seconds: float = 0.1,
+        max_backoff_seconds: float = 5.0,
+        repeat_seconds: float = 30.0,
+        max_repeat_seconds: float = 600.0,
+        clock=None,
+    ) -> None:
+        self.logger, self.what = logger, what
+        self.base_seconds, self.max_backoff_seconds = base_seconds, max_backoff_seconds
+        self.first_repeat, self.max_repeat = repeat_seconds, max_repeat_seconds
+        self.clock = clock or time.monotonic
+        self.failures = 0
+        self.began = 0.0
+        self.next_log = 0.0
+        self.repeat = repeat_seconds
+
+    @property
+    def is_on(self) -> bool:
+        return self.failures > 0
+
+    def failed(self, error: BaseException) -> float:
+        """Record one failed round; returns the seconds to wait before the next."""
+        now = self.clock()
+        self.failures += 1
+        cause = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:300]
+        if self.failures == 1:
+            self.began = now
+            self.next_log = now + self.repeat
+            self.logger.warning(
+                "%s failed: %s (an outage: logged again at most every %g s until it ends)",
+                self.what,
+                cause,
+                self.repeat,
+                exc_info=error,
+            )
+        elif now >= self.next_log:
+            self.repeat = min(self.repeat * 2, self.max_repeat)
+            self.next_log = now + self.repeat
+            self.logger.warning(
+                "%s still failing: %d rounds in %.0f s, the last: %s", self.what, self.failures, now - self.began, cause
+            )
+        return min(self.base_seconds * 2 ** min(self.failures, 16), self.max_backoff_seconds)
+
+    def succeeded(self) -> None:
+        """Record a round that worked: an outage in progress ends, and says so."""
+        if self.failures:
+            self.logger.warning(
+                "%s works again after %d failed rounds in %.0f s", self.what, self.failures, self.clock() - self.began
+            )
+        self.failures = 0
+        self.repeat = self.first_repeat

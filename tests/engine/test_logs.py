@@ -9,6 +9,7 @@ import threading
 from datetime import UTC, datetime
 
 import pytest
+from django.db import OperationalError
 from django.test import RequestFactory
 
 from api.tokens import token_create
@@ -159,3 +160,23 @@ def test_with_json_logs_warnings_and_uncaught_exceptions_are_json_lines_too():
     assert warned["logger"] == "py.warnings" and "an old API" in warned["message"]
     assert thread["message"] == "uncaught exception in thread sweeper" and "ZeroDivisionError" in thread["exception"]
     assert main["level"] == "CRITICAL" and "LookupError: the end" in main["exception"]
+
+
+def test_an_outage_is_logged_when_it_begins_backed_off_and_when_it_ends(caplog):
+    """Issue 54, item 16: a loop failing ten times a second while the database is away."""
+    now = [0.0]
+    outage = logs.Outage(logging.getLogger("test.outage"), "heartbeat round", clock=lambda: now[0])
+    caplog.set_level(logging.INFO, logger="test.outage")
+    waits = []
+    for _ in range(6000):  # ten minutes of rounds, each 0.1 s apart
+        waits.append(outage.failed(OperationalError("connection refused\nis the server running?")))
+        now[0] += 0.1
+    outage.succeeded()
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0].startswith("heartbeat round failed: OperationalError: connection refused (an outage")
+    assert caplog.records[0].exc_info is not None and all(r.exc_info is None for r in caplog.records[1:])
+    assert 3 <= len(messages) <= 8, messages  # the first, a few backed-off counts, the end
+    assert messages[-1] == "heartbeat round works again after 6000 failed rounds in 600 s"
+    assert waits[0] == 0.2 and max(waits) == 5.0  # the loop backs off too
+    outage.failed(OperationalError("again"))  # a new outage is logged as one again
+    assert caplog.records[-1].getMessage().startswith("heartbeat round failed: OperationalError: again")

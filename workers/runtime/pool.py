@@ -57,6 +57,8 @@ IN_FLIGHT_BUDGET_SECONDS = 30.0
 # A job thread checks its database connection (its age, and with CONN_HEALTH_CHECKS a round trip)
 # at most this often, not before every job.
 CONNECTION_CHECK_SECONDS = 5.0
+# How often the heartbeat thread looks at the jobs in hand (while the database answers).
+HEARTBEAT_ROUND_SECONDS = 0.1
 
 
 _job_thread = threading.local()  # what a job thread keeps between its jobs
@@ -689,8 +691,10 @@ class PoolRuntime:
     def _heartbeat_loop(self) -> None:
         """Supervised: an error in one round is logged and the next round follows."""
         next_registry_update = 0.0
+        outage = logs.Outage(logger, f"heartbeat round of {self.pool} worker {os.getpid()}")
+        wait = HEARTBEAT_ROUND_SECONDS
         try:
-            while not self._closed.wait(0.1):
+            while not self._closed.wait(wait):
                 try:
                     self._heartbeat_round()
                     # Live means the loop that takes work is alive (in a wake-up, or waiting for one),
@@ -702,8 +706,12 @@ class PoolRuntime:
                     ):
                         self._registry_update()
                         next_registry_update = time.monotonic() + 5
-                except Exception:
-                    logger.exception("heartbeat round failed")
+                    outage.succeeded()
+                    wait = HEARTBEAT_ROUND_SECONDS
+                except Exception as failure:
+                    # Logged once per outage, then backed off (a database away for ten minutes once
+                    # wrote 134,495 lines from one idle pool); the rounds back off too.
+                    wait = outage.failed(failure)
                     close_old_connections()
         finally:
             connection.close()  # this thread's own connection

@@ -14,7 +14,7 @@ import psutil
 from django import db
 from django.db import Error as DatabaseError
 
-from jobs import leases, reads
+from jobs import leases, logs, reads
 from jobs.models import LeitstandNow
 from jobs.retry import FALLBACK_POLICY
 from workers.runtime import options
@@ -34,6 +34,8 @@ class Rescuer:
         self.pool_name, self.host = pool_name, host
         self.unrescued: list[tuple] = []  # (pid, reason, running) of dead workers whose jobs wait for the database
         self.orphans_pace = Pace()  # the look for orphans walks the leased set (workers/runtime/pace.py)
+        # The database away: said once, then backed off, and when it is back (not once per round).
+        self.outage = logs.Outage(logger, f"pool {pool_name}: handing back dead workers' jobs")
 
     def rescue(self, pid: int, reason: str, *, running=True) -> int:
         """``running``: the job whose handler ran when it died (None: none; True: not known)."""
@@ -113,10 +115,11 @@ class Rescuer:
                     lease_owner=owner, reason=reason, policy=FALLBACK_POLICY, poison_deaths=poison, running=running
                 )
                 self._registry_stopped(pid, reason)
-        except DatabaseError:
-            logger.warning("pool %s: could not hand back the jobs of %s yet", self.pool_name, owner, exc_info=True)
+        except DatabaseError as away:
+            self.outage.failed(away)
             db.connections.close_all()
             return None
+        self.outage.succeeded()
         if rescued:
             logger.warning(
                 "pool %s: handed back %d jobs of %s: %s",
