@@ -79,3 +79,22 @@ def test_an_image_within_the_pixel_limit_costs_its_decoded_size_and_little_more(
     assert described.startswith("5000 5000 (2500, 2500)"), described  # reduced, then flattened
     # The decoded image itself, plus the 8-bit RGB result and its thumbnail copy (19 MB each) and a strip.
     assert after - before < decoded_mb + 60, f"{mode}: {after - before} MB above the {before} MB of a worker"
+
+
+def test_a_webp_has_its_own_pixel_budget_and_stays_within_it(tmp_path):
+    """Issue 54, item 9: a 45 KB WebP of 25 megapixels cost about 384 MB to decode."""
+    from PIL import Image
+
+    from workers.pipeline.images import WEBP_MAX_PIXELS, ImageRefused, decode
+
+    big = tmp_path / "big.webp"
+    Image.new("RGB", (5000, 5000), (10, 20, 30)).save(big, "WEBP", quality=50)
+    assert big.stat().st_size < 100_000
+    with pytest.raises(ImageRefused, match="a WebP's limit is 8"):
+        decode(big.read_bytes())
+    largest = tmp_path / "largest.webp"
+    side = int(WEBP_MAX_PIXELS**0.5)
+    Image.new("RGB", (side, side), (10, 20, 30)).save(largest, "WEBP", quality=50)
+    before, after, described = _peak_decoding(largest)
+    assert described.startswith(f"{side} {side}"), described
+    assert after - before < 160, f"a WebP at its budget: {after - before} MB above the {before} MB of a worker"

@@ -25,6 +25,11 @@ from workers.pipeline import options
 from workers.runtime.pool import JobTimeout, time_limit
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
+# Pillow's WebP decoder holds about four full-size RGBA copies while it decodes (and cannot decode
+# scaled): measured 15 MB a megapixel, 385 MB for 25 megapixels (a 45 KB file). Its own budget keeps
+# a WebP's decoding near the other formats' worst case (~130 MB at 8 megapixels, above a worker's
+# own): tests/pipeline/test_image_memory.py measures each format's.
+WEBP_MAX_PIXELS = 8_000_000
 HASH_BITS = 64
 
 
@@ -75,6 +80,11 @@ def decode(data: bytes, *, max_pixels: int | None = None) -> DecodedImage:
                     raise ImageRefused(
                         f"{width}×{height} is {width * height / 1e6:.1f} megapixels; "
                         f"the limit is {max_pixels / 1e6:g} (LEITSTAND_IMAGE_MAX_PIXELS)"
+                    )
+                if image.format == "WEBP" and width * height > min(max_pixels, WEBP_MAX_PIXELS):
+                    raise ImageRefused(
+                        f"a WebP of {width}×{height} is {width * height / 1e6:.1f} megapixels; a WebP's limit is "
+                        f"{min(max_pixels, WEBP_MAX_PIXELS) / 1e6:g} (its decoder holds several full-size copies)"
                     )
                 if image.format == "JPEG":
                     scans = jpeg_scans(data)
