@@ -364,6 +364,9 @@ def jobs_move(request, job_id: uuid.UUID, body: MoveIn):
         raise Http404(f"no job {job_id}")
     actor = f"api:{request.auth.name}"
     due_at = due_at_check(utc(body.due_at, "due_at"))  # a client may not move a job ahead of its lane
+    if body.priority is not None and body.priority != job.priority:
+        # Into the bulk lane is like a submission to it: not while it is full.
+        lane_check(job.type, body.priority, client=request.auth.client, repeat=lambda: False)
     try:
         job_reorder(job_id=job.pk, actor=actor, reason=body.reason, priority=body.priority, due_at=due_at)
     except JobInputError as refused:

@@ -225,3 +225,18 @@ def submit_as(live_server, token, key) -> str:
     answer = submit(TestClient(), token, key)
     assert answer.status_code == 201, answer.content
     return answer.json()["id"]
+
+
+def test_a_move_into_a_full_bulk_lane_is_refused_like_a_submission(client, full_lane, token):
+    """Issue 54, item 3: submit in lane 5, move to 9 passed the bound with the lane full."""
+    created = submit(client, token, "urgent-1", priority=5)
+    assert created.status_code == 201
+    job_id = created.json()["id"]
+    moved = client.post(
+        f"/api/v1/jobs/{job_id}/move",
+        json.dumps({"priority": 9, "reason": "later"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert moved.status_code == 503 and moved.json()["type"] == "/problems/bulk-lane-full"
+    assert Job.objects.get(pk=job_id).priority == 5
