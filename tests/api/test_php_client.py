@@ -87,7 +87,12 @@ def php_receiver(tmp_path):
     events = tmp_path / "events"
     server = subprocess.Popen(
         ["php", "-S", f"127.0.0.1:{port}", str(PHP_CLIENT / "examples" / "webhook_receiver.php")],
-        env={**os.environ, "LEITSTAND_WEBHOOK_SECRET": SECRET, "LEITSTAND_EVENTS_DIR": str(events)},
+        env={
+            **os.environ,
+            "LEITSTAND_WEBHOOK_SECRET": SECRET,
+            "LEITSTAND_CLIENT": "php-core",
+            "LEITSTAND_EVENTS_DIR": str(events),
+        },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -169,6 +174,13 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(
         receiver_url, content=body, headers={"X-Leitstand-Signature": sign(SECRET, int(time.time()), body)}
     )
     assert again.status_code == 204 and len(list(events.iterdir())) == 1
+    # Verified, but about another client's job (issue 54, item 12): refused, not acted on.
+    theirs = json.dumps({**event, "id": "evt_theirs", "client": "partner"}).encode()
+    answer = httpx.post(
+        receiver_url, content=theirs, headers={"X-Leitstand-Signature": sign(SECRET, int(time.time()), theirs)}
+    )
+    assert answer.status_code == 422 and "not about a job of client php-core" in answer.text
+    assert len(list(events.iterdir())) == 1
 
     # The Standard Webhooks form alone (LEITSTAND_WEBHOOK_SIGNATURES=standard): verified the same way.
     now = int(time.time())

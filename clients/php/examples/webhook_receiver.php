@@ -1,6 +1,8 @@
 <?php
-// A webhook endpoint: verifies the signature, deduplicates on the event ID, records the event.
-//   LEITSTAND_WEBHOOK_SECRET=… LEITSTAND_EVENTS_DIR=/var/lib/core/leitstand-events php -S 127.0.0.1:8090 examples/webhook_receiver.php
+// A webhook endpoint: verifies the signature, checks the event is this client's, deduplicates on the
+// event ID, records the event.
+//   LEITSTAND_WEBHOOK_SECRET=… LEITSTAND_CLIENT=php-core LEITSTAND_EVENTS_DIR=/var/lib/core/leitstand-events \
+//     php -S 127.0.0.1:8090 examples/webhook_receiver.php
 declare(strict_types=1);
 
 require __DIR__ . '/../autoload.php';
@@ -10,6 +12,18 @@ if ($_SERVER['REQUEST_METHOD'] !== 'POST') {
     exit;
 }
 $event = Leitstand\Webhook::receive((string) getenv('LEITSTAND_WEBHOOK_SECRET'));  // 401 and exit when invalid
+
+// A verified delivery is Leitstand's, but not necessarily about this client's job (a shared secret, the
+// global webhook): act only on one's own. Another client's event is refused, so Leitstand's operators
+// see the misrouted deliveries fail instead of this core acting on them.
+$own = (string) getenv('LEITSTAND_CLIENT');
+if ($own === '' || ($event['client'] ?? null) !== $own) {
+    http_response_code(422);
+    header('Content-Type: text/plain');
+    echo $own === '' ? "LEITSTAND_CLIENT is not set: whose events to accept is not known\n"
+                     : "the event is not about a job of client $own\n";
+    exit;
+}
 
 // A delivery may come more than once (a retry after a lost answer): the event ID decides.
 $directory = getenv('LEITSTAND_EVENTS_DIR') ?: sys_get_temp_dir() . '/leitstand-events';
