@@ -124,9 +124,10 @@ def handle(context: JobContext):
         images = list(found.images)
         seen = {image.url for image in images}
         for image in sheets.images:
-            if image.url not in seen:
-                seen.add(image.url)
-                images.append(image)
+            url = url_without_params(image.url, source.ignored_params)
+            if url not in seen:
+                seen.add(url)
+                images.append(replace(image, url=url))
         images = images[: source.max_images_per_page]
     with context.step("candidates") as info:
         # Through the effect ledger: written only while this attempt holds the lease (a cancelled or
