@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 
 from axes.helpers import get_cool_off, get_lockout_message
-from django.conf import settings
 from django.http import HttpResponse
+
+TOO_MANY_REQUESTS = 429  # django-axes' own answer (AXES_HTTP_RESPONSE_CODE), kept
 
 
 def lockout_response(request, original_response=None, credentials=None) -> HttpResponse:
-    response = HttpResponse(get_lockout_message(), status=settings.AXES_HTTP_RESPONSE_CODE, content_type="text/plain")
+    response = HttpResponse(get_lockout_message(), status=TOO_MANY_REQUESTS, content_type="text/plain")
     cool_off = get_cool_off(request)
     if cool_off:
         response["Retry-After"] = str(max(1, math.ceil(cool_off.total_seconds())))
