@@ -24,9 +24,11 @@ pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 MAX_BATCH = 100  # LEITSTAND_MAX_BATCH (the default): the most one claim takes
 
 
-@pytest.fixture(scope="module")
-def pools(django_db_setup, django_db_blocker, tmp_path_factory):
-    processes = PoolProcesses(str(tmp_path_factory.mktemp("run")))  # leases of 2 s (FAST_TIMING)
+@pytest.fixture
+def pools(tmp_path):
+    # One set of processes per test, stopped before the test's database is flushed: processes that
+    # outlive a test write (leader lease, heartbeats) while the flush truncates, and the two deadlock.
+    processes = PoolProcesses(str(tmp_path))  # leases of 2 s (FAST_TIMING)
     processes.start("control")
     processes.start("synthetic")
     yield processes
