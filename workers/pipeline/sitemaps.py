@@ -34,7 +34,6 @@ from workers.runtime.context import Child
 MAX_SITEMAP_BYTES = 10 * 1024 * 1024  # after decompression (the protocol allows 50 MB; few sites come near)
 MAX_ENTRIES = 50_000  # the protocol's own bound per file
 MAX_NESTING = 2  # robots.txt → an index → its sitemaps (the protocol does not nest indexes)
-MAX_CHAIN = MAX_NESTING + 1
 SPAWN_CHUNK = 1_000  # children created per statement
 SITEMAP_TYPES = frozenset(
     {
