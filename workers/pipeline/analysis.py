@@ -217,25 +217,20 @@ def _same_as(context: JobContext, version, candidate: Candidate, same: Finding, 
     comparison = matching.Comparison(
         same.asset_id, same.asset.name if same.asset else "", same.score, same.evidence.get("stage", ""), evidence
     )
-    with context.step("record") as info:
-        recorded = context.effect(
-            f"finding:{context.job_id}",
-            kind="finding",
-            apply=lambda: _finding_record(
-                context,
-                version,
-                candidate,
-                same.asset_id,
-                same.score,
-                same.verdict,
-                evidence,
-                content_hash,
-                same.evidence.get("candidate_dhash", ""),
-                same.thumbnail,
-                fetched,
-            ),
-        )
-        info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"], same_bytes_as=same.pk)
+    recorded = _record_once(
+        context,
+        version,
+        candidate,
+        asset_id=same.asset_id,
+        score=same.score,
+        verdict=same.verdict,
+        evidence=evidence,
+        content_hash=content_hash,
+        dhash=same.evidence.get("candidate_dhash", ""),
+        thumbnail=same.thumbnail,
+        fetched=fetched,
+        same_bytes_as=same.pk,
+    )
     return _outcome(comparison, recorded, bands, content_hash)
 
 
@@ -293,25 +288,35 @@ def _record(context: JobContext, version: str, candidate, comparison, decoded, b
         "format": decoded.format,
         "size": [decoded.width, decoded.height],
     }
+    return _record_once(
+        context,
+        version,
+        candidate,
+        asset_id=comparison.asset_id,
+        score=comparison.score,
+        verdict=verdict_for(comparison.score, bands),
+        evidence=evidence,
+        content_hash=content_hash,
+        dhash=f"{decoded.dhash:016x}",
+        thumbnail=decoded.thumbnail,
+        fetched=fetched,
+    )
+
+
+def _record_once(context: JobContext, version: str, candidate, *, fetched, **finding) -> dict:
+    """The ``record`` step: the finding written once per job (an effect); ``finding``: its fields
+    (``asset_id``, ``score``, ``verdict``, ``evidence``, ``content_hash``, ``dhash``, ``thumbnail``)
+    and, for the same bytes analysed under another URL, ``same_bytes_as`` (that finding's ID)."""
+    same_bytes_as = finding.pop("same_bytes_as", None)
     with context.step("record") as info:
         recorded = context.effect(
             f"finding:{context.job_id}",
             kind="finding",
-            apply=lambda: _finding_record(
-                context,
-                version,
-                candidate,
-                comparison.asset_id,
-                comparison.score,
-                verdict_for(comparison.score, bands),
-                evidence,
-                content_hash,
-                f"{decoded.dhash:016x}",
-                decoded.thumbnail,
-                fetched,
-            ),
+            apply=lambda: _finding_record(context, version, candidate, fetched=fetched, **finding),
         )
         info.update(finding_id=recorded["finding_id"], verdict=recorded["verdict"])
+        if same_bytes_as is not None:
+            info["same_bytes_as"] = same_bytes_as
     return recorded
 
 
