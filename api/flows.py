@@ -25,7 +25,11 @@ PAGE = 100
 
 class FlowKeyOut(Schema):
     pool: str
-    key: str = Field(description="The flow key ('' for jobs without one).")
+    key: str = Field(description="The flow key as it was named ('' for jobs without one).")
+    stored: str = Field(
+        description="The key as jobs carry it, in metrics and logs: printable ASCII, other characters and '%' "
+        "percent-encoded as UTF-8."
+    )
     waiting: int = Field(description="Planned jobs (counted up to 10,000 per lane).")
     oldest_due: datetime | None = Field(description="When its first planned job is due; null: none planned.")
     running: int = Field(description="Its jobs holding leases now, on every host.")
@@ -113,4 +117,4 @@ def flow_key_set(request, pool: str, body: FlowKeyIn):
     logger.info(
         "flow key %r of pool %s set by token %s: %s (%s)", body.key, pool, request.auth.name, changes, body.reason
     )
-    return _out(pool, flows.flow_key_read(pool, flows.key_stored(body.key)), registry.flow_limit(pool))
+    return _out(pool, flows.flow_key_read(pool, body.key), registry.flow_limit(pool))

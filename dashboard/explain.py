@@ -17,6 +17,7 @@ from dashboard import options as console_options
 from dashboard.display import ago, clock, moment, rate
 from jobs import flows
 from jobs.models import LEASED_STATES, FlowKey, FlowLane, FlowRest, Job, ReviewLease, State, Transition
+from jobs.services import flow_key_named
 from workers.runtime import options as runtime_options
 from workers.runtime.models import Pool, WorkerProcess
 from workers.runtime.registry import UnknownJobType, registry
@@ -136,7 +137,7 @@ def _key_named(job: Job) -> str:
     """ "source shop-a", "client client:php", "the system's own jobs" (no key)."""
     if not job.flow_key:
         return f"its pool's unkeyed {_key_kind(job)}" if _key_kind(job) != "key" else "its pool's shared line"
-    return f"{_key_kind(job)} {job.flow_key}"
+    return f"{_key_kind(job)} {flow_key_named(job.flow_key)}"
 
 
 def _leased(job: Job, now: datetime) -> str:

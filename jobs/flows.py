@@ -11,9 +11,8 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from jobs import leases, reads
-from jobs.correlation import header_safe
 from jobs.models import FlowKey, LeitstandNow, database_now
-from jobs.services import JobInputError, text_check
+from jobs.services import JobInputError, flow_key_named, flow_key_stored, text_check
 from jobs.sql import queries
 
 MAX_WEIGHT = 1000
@@ -49,7 +48,7 @@ def flow_key_set(
     spacing."""
     text_check("pool", pool, limit=64)
     text_check("key", key, limit=255)
-    key = key_stored(key)  # as a job's key is stored: "Bücher" is B%C3%BCcher (jobs.services.flow_key_of)
+    key = flow_key_stored(key)  # named as people name it; stored as jobs carry it ("Bücher": B%C3%BCcher)
     text_check("actor", actor, limit=255)
     reason = reason.strip() if isinstance(reason, str) else reason
     if not isinstance(reason, str) or not reason:
@@ -95,7 +94,7 @@ def flow_rests_set(*, pools: list[str], key: str, until: datetime) -> None:
     asked). One statement, in the caller's transaction; no audit (no person decided it)."""
     if pools:
         with connection.cursor() as cursor:
-            cursor.execute(queries.flow_rests_set, {"pools": list(pools), "key": key_stored(key), "until": until})
+            cursor.execute(queries.flow_rests_set, {"pools": list(pools), "key": flow_key_stored(key), "until": until})
 
 
 def _bucket_carried(settings: FlowKey, rate: tuple[int, int] | None) -> datetime | None:
@@ -113,23 +112,20 @@ def _bucket_carried(settings: FlowKey, rate: tuple[int, int] | None) -> datetime
     return now + min(counted * (rate[1] / rate[0]), timedelta(seconds=rate[1]))
 
 
-def key_stored(key: str) -> str:
-    """A key as jobs carry it (printable ASCII; other characters percent-encoded)."""
-    return header_safe(key)
-
-
 def flow_keys(pool: str, *, limit: int = 100, after: str | None = None) -> list[dict]:
-    """A pool's keys with work or settings, in key order after ``after`` (None: from the first, the
-    key '' of jobs without one included): waiting jobs (counted up to 10,000 per lane), oldest due,
+    """A pool's keys with work or settings, in stored key order after the key named ``after`` (None:
+    from the first, the key '' of jobs without one included): each as named (``key``) and as jobs
+    carry it (``stored``), waiting jobs (counted up to 10,000 per lane), oldest due,
     running, own limit, weight, pause, place in the fair share, rate limit and until when it holds
     the key back (``rate_limited_until``; None: it may start a job now) — what the console's key view
     and the API show. A page costs a few index probes per key, at any number of keys."""
-    return _rows(pool=pool, after=after, limit=limit, one=False, key="")
+    return _rows(pool=pool, after=None if after is None else flow_key_stored(after), limit=limit, one=False, key="")
 
 
 def flow_key_read(pool: str, key: str) -> dict:
-    """One key's row as ``flow_keys`` gives it (with no work and no settings: zeros and defaults)."""
-    (row,) = _rows(pool=pool, after=None, limit=1, one=True, key=key)
+    """The row of the key named ``key`` as ``flow_keys`` gives it (with no work and no settings:
+    zeros and defaults)."""
+    (row,) = _rows(pool=pool, after=None, limit=1, one=True, key=flow_key_stored(key))
     return row
 
 
@@ -158,6 +154,8 @@ def _rows(**params) -> list[dict]:
         rows.append(
             {
                 **dict(zip(names, fields)),
+                "key": flow_key_named(fields[0]),
+                "stored": fields[0],
                 "rate_starts": rate_starts,
                 "rate_seconds": rate_seconds,
                 "rate_limited_until": _rate_until(rate_starts, rate_seconds, rate_tat, now),

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
@@ -177,6 +177,34 @@ def flow_key_register(job_type: str, declaration: str) -> None:
     _FLOW_KEYS[job_type] = declaration
 
 
+# Printable ASCII but '%' stays as it is in a stored flow key; '%' and every other character is
+# percent-encoded, so two names never share a key ("100%" is 100%25, "Bücher" is B%C3%BCcher).
+_KEY_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+MAX_FLOW_KEY = 255
+
+
+def flow_key_stored(name: str) -> str:
+    """A flow key as jobs carry it, from the name it was given: printable ASCII (as it travels into
+    metrics and logs), the rest percent-encoded as UTF-8, '%' included; at most 255 characters, cut
+    between characters (never inside one's encoding), so ``flow_key_named`` gives the name back."""
+    stored = quote(name, safe=_KEY_SAFE, errors="backslashreplace")
+    if len(stored) <= MAX_FLOW_KEY:
+        return stored
+    pieces, length = [], 0
+    for character in name:
+        piece = quote(character, safe=_KEY_SAFE, errors="backslashreplace")
+        if length + len(piece) > MAX_FLOW_KEY:
+            break
+        pieces.append(piece)
+        length += len(piece)
+    return "".join(pieces)
+
+
+def flow_key_named(stored: str) -> str:
+    """A stored flow key as people named it (what the console and the API show and take)."""
+    return unquote(stored, errors="replace")
+
+
 def flow_key_of(job_type: str, *, payload: dict, source: str, subject: str, key_namespace: str) -> str:
     """A new job's flow key, as its type declares it: its source, its client ('client:<name>', '' for
     the system's own), the host of its subject (a URL), or a payload field's value — printable
@@ -193,7 +221,7 @@ def flow_key_of(job_type: str, *, payload: dict, source: str, subject: str, key_
         key = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
     else:
         key = ""
-    return header_safe(key)
+    return flow_key_stored(key)
 
 
 def job_create(

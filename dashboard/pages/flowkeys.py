@@ -34,13 +34,13 @@ def flow_keys(request, pool: str):
     now = database_now()
     # The keys at rest (a host that may not be asked yet: docs/crawler.md), one read for the page.
     resting = dict(
-        FlowRest.objects.filter(pool=pool, key__in=[row["key"] for row in rows], until__gt=now).values_list(
+        FlowRest.objects.filter(pool=pool, key__in=[row["stored"] for row in rows], until__gt=now).values_list(
             "key", "until"
         )
     )
     for row in rows:
         row["limit"] = row["max_running"] or (default_limit if row["key"] else None)
-        row["rest_until"] = moment(resting[row["key"]], now) if row["key"] in resting else ""
+        row["rest_until"] = moment(resting[row["stored"]], now) if row["stored"] in resting else ""
         due_in = (row["oldest_due"] - now).total_seconds() if row["oldest_due"] else None
         row["due"] = "—" if due_in is None else f"due {ago(due_in)} ago" if due_in <= 0 else f"in {ago(due_in)}"
         row["rate"] = rate(row["rate_starts"], row["rate_seconds"]) if row["rate_starts"] else ""

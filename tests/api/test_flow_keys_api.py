@@ -178,3 +178,22 @@ def test_a_page_that_ends_at_the_empty_key_goes_on_after_it(client):
     assert [i["key"] for i in first["items"]] == [""] and first["next_after"] == ""
     second = client.get(f"/api/v1/pools/{POOL}/keys?limit=1&after=", **core).json()
     assert [i["key"] for i in second["items"]] == ["k"] and second["next_after"] is None
+
+
+def test_keys_are_read_and_set_as_they_were_named(client):
+    """Attack (issue 54, item 15): a key named like another's encoding is a key of its own; the API
+    shows and takes names, with the stored form beside."""
+    core = bearer("jobs:read", "jobs:write", "jobs:all")
+    submit("Bücher", 2)
+    answer = put(client, core, {"key": "B%C3%BCcher", "paused": True, "reason": "another key"})
+    assert (answer.json()["key"], answer.json()["stored"], answer.json()["waiting"]) == (
+        "B%C3%BCcher",
+        "B%25C3%25BCcher",
+        0,
+    )
+    listed = client.get(f"/api/v1/pools/{POOL}/keys?limit=1", **core).json()
+    assert [(i["key"], i["stored"], i["paused"]) for i in listed["items"]] == [("B%C3%BCcher", "B%25C3%25BCcher", True)]
+    rest = client.get(f"/api/v1/pools/{POOL}/keys", {"limit": 1, "after": listed["next_after"]}, **core).json()
+    assert [(i["key"], i["stored"], i["waiting"], i["paused"]) for i in rest["items"]] == [
+        ("Bücher", "B%C3%BCcher", 2, False)
+    ]

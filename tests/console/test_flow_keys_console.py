@@ -215,3 +215,22 @@ def test_a_host_at_rest_says_so_on_the_job_page_and_in_the_key_view(as_role, db_
     assert "resting until" in page(as_role(OPERATORS))
     db_clock.advance(31)
     assert "resting" not in job_explain(waiting, now=database_now())
+
+
+def test_a_key_is_shown_and_changed_as_it_was_named(as_role):
+    """Issue 54, item 15: the demo's source "Bildarchiv Süd" was listed as Bildarchiv S%C3%BCd, and
+    its link to change it changed the key named so."""
+    client = as_role(OPERATORS)
+    WorkerProcess.objects.create(host="host-a", pid=1, pool=POOL)
+    (job,) = submit("Bildarchiv Süd", 1)
+    assert job.flow_key == "Bildarchiv S%C3%BCd"
+    html = page(client)
+    assert "<code>Bildarchiv Süd</code>" in html and "S%C3%BCd</code>" not in html
+    answer = client.post(
+        reverse("admin:flow_keys", args=[POOL]),
+        {"key": "Bildarchiv Süd", "weight": "2", "paused": "yes", "reason": "a partner"},
+    )
+    assert answer.status_code == 302
+    assert list(FlowKey.objects.values_list("key", "weight")) == [("Bildarchiv S%C3%BCd", 2)]
+    assert "key Bildarchiv Süd is paused" in job_explain(job, now=database_now())
+    assert 'class="selected"' in page(client, key="Bildarchiv Süd")

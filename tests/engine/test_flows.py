@@ -391,3 +391,33 @@ def test_a_key_set_with_other_characters_is_the_key_its_jobs_carry(worker):
     flows.flow_key_set(pool=POOL, key="Bücher", actor="test", reason="asked to stop", paused=True)
     assert claim(worker, 5) == []
     assert FlowKey.objects.get(pool=POOL).key == "B%C3%BCcher"
+
+
+@pytest.mark.django_db
+def test_a_name_written_like_an_encoding_is_a_key_of_its_own(worker):
+    """Attack (issue 54, item 15): the name 'B%C3%BCcher' was the key of 'Bücher'; pausing it paused
+    the other's jobs."""
+    submit_many("Bücher", 3)
+    flows.flow_key_set(pool=POOL, key="B%C3%BCcher", actor="test", reason="not the books", paused=True)
+    assert keys_of(claim(worker, 3)) == {"B%C3%BCcher": 3}  # Bücher's jobs run (as stored)
+    assert list(FlowKey.objects.values_list("key", flat=True)) == ["B%25C3%25BCcher"]
+    assert {row["key"] for row in flows.flow_keys(POOL)} == {"Bücher", "B%C3%BCcher"}
+
+
+def test_stored_keys_give_back_their_names():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(max_size=300))
+    def round_trip(name):
+        stored = services.flow_key_stored(name)
+        assert len(stored) <= 255 and all(" " <= c <= "~" for c in stored)
+        named = services.flow_key_named(stored)
+        assert name.startswith(named) and services.flow_key_stored(named) == stored
+        if len(stored) < 255 - 12:  # not cut (one character encodes to at most 12)
+            assert named == name
+
+    round_trip()
+    assert services.flow_key_stored("100%") == "100%25"
+    assert services.flow_key_stored("ü" * 200) == "%C3%BC" * 42  # cut between characters, not inside one
