@@ -25,9 +25,30 @@ from jobs.services import JobInputError
 from workers.runtime.webhook import url_redacted
 
 
+class WebhookFilter(admin.SimpleListFilter):
+    """Where a client's events go: which clients use the global webhook is what an operator checks
+    after an upgrade or before changing the global receiver."""
+
+    title = "webhook"
+    parameter_name = "webhook"
+    CHOICES = {
+        "own": ("its own", ~Q(webhook_url="")),
+        "global": ("the global webhook", Q(webhook_url="", uses_global_webhook=True)),
+        "none": ("none", Q(webhook_url="", uses_global_webhook=False)),
+    }
+
+    def lookups(self, request, model_admin):
+        return [(value, label) for value, (label, _) in self.CHOICES.items()]
+
+    def queryset(self, request, queryset):
+        chosen = self.CHOICES.get(self.value())
+        return queryset.filter(chosen[1]) if chosen else queryset
+
+
 @admin.register(Client)
 class ClientAdmin(ReadOnlyAdmin):
     list_display = ("name", "live_tokens", "webhook", "created_at", "created_by")
+    list_filter = (WebhookFilter,)
     search_fields = ("name",)
     ordering = ("name",)
     change_list_template = "admin/jobs/client/console_change_list.html"

@@ -131,3 +131,30 @@ def test_an_operator_can_send_a_clients_events_nowhere(django_user_model):
     assert client_webhook_set(client_id=client.pk, url="", actor="test")[0].uses_global_webhook
     changed, secret = client_webhook_set(client_id=client.pk, url="none", actor="test")
     assert (changed.webhook_url, changed.uses_global_webhook, secret) == ("", False, "")
+
+
+@pytest.mark.parametrize("global_url, kept", [("", False), ("https://core.example/hooks", True)])
+def test_an_upgrade_leaves_clients_sending_where_they_sent(client, login, settings, global_url, kept):  # noqa: F811
+    """Issue 54, item 12: the upgrade to per-client receivers marked every client without a webhook of
+    its own as using the global one, so a global webhook set up later received every client's events.
+    Only where a global webhook was configured did they send there; the client list says who does."""
+    import importlib
+
+    from django.apps import apps
+
+    from jobs.models import Client
+
+    upgrade = importlib.import_module("jobs.migrations.0030_client_uses_global_webhook")
+    Client.objects.create(name="old-partner")
+    Client.objects.create(name="own-receiver", webhook_url="https://partner.example/hooks")
+    settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": global_url}
+    upgrade.keep_the_receivers_in_use(apps, None)
+    assert dict(Client.objects.values_list("name", "uses_global_webhook")) == {
+        "old-partner": kept,
+        "own-receiver": False,
+    }
+    login(OPERATORS)
+    listed = client.get(reverse("admin:jobs_client_changelist"), {"webhook": "global"}).content.decode()
+    assert ("old-partner" in listed) is kept and "own-receiver" not in listed
+    listed = client.get(reverse("admin:jobs_client_changelist"), {"webhook": "none"}).content.decode()
+    assert ("old-partner" in listed) is not kept
