@@ -13,7 +13,7 @@ from pydantic import BaseModel, StrictInt
 
 from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
 from api.backpressure import lane_check, open_jobs_check
-from api.fields import HeaderText, Text, utc
+from api.fields import HeaderText, Moment, Text, utc
 from jobs.batches import batch_out, batch_progress
 from jobs.models import Batch
 from workers.runtime.registry import registry
@@ -37,7 +37,7 @@ class BatchJobIn(BaseModel):
 class BatchIn(Schema):
     key: Text = Field(min_length=1, max_length=255, description="One batch per key: a repeat answers 200.")
     name: Text = Field(min_length=1, max_length=200)
-    target_finish_at: datetime | None = None
+    target_finish_at: Moment | None = None
     correlation_id: HeaderText | None = Field(default=None, max_length=255)
     jobs: list[BatchJobIn] = Field(min_length=1, max_length=1000)
 

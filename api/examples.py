@@ -124,8 +124,9 @@ PLAN = {
 }
 
 FLOW_KEY = {
-    "pool": "crawl",
-    "key": "shop-a",
+    "pool": "analysis",
+    "key": "Bildarchiv Süd",
+    "stored": "Bildarchiv S%C3%BCd",
     "waiting": 312,
     "oldest_due": AT,
     "running": 5,
@@ -201,7 +202,7 @@ EXAMPLES: dict[str, dict] = {
     "flow_keys_list": {"response": {"items": [FLOW_KEY], "next_after": None}},
     "flow_key_set": {
         "request": {
-            "key": "shop-a",
+            "key": "Bildarchiv Süd",
             "max_running": 5,
             "rate_starts": 30,
             "rate_seconds": 60,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator
 
 from jobs.services import JobInputError
 
@@ -30,6 +31,20 @@ def _header_safe(value: str) -> str:
 Text = Annotated[str, AfterValidator(_without_nul)]
 # A text that travels in HTTP headers (correlation IDs): printable ASCII, refused with a 422 otherwise.
 HeaderText = Annotated[str, AfterValidator(_header_safe)]
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _date_time_text(value: object) -> object:
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _DATE_TIME.match(value):
+        # pydantic would take 1765000000 or "1765000000" for a Unix time: the schema says date-time.
+        raise ValueError("must be a date-time as RFC 3339 writes it (2026-12-07T09:30:00Z), not a number or a date")
+    return value
+
+
+# A moment a client sends: what the schema declares (``format: date-time``) and nothing else.
+Moment = Annotated[datetime, BeforeValidator(_date_time_text)]
 # How far in the past a client's due time may lie (the clocks' skew); earlier is refused.
 DUE_AT_SKEW = timedelta(minutes=5)
 

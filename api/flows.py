@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from ninja import Field, Router, Schema
+from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 from pydantic import StrictBool, StrictInt
 
@@ -85,13 +85,12 @@ def _client_pool(pool: str) -> None:
 
 
 @router.get("/pools/{pool}/keys", response=FlowKeyPage, summary="List a pool's flow keys")
-def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = PAGE):
+def flow_keys_list(request, pool: str, after: Text | None = None, limit: int = Query(PAGE, ge=1, le=PAGE)):
     """A pool's keys with work or settings, in key order, a page at a time (``after``: the last key of
     the page before)."""
     require(request, "jobs:all")
     require(request, "jobs:read")
     _client_pool(pool)
-    limit = max(1, min(limit, PAGE))
     rows = flows.flow_keys(pool, limit=limit + 1, after=after)
     default_limit = registry.flow_limit(pool)
     return {

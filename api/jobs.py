@@ -22,7 +22,7 @@ from pydantic import BaseModel, StrictInt
 
 from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require, submittable_require
 from api.backpressure import lane_check, open_jobs_check
-from api.fields import HeaderText, Text, due_at_check, utc
+from api.fields import HeaderText, Moment, Text, due_at_check, utc
 from api.rechecks import ObservationOut, RecheckPlanOut
 from jobs import tracing
 from jobs.models import Attempt, Job, State, Transition
@@ -44,7 +44,7 @@ class JobIn(Schema):
     priority: StrictInt | None = Field(default=None, ge=0, le=9)
     correlation_id: HeaderText | None = Field(default=None, max_length=255)
     source: Text = Field(default="", max_length=255)
-    due_at: datetime | None = None
+    due_at: Moment | None = None
 
 
 # The answers' records are plain pydantic models, not django-ninja's ``Schema``: they are built as
@@ -308,7 +308,7 @@ class HoldIn(Schema):
 
 class MoveIn(Schema):
     priority: StrictInt | None = Field(default=None, ge=0, le=9, description="The lane: 0 most urgent, 9 bulk.")
-    due_at: datetime | None = Field(default=None, description="Not claimed before this time; now or later.")
+    due_at: Moment | None = Field(default=None, description="Not claimed before this time; now or later.")
     reason: Text = Field(default="moved by the PHP core", min_length=1, max_length=400)
 
 
@@ -327,7 +327,7 @@ def jobs_list(
     type: Text | None = None,
     state: Text | None = None,
     subject: Text | None = None,
-    updated_after: datetime | None = None,
+    updated_after: Moment | None = None,
     cursor: Text | None = None,
     limit: int = Query(50, ge=1, le=500),
 ):

@@ -6,6 +6,7 @@ import uuid
 
 from api import options
 from api.errors import problem
+from api.tokens import token_trusts_trace
 from jobs import logs, tracing
 
 
@@ -46,13 +47,23 @@ class ApiRequestMiddleware:
         else:
             # The caller's W3C trace context (an invalid one is ignored) is current for the request, as
             # the parent of its server span when traces are recorded: the jobs it creates keep it
-            # (jobs/tracing.py); the answer names it (Trace Context Level 2).
+            # (jobs/tracing.py); the answer names it (Trace Context Level 2). Only a token with
+            # jobs:all, or of a client an operator trusts, joins it; any other caller's request starts
+            # a new trace linked to the one it sent (one statement more, asked only of a valid one).
             with (
-                tracing.attached(request.headers.get("traceparent", ""), request.headers.get("tracestate", "")),
+                tracing.attached(
+                    request.headers.get("traceparent", ""),
+                    request.headers.get("tracestate", ""),
+                    trusted=lambda: _trace_trusted(request),
+                ),
                 tracing.server_span(request) as span,
             ):
                 traceparent, _ = tracing.current()
-                with logs.bound(correlation_id=correlation, trace_id=tracing.trace_id(traceparent)):
+                with logs.bound(
+                    correlation_id=correlation,
+                    trace_id=tracing.trace_id(traceparent),
+                    linked_trace_id=tracing.linked_trace_id(),
+                ):
                     response = self.get_response(request)
                 tracing.served(span, request, response.status_code)
             if traceparent:
@@ -64,3 +75,8 @@ class ApiRequestMiddleware:
             response["RateLimit-Remaining"] = str(remaining)
             response["RateLimit-Reset"] = str(max(int(reset + 0.999), 1))
         return response
+
+
+def _trace_trusted(request) -> bool:
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(secret) and token_trusts_trace(secret.strip())

@@ -24,6 +24,8 @@ class LeitstandApi(NinjaAPI):
     def get_openapi_schema(self, **kwargs):
         schema = super().get_openapi_schema(**kwargs)
         schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+        schema["components"]["parameters"] = REQUEST_HEADERS
+        schema["components"]["headers"] = ANSWER_HEADERS
         problem_content = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, operations in schema["paths"].items():
             for method, operation in operations.items():
@@ -54,8 +56,66 @@ class LeitstandApi(NinjaAPI):
                             }
                         }
                     operation.setdefault("responses", {})[status] = answer
+                operation.setdefault("parameters", []).extend(
+                    {"$ref": f"#/components/parameters/{name}"} for name in REQUEST_HEADERS
+                )
+                for answer in operation["responses"].values():
+                    answer.setdefault("headers", {}).update(
+                        {name: {"$ref": f"#/components/headers/{name}"} for name in ANSWER_HEADERS}
+                    )
                 _examples_add(operation)
         return schema
+
+
+_PRINTABLE = "^[\\x20-\\x7E]*$"
+# The headers every operation reads (api/middleware.py) and answers, declared once.
+REQUEST_HEADERS = {
+    "X-Correlation-ID": {
+        "name": "X-Correlation-ID",
+        "in": "header",
+        "required": False,
+        "description": "Ties this request, the jobs it creates and their webhooks together; a new one when "
+        "absent. At most 255 printable ASCII characters, else 422.",
+        "schema": {"type": "string", "maxLength": 255, "pattern": _PRINTABLE},
+    },
+    "traceparent": {
+        "name": "traceparent",
+        "in": "header",
+        "required": False,
+        "description": "W3C Trace Context. A token with jobs:all (or of a client an operator trusts) joins "
+        "the trace; any other starts a new trace linked to it. Invalid or over 256 characters: ignored.",
+        "schema": {"type": "string", "maxLength": 256},
+    },
+    "tracestate": {
+        "name": "tracestate",
+        "in": "header",
+        "required": False,
+        "description": "W3C Trace Context, with a trusted traceparent; over 512 characters: dropped whole.",
+        "schema": {"type": "string"},
+    },
+}
+ANSWER_HEADERS = {
+    "X-Correlation-ID": {
+        "description": "The request's correlation ID: the one sent, or the new one.",
+        "schema": {"type": "string"},
+    },
+    "traceresponse": {
+        "description": "W3C Trace Context Level 2: the trace this request was served in (absent outside one).",
+        "schema": {"type": "string"},
+    },
+    "RateLimit-Limit": {
+        "description": "Requests this token may make a minute (absent without a valid token).",
+        "schema": {"type": "integer"},
+    },
+    "RateLimit-Remaining": {
+        "description": "Requests left in this minute's window.",
+        "schema": {"type": "integer"},
+    },
+    "RateLimit-Reset": {
+        "description": "Seconds until the window resets.",
+        "schema": {"type": "integer"},
+    },
+}
 
 
 def _examples_add(operation: dict) -> None:

@@ -176,6 +176,28 @@ def token_check(presented: str) -> ApiToken | None:
     return admission.token if admission else None
 
 
+_TRUSTS_TRACE_SQL = f"""
+    SELECT t.scopes ? 'jobs:all' OR c.trace_trusted
+      FROM jobs_apitoken t JOIN ({composed("client_keys")}) AS c ON c.id = t.client_id
+     WHERE t.prefix = %(prefix)s AND t.secret_hash = %(hash)s AND t.revoked_at IS NULL
+       AND (t.expires_at IS NULL OR t.expires_at > leitstand_now())"""
+
+
+def token_trusts_trace(presented: str) -> bool:
+    """Whether a request with this token joins the trace context it sends: a live token with
+    ``jobs:all`` (the PHP core), or of a client an operator trusts (``Client.trace_trusted``). One
+    statement, nothing counted (the request's own admission counts it)."""
+    from django.db import connection
+
+    parts = presented.split("_", 2)
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(_TRUSTS_TRACE_SQL, {"prefix": parts[1], "hash": _hash(parts[2])})
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 def token_revoke(*, name: str, user=None) -> ApiToken:
     clients_require(user)
     updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=LeitstandNow())

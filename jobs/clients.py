@@ -76,3 +76,15 @@ def client_webhook_set(*, client_id: int, url: str, actor: str, user=None) -> tu
         client.webhook_url, client.webhook_secret, client.uses_global_webhook = url, secret, to_global
         client.save(update_fields=["webhook_url", "webhook_secret", "uses_global_webhook"])
     return client, secret
+
+
+def client_trace_trust_set(*, client_id: int, trusted: bool, user=None) -> Client:
+    """Trust (or stop trusting) the trace context the client's requests send: a trusted client's jobs
+    join the trace it names; any other starts a new trace linked to it (docs/api.md, "Trace
+    context"). Trust a client whose traces are yours (an internal service), never a partner."""
+    clients_require(user)
+    if not isinstance(trusted, bool):
+        raise JobInputError("trace_trusted", "must be true or false")
+    if not Client.objects.filter(pk=client_id).update(trace_trusted=trusted):
+        raise JobInputError("client", f"no client {client_id}")
+    return Client.objects.get(pk=client_id)

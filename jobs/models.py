@@ -93,6 +93,11 @@ class Client(models.Model):
         db_default=False,
         help_text="Without a webhook of its own: its events go to the global webhook (else nowhere).",
     )
+    trace_trusted = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Its requests' trace context is joined; else each starts a new trace linked to the one it sent.",
+    )
     created_at = models.DateTimeField(db_default=LeitstandNow())
     created_by = models.CharField(max_length=255, blank=True, default="")
 

@@ -245,10 +245,10 @@ GROUP BY s.step
 
 
 -- name: client_keys
--- Every API client's ID and name (its keys' namespace), as the API's token statement joins it to
--- the token it checks (``JOIN (<this>) AS c ON c.id = t.client_id``): the token, its client and its
--- budget counts are one round trip a request.
-SELECT id, name FROM jobs_client
+-- Every API client's ID, name (its keys' namespace) and whether its trace context is trusted, as the
+-- API's token statements join it to the token they check (``JOIN (<this>) AS c ON c.id =
+-- t.client_id``): the token, its client and its budget counts are one round trip a request.
+SELECT id, name, trace_trusted FROM jobs_client
 
 
 -- name: flow_keys_of_pool

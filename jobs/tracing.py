@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -29,7 +29,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from jobs import options
@@ -53,21 +54,46 @@ def current() -> tuple[str, str]:
     return carrier.get("traceparent", ""), state if len(state) <= TRACESTATE_MAX else ""
 
 
+# The context a caller sent but was not trusted with (``attached``): the request's span links to it.
+_SENT = otel_context.create_key("leitstand.sent_context")
+_ids = RandomIdGenerator()
+
+
+def _trusted() -> bool:
+    return True
+
+
 @contextmanager
-def attached(traceparent: str, tracestate: str = "") -> Iterator[None]:
+def attached(traceparent: str, tracestate: str = "", *, trusted: Callable[[], bool] = _trusted) -> Iterator[None]:
     """Make the context of ``traceparent`` (and ``tracestate``) current inside the block; an empty or
-    invalid one changes nothing."""
+    invalid one changes nothing. When ``trusted()`` (asked only of a valid context) says no, a new
+    trace is current instead, linked to the one sent (OpenTelemetry's advice at a trust boundary): the
+    request's span, the jobs it creates and its log lines are in a trace of their own, and a caller
+    cannot place its work in another's trace."""
     if not traceparent or len(traceparent) > TRACEPARENT_MAX:
         yield
         return
     # A caller's header is bounded before it is parsed: a longer tracestate is dropped whole (W3C
     # allows it), so no parser, and no log line about it, ever holds kilobytes of a caller's text.
     tracestate = tracestate if len(tracestate) <= TRACESTATE_MAX else ""
-    token = otel_context.attach(_propagator.extract({"traceparent": traceparent, "tracestate": tracestate}))
+    context = _propagator.extract({"traceparent": traceparent, "tracestate": tracestate})
+    sent = trace.get_current_span(context).get_span_context()
+    if sent.is_valid and not trusted():
+        context = otel_context.set_value(_SENT, sent, otel_context.Context())
+        if _tracer is None:  # no span will start the new trace: its context is made here
+            started = SpanContext(_ids.generate_trace_id(), _ids.generate_span_id(), False, sent.trace_flags)
+            context = trace.set_span_in_context(NonRecordingSpan(started), context)
+    token = otel_context.attach(context)
     try:
         yield
     finally:
         otel_context.detach(token)
+
+
+def linked_trace_id() -> str:
+    """The trace ID a caller sent and was not trusted with, inside ``attached``; '' otherwise."""
+    sent = otel_context.get_value(_SENT)
+    return format(sent.trace_id, "032x") if isinstance(sent, SpanContext) else ""
 
 
 def trace_id(traceparent: str) -> str:
@@ -153,6 +179,7 @@ def span(
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: dict | None = None,
     quiet: tuple[type[BaseException], ...] = (),
+    links: list[Link] | None = None,
 ) -> Iterator[Span | None]:
     """A span around the block, current inside it; None (and nothing made) when tracing is off. An
     exception leaving the block marks it an error (``error.type``, status ERROR), unless it is one of
@@ -161,7 +188,7 @@ def span(
         yield None
         return
     with _tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+        name, kind=kind, attributes=attributes, links=links, record_exception=False, set_status_on_exception=False
     ) as made:
         try:
             yield made
@@ -304,9 +331,12 @@ def _method(method: str) -> str:
 @contextmanager
 def server_span(request) -> Iterator[Span | None]:
     """A Django ``request`` this process serves (OpenTelemetry's HTTP server conventions), a child
-    of the context current (the caller's, once ``attached``); call ``served`` with its answer."""
+    of the context current (the caller's, once ``attached``; the root of a new trace linked to the
+    caller's when it was not trusted); call ``served`` with its answer."""
     attributes = {"http.request.method": _method(request.method), "url.path": request.path[:500]}
-    with span(_method(request.method), kind=SpanKind.SERVER, attributes=attributes) as made:
+    sent = otel_context.get_value(_SENT)
+    links = [Link(sent, {"leitstand.link": "sent by the caller"})] if isinstance(sent, SpanContext) else None
+    with span(_method(request.method), kind=SpanKind.SERVER, attributes=attributes, links=links) as made:
         yield made
 
 

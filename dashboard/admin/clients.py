@@ -19,7 +19,7 @@ from api.tokens import SCOPES, token_create, token_revoke, token_rotate
 from dashboard.admin.base import ReadOnlyAdmin
 from dashboard.audit import audited
 from dashboard.display import as_id
-from jobs.clients import client_open_jobs_set
+from jobs.clients import client_open_jobs_set, client_trace_trust_set
 from jobs.models import MANAGE_CLIENTS_PERMISSION, Client
 from jobs.services import JobInputError
 from workers.runtime.webhook import url_redacted
@@ -53,7 +53,7 @@ class ClientAdmin(ReadOnlyAdmin):
     ordering = ("name",)
     change_list_template = "admin/jobs/client/console_change_list.html"
     change_form_template = "admin/jobs/client/console_change_form.html"
-    fields = ("name", "webhook", "created_at", "created_by")
+    fields = ("name", "webhook", "trace_context", "created_at", "created_by")
     readonly_fields = fields
 
     class Media:
@@ -72,6 +72,10 @@ class ClientAdmin(ReadOnlyAdmin):
         if client.webhook_url:
             return url_redacted(client.webhook_url)
         return "the global webhook" if client.uses_global_webhook else "none (its events are not sent)"
+
+    @admin.display(description="trace context")
+    def trace_context(self, client):
+        return "trusted: joined" if client.trace_trusted else "not trusted: a new trace, linked"
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -178,6 +182,17 @@ class ClientAdmin(ReadOnlyAdmin):
                 ),
                 secret_of=lambda changed: (f"the webhook of client {client.name}", changed[1]) if changed[1] else None,
                 result=lambda changed: f"webhook {self.webhook(changed[0])}",
+            )
+        if action == "trace_trust_set" and request.POST.get("trusted") in ("yes", "no"):
+            trusted = request.POST["trusted"] == "yes"
+            return self._apply(
+                request,
+                back,
+                action="api_client.trace_trust",
+                target=f"client {client.name}",
+                reason=reason,
+                apply=lambda: client_trace_trust_set(client_id=client.pk, trusted=trusted, user=request.user),
+                result=lambda changed: f"trace context {self.trace_context(changed)}",
             )
         messages.error(request, f"unknown action {action!r}")
         return back

@@ -371,3 +371,30 @@ def test_an_operator_sets_a_clients_bound_of_open_jobs_and_a_viewer_cannot(clien
     assert Client.objects.get(pk=owner.pk).max_open_jobs is None
     entries = AuditEntry.objects.filter(action="api_client.open_jobs").values_list("actor", "result")
     assert ("user:olga", "open jobs bound 5000") in list(entries)
+
+
+@pytest.mark.django_db
+def test_an_operator_trusts_a_clients_trace_context_and_a_viewer_cannot(client, django_user_model):
+    """Issue 54, item 14: whose trace context is joined is an operator's audited choice."""
+    from dashboard.roles import roles_ensure
+
+    token_create(name="core", client="php-core", scopes=["jobs:read"])
+    owner = Client.objects.get(name="php-core")
+    act = f"/admin/jobs/client/{owner.pk}/act/"
+    viewer = django_user_model.objects.create_user("vera", password="x" * 12, is_staff=True)
+    viewer.groups.add(roles_ensure()["viewer"])
+    client.force_login(viewer)
+    client.post(act, {"action": "trace_trust_set", "trusted": "yes", "reason": "no"})
+    assert not Client.objects.get(pk=owner.pk).trace_trusted
+
+    operator = django_user_model.objects.create_user("olga", password="x" * 12, is_staff=True)
+    operator.groups.add(roles_ensure()["operator"])
+    client.force_login(operator)
+    assert "not trusted: a new trace, linked" in client.get(f"/admin/jobs/client/{owner.pk}/change/").content.decode()
+    client.post(act, {"action": "trace_trust_set", "trusted": "maybe", "reason": "r"})
+    assert not Client.objects.get(pk=owner.pk).trace_trusted
+    client.post(act, {"action": "trace_trust_set", "trusted": "yes", "reason": "our own core"})
+    assert Client.objects.get(pk=owner.pk).trace_trusted
+    assert "trusted: joined" in client.get(f"/admin/jobs/client/{owner.pk}/change/").content.decode()
+    entry = AuditEntry.objects.get(action="api_client.trace_trust", actor="user:olga")
+    assert (entry.actor, entry.reason, entry.result) == ("user:olga", "our own core", "trace context trusted: joined")

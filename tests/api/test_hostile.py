@@ -127,3 +127,41 @@ def test_a_credential_sent_with_another_scheme_is_never_logged(client, settings,
         answer = client.get("/api/v1/jobs", HTTP_AUTHORIZATION="Basic c2VjcmV0LXBhc3N3b3Jk")
     assert answer.status_code == 401
     assert "c2VjcmV0LXBhc3N3b3Jk" not in caplog.text
+
+
+@pytest.mark.parametrize("due_at", [1893456000, "1893456000", 1893456000.5, "2030-01-01", True])
+def test_a_moment_is_a_date_time_as_the_schema_says_never_a_number(client, bearer, due_at):
+    """Issue 54, item 8: an integer due_at was taken as a Unix time, where the schema says date-time."""
+    assert refused_field(submit(client, bearer(), due_at=due_at)).endswith("due_at")
+    assert not Job.objects.exists()
+    listed = client.get("/api/v1/jobs", {"updated_after": "1893456000"}, **bearer())
+    assert refused_field(listed).endswith("updated_after")
+    assert submit(client, bearer(), due_at="2030-01-01T00:00:00Z").status_code == 201
+
+
+@pytest.mark.parametrize("limit", [0, -5, 101, 100_000])
+def test_a_page_size_outside_the_schemas_bounds_is_refused_not_clamped(client, bearer, limit):
+    """Issue 54, item 8: 0, -5 and 100,000 were clamped silently."""
+    answer = client.get("/api/v1/pools/synthetic/keys", {"limit": limit}, **bearer())
+    assert refused_field(answer) == "limit"
+    assert client.get("/api/v1/jobs", {"limit": 501}, **bearer()).status_code == 422
+
+
+def test_the_document_declares_the_headers_the_api_reads_and_answers(client, bearer):
+    document = client.get("/api/v1/openapi.json").json()
+    read = {"X-Correlation-ID", "traceparent", "tracestate"}
+    answered = {"X-Correlation-ID", "traceresponse", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
+    keys = document["paths"]["/api/v1/pools/{pool}/keys"]["get"]
+    assert keys["parameters"][-1]["$ref"].endswith("tracestate")
+    assert {p["name"] for p in keys["parameters"] if p.get("in") == "query"} >= {"limit", "after"}
+    (limit,) = [p for p in keys["parameters"] if p.get("name") == "limit"]
+    assert (limit["schema"]["minimum"], limit["schema"]["maximum"]) == (1, 100)
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            refs = {p["$ref"].rsplit("/", 1)[1] for p in operation["parameters"] if "$ref" in p}
+            assert refs == read, f"{method} {path}"
+            for status, answer in operation["responses"].items():
+                assert set(answer["headers"]) >= answered, f"{method} {path} {status}"
+    # and the API answers them
+    answer = client.get("/api/v1/jobs", HTTP_X_CORRELATION_ID="c-1", **bearer())
+    assert {answer["X-Correlation-ID"], answer["RateLimit-Limit"].isdigit()} == {"c-1", True}

@@ -10,6 +10,7 @@ import pytest
 
 from api.tokens import token_create
 from jobs import tracing
+from jobs.clients import client_trace_trust_set
 from jobs.models import Job
 from workers.runtime.context import Done
 
@@ -21,7 +22,14 @@ TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
 
 @pytest.fixture
 def headers():
-    _, clear = token_create(name="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"])
+    """The PHP core's token: its client trusted by an operator, so its requests join the traces they name."""
+    token, clear = token_create(name="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"])
+    client_trace_trust_set(client_id=token.client_id, trusted=True)
+    return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
+
+
+def partner(name="partner", *scopes):
+    _, clear = token_create(name=name, scopes=["jobs:read", "jobs:write", "jobs:synthetic", *scopes], client=name)
     return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
 
 
@@ -163,4 +171,42 @@ def test_a_callers_malformed_tracestate_writes_no_warning_and_no_long_line(clien
     assert response.status_code == 401
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("opentelemetry")]
     assert all(len(r.getMessage()) < 1024 for r in caplog.records), [len(r.getMessage()) for r in caplog.records]
-    assert response.headers["traceresponse"].split("-")[1] == TRACE  # the valid traceparent still holds
+    # The valid traceparent of a caller nobody trusts: a new trace, named in the answer.
+    assert response.headers["traceresponse"].split("-")[1] not in (TRACE, "0" * 32)
+
+
+def test_a_client_nobody_trusts_starts_a_new_trace_linked_to_the_one_it_sent(client, caplog):
+    """Attack (issue 54, item 14): client B sent client A's trace ID and got a job in A's trace."""
+    caplog.set_level(logging.INFO)
+    response = submit(client, partner(), HTTP_TRACEPARENT=TRACEPARENT, HTTP_TRACESTATE="vendor=a1")
+    assert response.status_code == 201
+    job = Job.objects.get(pk=response.json()["id"])
+    own = job.trace_parent.split("-")
+    assert own[1] not in (TRACE, "0" * 32) and own[3] == "01" and job.trace_state == ""
+    assert response["traceresponse"] == job.trace_parent and response.json()["trace_id"] == own[1]
+    lines = [r for r in caplog.records if getattr(r, "linked_trace_id", "")]
+    assert lines and {(r.linked_trace_id, r.trace_id) for r in lines} == {(TRACE, own[1])}
+    second = submit(client, partner("partner-2"), key="k-2", HTTP_TRACEPARENT=TRACEPARENT)
+    assert second.json()["trace_id"] not in (TRACE, own[1]), "each request a trace of its own"
+
+
+@pytest.mark.parametrize("trust", ["jobs:all", "operator"])
+def test_a_token_with_jobs_all_or_a_trusted_client_joins_the_trace(client, trust):
+    headers = partner("trusted", "jobs:all") if trust == "jobs:all" else partner("trusted")
+    if trust == "operator":
+        from jobs.models import Client
+
+        client_trace_trust_set(client_id=Client.objects.get(name="trusted").pk, trusted=True)
+    response = submit(client, headers, HTTP_TRACEPARENT=TRACEPARENT)
+    assert response.json()["trace_id"] == TRACE
+
+
+def test_with_spans_an_untrusted_request_is_the_root_of_a_trace_linked_to_the_one_sent(client, spans):
+    from opentelemetry.trace import SpanKind
+
+    response = submit(client, partner(), HTTP_TRACEPARENT=TRACEPARENT)
+    (server,) = [span for span in spans.get_finished_spans() if span.kind is SpanKind.SERVER]
+    assert server.parent is None and format(server.context.trace_id, "032x") != TRACE
+    (link,) = server.links
+    assert (format(link.context.trace_id, "032x"), format(link.context.span_id, "016x")) == (TRACE, "00f067aa0ba902b7")
+    assert Job.objects.get(pk=response.json()["id"]).trace_parent.split("-")[1] == format(server.context.trace_id, "032x")
