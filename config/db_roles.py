@@ -1,4 +1,4 @@
-"""The three database roles, as in production (``docs/operations.md``, "Database roles"):
+"""The four database roles, as in production (``docs/operations.md``, "Database roles"):
 
 - the **owner** (``leitstand_owner``) runs the migrations and owns every table and function;
 - the **application** (``leitstand_app``) is what every process connects as: it reads and writes
@@ -21,6 +21,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 OWNER, APPLICATION, MAINTENANCE = "leitstand_owner", "leitstand_app", "leitstand_maintenance"
+TASKS = "leitstand_tasks"
 
 # Functions only the maintenance role may run (owned by the owner, SECURITY DEFINER).
 MAINTENANCE_FUNCTIONS = (
@@ -40,6 +41,7 @@ def grants_sql(
     *,
     application_functions=APPLICATION_FUNCTIONS,
     idle_in_transaction_ms: int = 60_000,
+    tasks: str | None = None,
 ) -> list[str]:
     from dashboard.models import AuditEntry
     from jobs.models import Job, StepEvent, Transition
@@ -81,6 +83,44 @@ def grants_sql(
             f"REVOKE ALL ON FUNCTION {function} FROM PUBLIC, {maintenance}",
             f"GRANT EXECUTE ON FUNCTION {function} TO {application}",
         ]
+    if tasks:
+        statements += _tasks_grants(tasks, application_functions)
+    return statements
+
+
+def _tasks_grants(tasks: str, application_functions) -> list[str]:
+    """The tasks role: what a pool needs to claim, heartbeat, run and end jobs (and its tasks to
+    enqueue others), by allow-list: a table a migration adds is not reachable until it is listed
+    here (a team grants its own tasks' tables; nothing here revokes those)."""
+    from jobs import models as engine
+    from workers.runtime.models import Pool, WorkerProcess
+
+    written = [
+        engine.Job,
+        engine.Attempt,
+        engine.StaleWrite,
+        engine.DeposedWrite,
+        engine.Effect,
+        engine.StepEvent,
+        engine.WebhookEvent,  # the transitions' trigger queues a job's events
+        engine.Batch,
+        engine.BatchCounter,
+        engine.FlowRest,
+        engine.FlowLane,
+        engine.FlowClock,
+        Pool,
+        WorkerProcess,
+    ]
+    tables = ", ".join(model._meta.db_table for model in written)
+    statements = [
+        f"GRANT USAGE ON SCHEMA public TO {tasks}",
+        f"GRANT SELECT, INSERT, UPDATE ON {tables} TO {tasks}",
+        f"GRANT SELECT, INSERT ON {engine.Transition._meta.db_table} TO {tasks}",  # append-only
+        f"GRANT SELECT ON {engine.FlowKey._meta.db_table} TO {tasks}",  # the claim reads operators' settings
+        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {tasks}",
+    ]
+    for function in application_functions:
+        statements.append(f"GRANT EXECUTE ON FUNCTION {function} TO {tasks}")
     return statements
 
 
@@ -106,6 +146,8 @@ def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bo
         owned = cursor.fetchone()
         if not roles_exist or not owned or not owned[0]:
             return False
+        cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [roles["tasks"]])
+        tasks = roles["tasks"] if cursor.fetchone() else None  # optional: only where a tasks-only pool runs
         cursor.execute(
             "SELECT f FROM unnest(%s::text[]) AS f WHERE to_regprocedure(f) IS NOT NULL", [list(MAINTENANCE_FUNCTIONS)]
         )
@@ -121,6 +163,7 @@ def grants_apply(*, using: str = "default", force: bool = False, **kwargs) -> bo
             functions,
             application_functions=application_functions,
             idle_in_transaction_ms=idle_ms,
+            tasks=tasks,
         ):
             cursor.execute(statement)
     return True

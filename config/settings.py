@@ -26,8 +26,12 @@ DEBUG = env_bool("LEITSTAND_DEBUG", False)
 # Error pages and mails mask every secret setting and environment variable (config/errors.py).
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.errors.SecretsFilter"
 
+# A process that runs only the tasks pool, without Leitstand's identity: no secret key (Django refuses
+# every use of an empty one), its own database role, and no other pool (docs/operations.md, "What a
+# task may reach").
+TASKS_ONLY = env_bool("LEITSTAND_TASKS_ONLY", False)
 SECRET_KEY = env_str("LEITSTAND_SECRET_KEY")
-if not SECRET_KEY:
+if not SECRET_KEY and not TASKS_ONLY:
     if not DEBUG:
         raise ImproperlyConfigured(
             "LEITSTAND_SECRET_KEY is not set. Set it to a long random value "
@@ -152,6 +156,7 @@ LEITSTAND_DATABASE_MAINTENANCE_URL = env_str("LEITSTAND_DATABASE_MAINTENANCE_URL
 LEITSTAND_DB_ROLES = {
     "application": env_str("LEITSTAND_DB_APPLICATION_ROLE", db_roles.APPLICATION),
     "maintenance": env_str("LEITSTAND_DB_MAINTENANCE_ROLE", db_roles.MAINTENANCE),
+    "tasks": env_str("LEITSTAND_DB_TASKS_ROLE", db_roles.TASKS),
 }
 for _role in LEITSTAND_DB_ROLES.values():
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", _role):

@@ -20,7 +20,8 @@ import os
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("LEITSTAND_SECRET_KEY", "test-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz")
+if os.environ.get("LEITSTAND_TASKS_ONLY") != "true":  # a tasks-only pool runs without the key (its drill)
+    os.environ.setdefault("LEITSTAND_SECRET_KEY", "test-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz")
 os.environ.setdefault("LEITSTAND_SSL_REDIRECT", "false")
 os.environ.setdefault("LEITSTAND_ARCHIVE_DIR", tempfile.mkdtemp(prefix="leitstand-test-archive-"))
 os.environ.setdefault("LEITSTAND_STATIC_ROOT", tempfile.mkdtemp(prefix="leitstand-test-static-"))  # WhiteNoise's root
@@ -43,7 +44,7 @@ if os.environ.get("LEITSTAND_TEST_PGBOUNCER") == "transaction":
     _local = _bouncer.enter_context(
         pgbouncer.local(
             os.environ["DATABASE_URL"],
-            users=[db_roles.APPLICATION, db_roles.MAINTENANCE],
+            users=[db_roles.APPLICATION, db_roles.MAINTENANCE, db_roles.TASKS],
             pool_size=8,
             any_database=True,
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from config.db_roles import APPLICATION, MAINTENANCE, OWNER
+from config.db_roles import APPLICATION, MAINTENANCE, OWNER, TASKS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_PGDATA = BASE_DIR / "var" / "postgres"
@@ -145,14 +145,19 @@ def _ensure_database(current: ServerStatus) -> None:
     import psycopg
 
     with psycopg.connect(current.database_url("postgres", user=SUPERUSER), autocommit=True) as conn:
-        for role, options in ((OWNER, "LOGIN CREATEDB"), (APPLICATION, "LOGIN"), (MAINTENANCE, "LOGIN")):
+        for role, options in (
+            (OWNER, "LOGIN CREATEDB"),
+            (APPLICATION, "LOGIN"),
+            (MAINTENANCE, "LOGIN"),
+            (TASKS, "LOGIN"),
+        ):
             try:
                 conn.execute(f"CREATE ROLE {role} {options}")
             except psycopg.errors.DuplicateObject:
                 pass  # it exists (created before, or by another process just now)
         # The owner may act as the others (``SET ROLE``): the test suite runs the code under test as
         # the application and tries the maintenance role's functions. Production needs no such grant.
-        conn.execute(f"GRANT {APPLICATION}, {MAINTENANCE} TO {OWNER}")
+        conn.execute(f"GRANT {APPLICATION}, {MAINTENANCE}, {TASKS} TO {OWNER}")
         owner = conn.execute(
             "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s", [DATABASE_NAME]
         ).fetchone()

@@ -101,6 +101,7 @@ MOVABLE_CLOCK = f"""
 CREATE TABLE IF NOT EXISTS leitstand_test_clock (client text PRIMARY KEY, shift interval NOT NULL);
 GRANT SELECT, INSERT, UPDATE, DELETE ON leitstand_test_clock TO {django_settings.LEITSTAND_DB_ROLES["application"]};
 GRANT SELECT ON leitstand_test_clock TO {django_settings.LEITSTAND_DB_ROLES["maintenance"]};
+GRANT SELECT ON leitstand_test_clock TO {django_settings.LEITSTAND_DB_ROLES["tasks"]};
 CREATE OR REPLACE FUNCTION leitstand_now() RETURNS timestamptz LANGUAGE sql VOLATILE AS $$
     SELECT clock_timestamp() + coalesce(
         (SELECT shift FROM public.leitstand_test_clock WHERE client = current_setting('application_name')), '0')
@@ -176,7 +177,7 @@ def roles_ensure() -> None:
     system server the test user needs CREATEROLE, or an administrator creates them)."""
     roles = django_settings.LEITSTAND_DB_ROLES
     with connection.cursor() as cursor:
-        for role in (roles["application"], roles["maintenance"]):
+        for role in (roles["application"], roles["maintenance"], roles["tasks"]):
             cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
             if cursor.fetchone() is None:
                 try:

@@ -64,9 +64,13 @@ def broker_errors() -> tuple[type[Exception], ...]:
 
 
 def wakeup_send(pool: str, *, count: int = 1, throttle: bool = False) -> int:
-    """Queue ``count`` wake-ups for ``pool``; how many were sent."""
+    """Queue ``count`` wake-ups for ``pool``; how many were sent. A tasks-only process sends none: it
+    may not reach the broker (whose wake-ups other pools run), and the control process's dispatcher
+    wakes the pools its tasks enqueue work for."""
     from django_q.tasks import async_task
 
+    if options.current().tasks_only:
+        return 0
     now = time.monotonic()
     if throttle and now - _last_sent.get(pool, 0.0) < _THROTTLE_SECONDS:
         return 0

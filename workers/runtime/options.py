@@ -9,6 +9,7 @@ workers/runtime/ reads ``django.conf`` (tests/runtime/test_options.py keeps it s
 | ``LEITSTAND_LEASE_GRACE_SECONDS`` | ``lease_grace_seconds``: how long past its lease a job is reaped |
 | ``LEITSTAND_CONTROL_INTERVAL_SECONDS``, ``_LEADER_LEASE_SECONDS`` | ``control_interval_seconds``, ``control_leader_lease_seconds`` |
 | ``LEITSTAND_WAKEUP_REDIS_URL`` | ``wakeup_redis_url``: wake-ups through Redis instead of PostgreSQL |
+| ``LEITSTAND_TASKS_ONLY`` | ``tasks_only``: a tasks pool without the broker (it wakes itself) |
 | ``LEITSTAND_BATCH_BUDGET_SECONDS``, ``LEITSTAND_MAX_BATCH`` | ``batch_budget_seconds``, ``max_batch``: a claimed batch's size |
 | ``LEITSTAND_WAKEUP_BUDGET_SECONDS`` | ``wakeup_budget_seconds``: how long one wake-up claims batches |
 | ``LEITSTAND_POOL_SHUTDOWN_SECONDS``, ``_STALL_SECONDS`` | ``pool_shutdown_seconds``, ``pool_stall_seconds`` |
@@ -95,6 +96,7 @@ class RuntimeOptions:
     control_interval_seconds: float = 0.5
     control_leader_lease_seconds: float = 15.0
     wakeup_redis_url: str = ""
+    tasks_only: bool = False
     batch_budget_seconds: float = 0.25
     max_batch: int = 100
     wakeup_budget_seconds: float = 2.0
@@ -147,6 +149,7 @@ class RuntimeOptions:
             control_interval_seconds=settings.LEITSTAND_CONTROL_INTERVAL_SECONDS,
             control_leader_lease_seconds=settings.LEITSTAND_CONTROL_LEADER_LEASE_SECONDS,
             wakeup_redis_url=settings.LEITSTAND_WAKEUP_REDIS_URL,
+            tasks_only=settings.TASKS_ONLY,
             batch_budget_seconds=settings.LEITSTAND_BATCH_BUDGET_SECONDS,
             max_batch=settings.LEITSTAND_MAX_BATCH,
             wakeup_budget_seconds=settings.LEITSTAND_WAKEUP_BUDGET_SECONDS,

@@ -31,8 +31,13 @@ class Command(BaseCommand):
         from workers.runtime.metrics import multiprocess_dir_clean
 
         multiprocess_dir_clean()  # metric files of processes gone since the last start
-        if pool == "control":
+        if pool == "control" and not settings.TASKS_ONLY:
             return self._control()
+        if settings.TASKS_ONLY and pool != "tasks":
+            raise CommandError(
+                f"LEITSTAND_TASKS_ONLY is set: this process runs only the tasks pool, not {pool!r} "
+                "(it has no secret key and may connect as the tasks role: docs/operations.md)"
+            )
         if pool not in settings.LEITSTAND_POOLS:
             raise CommandError(
                 f"unknown pool {pool!r}; choose one of: {', '.join([*settings.LEITSTAND_POOLS, 'control'])}"

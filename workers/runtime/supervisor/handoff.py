@@ -130,3 +130,12 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def no_pusher(task_queue, stop_event, broker) -> None:
+    """The pusher of a tasks-only pool (``LEITSTAND_TASKS_ONLY``): it reads no broker, whose wake-ups
+    are signed with the secret key that pool does not have; its supervisor's stall watch hands the
+    idle workers wake-ups of its own when work is due (one sweep interval at most). It waits for the
+    stop, as django-q2's pusher does."""
+    while not stop_event.wait(1.0):
+        pass

@@ -51,6 +51,7 @@ from workers.runtime.supervisor.handoff import (
     child,
     describe_exit,
     local_wakeup,
+    no_pusher,
 )
 from workers.runtime.supervisor.rescue import Rescuer
 from workers.runtime.supervisor.stalls import Heal, StallWatch
@@ -116,6 +117,8 @@ class PoolSentinel(Sentinel):
         self._sync_pool()
 
     def spawn_pusher(self) -> multiprocessing.Process:
+        if options.current().tasks_only:  # no broker: its stall watch wakes its workers when work is due
+            return self._spawn(no_pusher, self.task_queue, self.event_out, self.broker)
         return self._spawn(pusher, self.task_queue, self.event_out, self.broker)
 
     def spawn_monitor(self) -> multiprocessing.Process:
@@ -123,7 +126,7 @@ class PoolSentinel(Sentinel):
 
     def spawn_cluster(self) -> None:
         self.workers = []
-        Stat(self).save()
+        self._stat_save()
         for _ in range(self.pool_size):
             self.spawn_worker()
         self.monitor = self.spawn_monitor()
@@ -159,7 +162,7 @@ class PoolSentinel(Sentinel):
     def guard(self) -> None:
         self.stalls.clear_stale()
         self.start_event.set()
-        Stat(self).save()
+        self._stat_save()
         logger.info("pool %s: supervisor %s guarding %d workers", self.pool_name, self.pid, len(self.workers))
         last = time.monotonic()
         next_progress_check = last + PROGRESS_CHECK_SECONDS
@@ -325,7 +328,10 @@ class PoolSentinel(Sentinel):
 
     def _stat_save(self) -> None:
         """django-q2's cluster statistics, which it keeps in the broker (Redis; the ORM broker keeps
-        none). While the broker is away they wait; that is reported once."""
+        none). While the broker is away they wait; that is reported once. A tasks-only pool keeps none:
+        django-q2 signs them with the secret key that pool does not have."""
+        if options.current().tasks_only:
+            return
         if options.current().wakeup_redis_url:
             try:
                 self.broker.connection.ping()
@@ -378,7 +384,7 @@ class PoolSentinel(Sentinel):
         if self.monitor.is_alive():
             self.monitor.kill()
         self.result_queue.cancel_join_thread()
-        Stat(self).save()
+        self._stat_save()
         logger.info("pool %s: stopped", self.pool_name)
 
     def _drop_waiting_wakeups(self) -> None:
