@@ -85,6 +85,19 @@ def submittable_require(request, job_type: str, *, field: str) -> None:
     require(request, scope)
 
 
+def lane_allow(client, priority: int | None, *, field: str) -> None:
+    """Refuse (422 naming ``field``) a lane more urgent than the client's own most urgent one
+    (``Client.most_urgent_lane``; 5 unless an operator granted more): lanes come before fair shares in
+    the claim, so a client's own choice of lane 0 would otherwise buy it the pool ahead of every
+    other client's work. None (the type's default lane, 5 or 9) always passes."""
+    if client is not None and priority is not None and priority < client.most_urgent_lane:
+        raise JobInputError(
+            field,
+            f"this client may use lanes {client.most_urgent_lane} to 9 (0 is the most urgent); "
+            "an operator grants more urgent lanes on the client's console page",
+        )
+
+
 def owned(request, queryset, *, path: str = "client"):
     """What this token may see and act on: its client's own (``path`` leads to the owning client),
     or everything with the ``jobs:all`` scope. Anything else answers 404, as if it did not exist."""

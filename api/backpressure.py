@@ -1,8 +1,11 @@
 """Backpressure: a pool's bulk lane (priority 9, the lane bulk work is submitted in) takes no more
-API submissions while it holds ``LEITSTAND_API_BULK_LANE_DEPTH`` planned jobs: they are answered 503
-with ``Retry-After`` (``errors.LaneFull``), nothing created, while submissions in the other lanes
-still pass — a flood of bulk work cannot bury urgent work, and its client is told to slow down
-before the queue drowns (docs/api.md, "Backpressure"). And a client with its bound of open jobs
+API submissions while it holds ``LEITSTAND_API_BULK_LANE_DEPTH`` planned jobs from a client that
+holds its share of it already: they are answered 503 with ``Retry-After`` (``errors.LaneFull``),
+nothing created, while submissions in the other lanes still pass — a flood of bulk work cannot bury
+urgent work, and its client is told to slow down before the queue drowns (docs/api.md,
+"Backpressure"). A client's share is the bound divided among the clients with bulk work in the lane,
+itself included: one client's flood gets *its* submissions refused, not everyone's; a client below
+its share still submits into a full lane (the bound is soft by the shares of the small clients). And a client with its bound of open jobs
 (its own ``Client.max_open_jobs``, else ``LEITSTAND_API_CLIENT_OPEN_JOBS``) is answered 429 with
 ``Retry-After`` (``errors.OpenJobsFull``): one client's million jobs cannot fill the pools for all.
 
@@ -45,9 +48,23 @@ def lane_check(job_type: str, priority: int | None, *, client, repeat: Callable[
     if not bound or (declared.default_priority if priority is None else priority) != BULK_LANE:
         return
     pool = declared.pool  # an API client's jobs run in their type's pool (workers/runtime/services.py)
-    if _count("lane_depth_capped", pool, pool=pool, priority=BULK_LANE, cap=bound) >= bound and not repeat():
+    if _count("lane_depth_capped", pool, pool=pool, priority=BULK_LANE, cap=bound) < bound:
+        return
+    if client is not None and _below_share(client, pool, bound):
+        return
+    if not repeat():
         _refusal_count(client, pool, ApiRefusalWindow.Reason.BULK_LANE_FULL)
         raise LaneFull(pool, bound, options.current().bulk_retry_after_seconds)
+
+
+def _below_share(client, pool: str, bound: int) -> bool:
+    """Whether ``client`` holds less of the full bulk lane than its share: the bound divided among the
+    clients with bulk work in it, itself included (two counts, each kept a second, only while full)."""
+    own = _count(
+        "lane_client_depth_capped", (pool, client.pk), pool=pool, priority=BULK_LANE, client=client.pk, cap=bound
+    )
+    others = _count("lane_clients", pool, pool=pool, priority=BULK_LANE) - (1 if own else 0)
+    return own < bound // (others + 1)
 
 
 def open_jobs_check(client, jobs: int, *, pool: str, repeat: Callable[[], bool]) -> None:

@@ -11,7 +11,7 @@ from django.http import Http404
 from ninja import Field, Router, Schema, Status
 from pydantic import BaseModel, StrictInt
 
-from api.auth import jobs_budget_spend, owned, request_fingerprint, require, submittable_require
+from api.auth import jobs_budget_spend, lane_allow, owned, request_fingerprint, require, submittable_require
 from api.backpressure import lane_check, open_jobs_check
 from api.fields import HeaderText, Moment, Text, utc
 from jobs.batches import batch_out, batch_progress
@@ -85,6 +85,8 @@ def batches_create(request, body: BatchIn):
     def repeat() -> bool:
         return Batch.objects.filter(key_namespace=client.key_namespace if client else "", key=body.key).exists()
 
+    for index, job in enumerate(body.jobs):
+        lane_allow(client, job.priority, field=f"jobs[{index}].priority")
     for job in body.jobs:  # a batch with a member for a full bulk lane is refused whole: nothing created
         lane_check(job.type, job.priority, client=client, repeat=repeat)
     if body.jobs:  # one more than its bound of open jobs, and the batch is refused whole

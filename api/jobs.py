@@ -20,7 +20,7 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import BaseModel, StrictInt
 
-from api.auth import TokenAuth, may_act_for, owned, request_fingerprint, require, submittable_require
+from api.auth import TokenAuth, lane_allow, may_act_for, owned, request_fingerprint, require, submittable_require
 from api.backpressure import lane_check, open_jobs_check
 from api.fields import HeaderText, Moment, Text, due_at_check, utc
 from api.rechecks import ObservationOut, RecheckPlanOut
@@ -233,6 +233,7 @@ def jobs_create(request, body: JobIn):
             type=body.type, key_namespace=client.key_namespace if client else "", idempotency_key=body.idempotency_key
         ).exists()
 
+    lane_allow(client, body.priority, field="priority")
     lane_check(body.type, body.priority, client=client, repeat=repeat)
     open_jobs_check(client, 1, pool=registry.get(body.type).pool, repeat=repeat)
     submission = job_submit(
@@ -365,6 +366,7 @@ def jobs_move(request, job_id: uuid.UUID, body: MoveIn):
     actor = f"api:{request.auth.name}"
     due_at = due_at_check(utc(body.due_at, "due_at"))  # a client may not move a job ahead of its lane
     if body.priority is not None and body.priority != job.priority:
+        lane_allow(request.auth.client, body.priority, field="priority")
         # Into the bulk lane is like a submission to it: not while it is full.
         lane_check(job.type, body.priority, client=request.auth.client, repeat=lambda: False)
     try:

@@ -107,7 +107,7 @@ _TIDY_SQL = {
 _ADMIT_SQL = f"""
     WITH {_RELAXED}
     , live AS (
-        SELECT t.*, c.name AS client_name, leitstand_now() AS now
+        SELECT t.*, c.name AS client_name, c.most_urgent_lane AS client_most_urgent_lane, leitstand_now() AS now
           FROM jobs_apitoken t JOIN ({composed("client_keys")}) AS c ON c.id = t.client_id
          WHERE t.prefix = %(prefix)s AND t.secret_hash = %(hash)s AND t.revoked_at IS NULL
            AND (t.expires_at IS NULL OR t.expires_at > leitstand_now()))
@@ -164,7 +164,11 @@ def token_admit(presented: str, *, jobs: int = 0, count: bool = True) -> Admissi
         if count and values["requests"] == 1:  # the first count of this token's minute
             cursor.execute(_TIDY_SQL["requests"])
     token = ApiToken.from_db("default", _TOKEN_FIELDS, [values[field] for field in _TOKEN_FIELDS])
-    token.client = Client.from_db("default", ("id", "name"), (values["client_id"], values["client_name"]))
+    token.client = Client.from_db(
+        "default",
+        ("id", "name", "most_urgent_lane"),
+        (values["client_id"], values["client_name"], values["client_most_urgent_lane"]),
+    )
     if not count:
         return Admission(token)
     return Admission(token, values["requests"], values["jobs"], max(float(values["seconds_left"]), 0.0))

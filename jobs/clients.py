@@ -88,3 +88,16 @@ def client_trace_trust_set(*, client_id: int, trusted: bool, user=None) -> Clien
     if not Client.objects.filter(pk=client_id).update(trace_trusted=trusted):
         raise JobInputError("client", f"no client {client_id}")
     return Client.objects.get(pk=client_id)
+
+
+def client_lanes_set(*, client_id: int, most_urgent_lane: int, user=None) -> Client:
+    """The most urgent lane (0-9) the client's submissions and moves may use: 5, the default, keeps it
+    from getting ahead of other clients' normal work; grant 0 only to a client whose urgency you trust
+    (the PHP core). Jobs already in a lane stay where they are."""
+    clients_require(user)
+    lane = most_urgent_lane
+    if isinstance(lane, bool) or not isinstance(lane, int) or not 0 <= lane <= 9:
+        raise JobInputError("most_urgent_lane", "must be a lane from 0 (the most urgent) to 9")
+    if not Client.objects.filter(pk=client_id).update(most_urgent_lane=lane):
+        raise JobInputError("client", f"no client {client_id}")
+    return Client.objects.get(pk=client_id)

@@ -93,6 +93,12 @@ class Client(models.Model):
         db_default=False,
         help_text="Without a webhook of its own: its events go to the global webhook (else nowhere).",
     )
+    most_urgent_lane = models.PositiveSmallIntegerField(
+        default=5,
+        db_default=5,
+        help_text="The most urgent lane (0-9) its submissions and moves may use: a client's priority never buys "
+        "it the pool ahead of other clients' normal work (lane 5) unless an operator grants it.",
+    )
     trace_trusted = models.BooleanField(
         default=False,
         db_default=False,

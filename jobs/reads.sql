@@ -86,6 +86,20 @@ SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = {state.PLANNED} AND p
                       AND priority = %(priority)s LIMIT %(cap)s) AS lane
 
 
+-- name: lane_client_depth_capped
+-- Planned jobs of client %(client)s in lane %(priority)s of pool %(pool)s, counted up to %(cap)s (a
+-- client's share of the API's bulk lane; job_client_open_idx, the client's open jobs).
+SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE client_id = %(client)s AND state = {state.PLANNED}
+                      AND pool = %(pool)s AND priority = %(priority)s LIMIT %(cap)s) AS lane
+
+
+-- name: lane_clients
+-- The clients with planned jobs in lane %(priority)s of pool %(pool)s (the shares of a full bulk lane;
+-- read only while it is full: one pass over the lane's entries of job_claim_idx).
+SELECT count(DISTINCT client_id) FROM jobs_job WHERE state = {state.PLANNED} AND pool = %(pool)s
+                                                 AND priority = %(priority)s
+
+
 -- name: client_open_jobs_capped
 -- Open jobs (not done, dead or cancelled) of client %(client)s, counted up to %(cap)s
 -- (job_client_open_idx: the API's bound on a client's open jobs; an exact count is never needed).
@@ -245,10 +259,10 @@ GROUP BY s.step
 
 
 -- name: client_keys
--- Every API client's ID, name (its keys' namespace) and whether its trace context is trusted, as the
+-- Every API client's ID, name (its keys' namespace), most urgent lane and whether its trace context is trusted, as the
 -- API's token statements join it to the token they check (``JOIN (<this>) AS c ON c.id =
 -- t.client_id``): the token, its client and its budget counts are one round trip a request.
-SELECT id, name, trace_trusted FROM jobs_client
+SELECT id, name, most_urgent_lane, trace_trusted FROM jobs_client
 
 
 -- name: flow_keys_of_pool

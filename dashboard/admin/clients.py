@@ -19,7 +19,7 @@ from api.tokens import SCOPES, token_create, token_revoke, token_rotate
 from dashboard.admin.base import ReadOnlyAdmin
 from dashboard.audit import audited
 from dashboard.display import as_id
-from jobs.clients import client_open_jobs_set, client_trace_trust_set
+from jobs.clients import client_lanes_set, client_open_jobs_set, client_trace_trust_set
 from jobs.models import MANAGE_CLIENTS_PERMISSION, Client
 from jobs.services import JobInputError
 from workers.runtime.webhook import url_redacted
@@ -47,13 +47,13 @@ class WebhookFilter(admin.SimpleListFilter):
 
 @admin.register(Client)
 class ClientAdmin(ReadOnlyAdmin):
-    list_display = ("name", "live_tokens", "webhook", "created_at", "created_by")
+    list_display = ("name", "live_tokens", "webhook", "lanes", "created_at", "created_by")
     list_filter = (WebhookFilter,)
     search_fields = ("name",)
     ordering = ("name",)
     change_list_template = "admin/jobs/client/console_change_list.html"
     change_form_template = "admin/jobs/client/console_change_form.html"
-    fields = ("name", "webhook", "trace_context", "created_at", "created_by")
+    fields = ("name", "webhook", "lanes", "trace_context", "created_at", "created_by")
     readonly_fields = fields
 
     class Media:
@@ -72,6 +72,10 @@ class ClientAdmin(ReadOnlyAdmin):
         if client.webhook_url:
             return url_redacted(client.webhook_url)
         return "the global webhook" if client.uses_global_webhook else "none (its events are not sent)"
+
+    @admin.display(description="lanes")
+    def lanes(self, client):
+        return f"{client.most_urgent_lane}–9"
 
     @admin.display(description="trace context")
     def trace_context(self, client):
@@ -182,6 +186,20 @@ class ClientAdmin(ReadOnlyAdmin):
                 ),
                 secret_of=lambda changed: (f"the webhook of client {client.name}", changed[1]) if changed[1] else None,
                 result=lambda changed: f"webhook {self.webhook(changed[0])}",
+            )
+        if action == "lanes_set":
+            lane = as_id(request.POST.get("most_urgent_lane", "").strip())
+            if lane is None or lane > 9:
+                messages.error(request, "most_urgent_lane: must be a lane from 0 (the most urgent) to 9")
+                return back
+            return self._apply(
+                request,
+                back,
+                action="api_client.lanes",
+                target=f"client {client.name}",
+                reason=reason,
+                apply=lambda: client_lanes_set(client_id=client.pk, most_urgent_lane=lane, user=request.user),
+                result=lambda changed: f"lanes {self.lanes(changed)}",
             )
         if action == "trace_trust_set" and request.POST.get("trusted") in ("yes", "no"):
             trusted = request.POST["trusted"] == "yes"

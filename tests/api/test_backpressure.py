@@ -14,29 +14,33 @@ import pytest
 from api import backpressure
 from api.tokens import token_create
 from jobs import leases
-from jobs.models import Batch, Job
+from jobs.clients import client_lanes_set
+from jobs.models import Batch, Client, Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PHP_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "php"
 
 
 @pytest.fixture
-def full_lane(settings, make_job):
-    """The synthetic pool's bulk lane at its bound of 3 planned jobs."""
-    settings.LEITSTAND_API_BULK_LANE_DEPTH = 3
-    settings.LEITSTAND_API_BULK_RETRY_AFTER_SECONDS = 1
-    backpressure.forget()
-    blockers = [make_job("synthetic", pool="synthetic", payload={}, priority=9) for _ in range(3)]
-    yield blockers
-    backpressure.forget()
+def token():
+    """The PHP core's token; its client may use every lane (an operator granted it)."""
+    created, clear = token_create(
+        name=f"php-{uuid.uuid4().hex[:6]}", client="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"]
+    )
+    client_lanes_set(client_id=created.client_id, most_urgent_lane=0)
+    return clear
 
 
 @pytest.fixture
-def token():
-    _, clear = token_create(
-        name=f"php-{uuid.uuid4().hex[:6]}", client="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"]
-    )
-    return clear
+def full_lane(settings, make_job, token):
+    """The synthetic pool's bulk lane at its bound of 3 planned jobs, all the PHP core's."""
+    settings.LEITSTAND_API_BULK_LANE_DEPTH = 3
+    settings.LEITSTAND_API_BULK_RETRY_AFTER_SECONDS = 1
+    backpressure.forget()
+    core = Client.objects.get(name="php-core")
+    blockers = [make_job("synthetic", pool="synthetic", payload={}, priority=9, client_id=core.pk) for _ in range(3)]
+    yield blockers
+    backpressure.forget()
 
 
 def submit(client, token, key, priority=None, path="/api/v1/jobs", body=None):
@@ -149,12 +153,12 @@ def test_refusals_repeated_by_one_client_raise_its_alert_and_no_one_elses(client
             "clear_seconds": 0,
         },
     }
-    settings.LEITSTAND_API_CLIENT_OPEN_JOBS = 3
+    settings.LEITSTAND_API_CLIENT_OPEN_JOBS = 6
     _, patient = token_create(name="patient", client="partner", scopes=["jobs:write", "jobs:synthetic"])
-    assert submit(client, patient, "p-1", priority=9).status_code == 503
+    assert submit(client, patient, "p-1", priority=9).status_code == 201, "the full lane is php-core's, not its"
     for n in range(4):
         assert submit(client, token, f"loop-{n}", priority=9).status_code == 503
-    backpressure.forget()  # php-core's 3 open jobs (the lane's blockers are the system's own)
+    backpressure.forget()  # php-core's 6 open jobs: the lane's 3 and 3 urgent ones
     for n in range(3):
         assert submit(client, token, f"urgent-{n}", priority=0).status_code == 201
     backpressure.forget()
@@ -163,7 +167,7 @@ def test_refusals_repeated_by_one_client_raise_its_alert_and_no_one_elses(client
     alert_rules.rule_memory.clear()
     alerts.alerts_evaluate(now=db_clock.now())
     (alert,) = Alert.objects.filter(rule="api_submissions_refused").exclude(state="resolved")
-    assert alert.scope == "client:php-core" and alert.value == 6
+    assert alert.scope == "client:php-core" and alert.value == 6, "the partner's one bulk job was no refusal"
     assert alert.diagnosis == (
         "client php-core: 6 submissions refused in the last 10 min — 4 × 503 for pool synthetic's full bulk "
         "lane; 2 × 429 at its bound of open jobs (pool synthetic): it does not wait out Retry-After, or its "
@@ -240,3 +244,59 @@ def test_a_move_into_a_full_bulk_lane_is_refused_like_a_submission(client, full_
     )
     assert moved.status_code == 503 and moved.json()["type"] == "/problems/bulk-lane-full"
     assert Job.objects.get(pk=job_id).priority == 5
+
+
+def test_one_clients_bulk_flood_refuses_its_own_submissions_not_anothers(client, settings, token):
+    """Attack (issue 54, item 3): one client's bulk jobs filled the lane for every client, and moving
+    a job into lane 9 passed the bound. Each client has its share: the bound among the clients with
+    bulk work in the lane, itself included."""
+    settings.LEITSTAND_API_BULK_LANE_DEPTH = 4
+    for n in range(4):
+        backpressure.forget()
+        assert submit(client, token, f"flood-{n}", priority=9).status_code == 201
+    backpressure.forget()
+    assert submit(client, token, "flood-4", priority=9).status_code == 503, "the flood's own client"
+    _, partner = token_create(name="partner", client="partner", scopes=["jobs:write", "jobs:synthetic"])
+    for n in range(2):  # its share of a lane two clients use: 4 // 2
+        backpressure.forget()
+        assert submit(client, partner, f"partner-{n}", priority=9).status_code == 201
+    backpressure.forget()
+    assert submit(client, partner, "partner-2", priority=9).status_code == 503, "at its share"
+    waiting = submit(client, partner, "partner-5", priority=5)
+    backpressure.forget()
+    moved = client.post(
+        f"/api/v1/jobs/{waiting.json()['id']}/move",
+        json.dumps({"priority": 9, "reason": "into bulk"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {partner}",
+    )
+    assert moved.status_code == 503 and Job.objects.get(pk=waiting.json()["id"]).priority == 5
+
+
+def test_a_client_may_not_buy_the_pool_with_a_lane_it_was_not_granted(client, settings):
+    """Attack (issue 54, item 5): client A's lane-0 jobs held client B's lane-5 job for their whole
+    run. A new client's most urgent lane is 5; more is an operator's grant."""
+    _, partner = token_create(name="partner", client="partner", scopes=["jobs:write", "jobs:synthetic"])
+    for priority in (0, 4):
+        refused = submit(client, partner, f"urgent-{priority}", priority=priority)
+        assert refused.status_code == 422 and refused.json()["invalid_fields"][0]["field"].endswith("priority")
+        assert "lanes 5 to 9" in refused.json()["invalid_fields"][0]["message"]
+    batch = {
+        "key": "b",
+        "name": "b",
+        "jobs": [{"type": "synthetic", "payload": {}, "idempotency_key": "b-1", "priority": 0}],
+    }
+    refused = submit(client, partner, None, path="/api/v1/batches", body=batch)
+    assert refused.status_code == 422 and refused.json()["invalid_fields"][0]["field"].endswith("jobs[0].priority")
+    waiting = submit(client, partner, "normal", priority=5)
+    assert waiting.status_code == 201 and submit(client, partner, "default").status_code == 201
+    moved = client.post(
+        f"/api/v1/jobs/{waiting.json()['id']}/move",
+        json.dumps({"priority": 0, "reason": "jump the line"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {partner}",
+    )
+    assert moved.status_code == 422 and Job.objects.get(pk=waiting.json()["id"]).priority == 5
+    assert not Job.objects.filter(priority__lt=5).exists()
+    client_lanes_set(client_id=Client.objects.get(name="partner").pk, most_urgent_lane=2)
+    assert submit(client, partner, "granted", priority=2).status_code == 201

@@ -49,7 +49,8 @@ def test_another_clients_job_a_read_token_and_no_reason_are_refused(client, own_
 
 def test_a_held_bulk_job_is_not_resumed_into_a_full_bulk_lane(client, settings, make_job):
     """Held jobs are not counted in the bulk lane's depth: resuming them is refused like a submission
-    while the lane is full (503), so holding and resuming cannot carry a client past the bound."""
+    while the lane is full with the client's share (503), so holding and resuming cannot carry a client
+    past it."""
     from api import backpressure
 
     headers = bearer()
@@ -60,8 +61,9 @@ def test_a_held_bulk_job_is_not_resumed_into_a_full_bulk_lane(client, settings, 
     assert post(client, f"/api/v1/jobs/{job_id}/hold", {"reason": "later"}, headers).status_code == 200
     settings.LEITSTAND_API_BULK_LANE_DEPTH = 2
     backpressure.forget()
+    owner = Job.objects.get(pk=job_id).client_id
     for _ in range(2):
-        make_job("synthetic", pool="synthetic", payload={}, priority=9)
+        make_job("synthetic", pool="synthetic", payload={}, priority=9, client_id=owner)
     answer = post(client, f"/api/v1/jobs/{job_id}/resume", {"reason": "now"}, headers)
     assert answer.status_code == 503 and answer["Retry-After"], answer.text
     assert Job.objects.get(pk=job_id).state == State.HELD

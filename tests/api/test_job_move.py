@@ -9,6 +9,7 @@ import pytest
 
 from api.tokens import token_create
 from jobs import leases
+from jobs.clients import client_lanes_set
 from jobs.models import Job, State
 from tests.conftest import job_in_state
 
@@ -16,7 +17,10 @@ pytestmark = pytest.mark.django_db
 
 
 def bearer(client_name="php-core", scopes=("jobs:read", "jobs:write", "jobs:synthetic")):
-    _, clear = token_create(name=f"{client_name}-{uuid.uuid4().hex[:6]}", client=client_name, scopes=list(scopes))
+    """A token of ``client_name``; the PHP core's client may use every lane (an operator granted it)."""
+    created, clear = token_create(name=f"{client_name}-{uuid.uuid4().hex[:6]}", client=client_name, scopes=list(scopes))
+    if client_name == "php-core":
+        client_lanes_set(client_id=created.client_id, most_urgent_lane=0)
     return {"HTTP_AUTHORIZATION": f"Bearer {clear}"}
 
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from api.tokens import token_create
-from jobs.clients import client_trace_trust_set
+from jobs.clients import client_lanes_set, client_trace_trust_set
 from jobs.clients import client_webhook_set
 from jobs.models import Job, State
 from jobs.services import job_confirm
@@ -116,6 +116,7 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(
     live server, every test run and none skipped; then what it did, checked in the database."""
     created, token = token_create(name="php-core", scopes=["jobs:read", "jobs:write", "jobs:synthetic"])
     client_trace_trust_set(client_id=created.client_id, trusted=True)  # the core's traces are ours: joined
+    client_lanes_set(client_id=created.client_id, most_urgent_lane=0)  # and its urgency: every lane
     proxy = AnswerLosingProxy(live_server.url)
     results_file = tmp_path / "results.json"
     try:

@@ -209,4 +209,6 @@ def test_with_spans_an_untrusted_request_is_the_root_of_a_trace_linked_to_the_on
     assert server.parent is None and format(server.context.trace_id, "032x") != TRACE
     (link,) = server.links
     assert (format(link.context.trace_id, "032x"), format(link.context.span_id, "016x")) == (TRACE, "00f067aa0ba902b7")
-    assert Job.objects.get(pk=response.json()["id"]).trace_parent.split("-")[1] == format(server.context.trace_id, "032x")
+    assert Job.objects.get(pk=response.json()["id"]).trace_parent.split("-")[1] == format(
+        server.context.trace_id, "032x"
+    )

@@ -83,19 +83,19 @@ def test_keys_live_in_the_clients_own_namespace(client, bearer):
 
 def test_a_repeat_must_be_the_same_request_not_only_the_same_payload(client, bearer):
     writer = bearer()
-    assert submit(client, writer, {"priority": 3}).status_code == 201
-    assert submit(client, writer, {"priority": 3}, HTTP_X_CORRELATION_ID="any").status_code == 200
+    assert submit(client, writer, {"priority": 6}).status_code == 201
+    assert submit(client, writer, {"priority": 6}, HTTP_X_CORRELATION_ID="any").status_code == 200
     differences = (
-        {"priority": 1},
+        {"priority": 7},
         {"source": "elsewhere"},
         {"correlation_id": "case-9"},
         {"due_at": "2030-01-01T00:00:00Z"},
     )
     for difference in differences:
-        answer = submit(client, writer, {"priority": 3, **difference})
+        answer = submit(client, writer, {"priority": 6, **difference})
         assert answer.status_code == 422, difference
         assert answer.json()["type"] == "/problems/idempotency-conflict"
-    assert Job.objects.count() == 1 and Job.objects.get().priority == 3
+    assert Job.objects.count() == 1 and Job.objects.get().priority == 6
 
 
 def test_one_bad_outbox_event_is_recorded_and_the_rest_are_delivered_once(settings, make_job):
