@@ -18,8 +18,7 @@ import httpx
 import pytest
 
 from api.tokens import token_create
-from jobs.clients import client_lanes_set, client_trace_trust_set
-from jobs.clients import client_webhook_set
+from jobs.clients import client_lanes_set, client_trace_trust_set, client_webhook_set
 from jobs.models import Job, State
 from jobs.services import job_confirm
 from jobs.webhooks import webhook_sweep
