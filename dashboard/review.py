@@ -14,6 +14,7 @@ from django.db.models import Q
 from dashboard import options as console_options
 from jobs import services as job_services
 from jobs.models import Job, LeitstandNow, ReviewEscalation, ReviewLease, State
+from jobs.selectors import short_id as id_short
 from jobs.services import JobInputError
 from workers.pipeline.services import finding_review_record
 from workers.runtime.hooks import match_report
@@ -89,10 +90,10 @@ def decide(*, job_id, verdict: str, reason: str, actor: str, user) -> str:
         raise JobInputError("verdict", f"must be one of {', '.join(VERDICTS)}")
     if verdict == "skip":
         job_services.review_release(job_id=job_id, reviewer=actor)
-        return f"case {str(job_id)[:8]} skipped: back in the queue"
+        return f"case {id_short(job_id)} skipped: back in the queue"
     if verdict == "escalate":
         job_services.review_escalate(job_id=job_id, actor=actor, reason=reason, user=user)
-        return f"case {str(job_id)[:8]} escalated"
+        return f"case {id_short(job_id)} escalated"
     with transaction.atomic():
         is_match = verdict == "match"
         job = job_services.review_decide(
@@ -101,4 +102,4 @@ def decide(*, job_id, verdict: str, reason: str, actor: str, user) -> str:
         finding = finding_review_record(job_id=job.id, verdict=verdict, reviewer=actor, reason=reason)
         if is_match and finding is not None:
             match_report(sender="review", job=job, finding=finding, content_hash=finding.candidate.content_hash)
-    return f"case {str(job_id)[:8]} decided: {verdict.replace('_', ' ')}"
+    return f"case {id_short(job_id)} decided: {verdict.replace('_', ' ')}"

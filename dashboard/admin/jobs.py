@@ -52,7 +52,8 @@ from jobs.models import (
     Transition,
     database_now,
 )
-from jobs.selectors import id_prefix_range, subject_prefix
+from jobs.selectors import short_id as id_short
+from jobs.selectors import short_id_query, subject_prefix
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from workers.pipeline.models import Source
@@ -434,16 +435,16 @@ class JobAdmin(ReadOnlyAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         # Correlation IDs and keys are matched exactly, subjects by their prefix (the subject index), IDs
-        # exactly or by a prefix of at least 6 hex digits (the list's short IDs; a range on the primary
-        # key); a malformed ID is not an error.
+        # exactly, by the lists' short IDs (01a24deb…a13f9c) or by a prefix of at least 6 hex digits (a
+        # range on the primary key); a malformed ID is not an error.
         term = search_term.strip()
         if not term:
             return queryset, False
         query = Q(correlation_id=term) | Q(idempotency_key=term) | subject_prefix(term)
         if job_id := _as_uuid(term):
             query |= Q(id=job_id)
-        elif bounds := id_prefix_range(term):
-            query |= Q(id__gte=bounds[0], id__lte=bounds[1])
+        elif (short := short_id_query(term)) is not None:
+            query |= short
         return queryset.filter(query), False
 
     def get_urls(self):
@@ -507,12 +508,15 @@ class JobAdmin(ReadOnlyAdmin):
     def _short_id(self, request, object_id: str):
         if not self.has_view_permission(request):
             raise PermissionDenied("finding a job needs the permission to view jobs")
-        bounds = id_prefix_range(object_id)
-        if bounds is None:
-            raise Http404(f"{object_id!r} is not a job ID: give the whole ID or at least its first 6 hex digits")
-        found = list(Job.objects.filter(id__gte=bounds[0], id__lte=bounds[1]).values_list("pk", flat=True)[:2])
+        query = short_id_query(object_id)
+        if query is None:
+            raise Http404(
+                f"{object_id!r} is not a job ID: give the whole ID, its short form (01a24deb…a13f9c) or at least "
+                "its first 6 hex digits"
+            )
+        found = list(Job.objects.filter(query).values_list("pk", flat=True)[:2])
         if not found:
-            archived = ArchivedJob.objects.filter(job_id__gte=bounds[0], job_id__lte=bounds[1]).first()
+            archived = ArchivedJob.objects.filter(short_id_query(object_id, field="job_id")).first()
             if archived is None:
                 raise Http404(f"no job ID starts with {object_id}")
             found = [archived.job_id]
@@ -608,7 +612,7 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="job", ordering="id")
     def short_id(self, job):
-        return str(job.id)[:8]
+        return id_short(job.id)
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, job):

@@ -17,6 +17,7 @@ from dashboard.admin.base import AuditedAdmin, OfferedLookupsOnly, ReadOnlyAdmin
 from dashboard.audit import audited
 from dashboard.display import data_uri
 from jobs.models import OPERATE_PERMISSION
+from jobs.selectors import short_id as id_short
 from jobs.services import JobInputError
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
 from workers.pipeline.schedules import every_minutes, schedule_state, schedule_validate, with_schedule, zone_of
@@ -351,5 +352,5 @@ class FindingAdmin(ReadOnlyAdmin):
         if finding.job_id is None:
             return "—"
         return format_html(
-            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[finding.job_id]), str(finding.job_id)[:8]
+            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[finding.job_id]), id_short(finding.job_id)
         )

@@ -12,6 +12,7 @@ from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
+from jobs.selectors import short_id as id_short
 from jobs.services import JobInputError
 from rechecks.models import Observation, RecheckPlan
 from rechecks.policy import duration
@@ -183,7 +184,7 @@ class RecheckPlanAdmin(ReadOnlyAdmin):
     @admin.display(description="case")
     def case_link(self, plan):
         return format_html(
-            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[plan.job_id]), str(plan.job_id)[:8]
+            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[plan.job_id]), id_short(plan.job_id)
         )
 
 

@@ -18,6 +18,7 @@ from dashboard.selectors import STUCK_ROWS
 from dashboard.selectors import stuck_leases as stuck_leases_read
 from jobs.leases import JobNotFound, StaleAttempt
 from jobs.models import OPERATE_PERMISSION
+from jobs.selectors import short_id as id_short
 from jobs.services import JobInputError, job_release
 
 
@@ -61,7 +62,7 @@ def _release_chosen(request) -> None:
             )
         except (JobInputError, JobNotFound, PermissionDenied, StaleAttempt, TransitionNotAllowed) as refused:
             result = f"not released: {refused}"
-        messages.info(request, f"{job_id[:8]}: {result}")
+        messages.info(request, f"{id_short(job_id)}: {result}")
 
 
 def _release(job_id: str, *, actor: str, reason: str, user) -> str:

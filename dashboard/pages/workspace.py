@@ -16,6 +16,7 @@ from dashboard.audit import audited
 from dashboard.display import data_uri
 from dashboard.pages.common import actor, render, require
 from jobs.models import ESCALATED_REVIEW_PERMISSION, REVIEW_PERMISSION, Job, State
+from jobs.selectors import short_id as id_short
 from jobs.services import JobInputError, ReviewHeld
 
 
@@ -70,7 +71,7 @@ def review_case(request, job_id):
     return render(
         request,
         "admin/console/review_case.html",
-        f"Review case {str(job.id)[:8]}",
+        f"Review case {id_short(job.id)}",
         {
             "job": job,
             "case": case,

@@ -6,6 +6,8 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 
+from jobs.selectors import short_id as id_short
+
 register = template.Library()
 
 
@@ -66,6 +68,12 @@ def size(value):
     if value < 2**20:
         return f"{value / 2**10:,.0f} KiB"
     return f"{value / 2**20:,.0f} MiB" if value < 2**30 else f"{value / 2**30:,.1f} GiB"
+
+
+@register.filter
+def short_id(job_id) -> str:
+    """A job's ID as lists show it (``01a24deb…a13f9c``: jobs.selectors.short_id); '' for none."""
+    return id_short(job_id) if job_id else ""
 
 
 @register.filter

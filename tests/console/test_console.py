@@ -291,6 +291,25 @@ def test_short_ids_are_found_in_the_list_and_in_urls_never_a_500(client, login, 
     assert change("0123456789").status_code == 404 and change("zz'; --").status_code == 404
     assert change("078f7272").status_code == 404, "the issue's 500"
 
+    # Issue 55: UUIDv7's first 8 digits are the creation minute, the same for every job created in it.
+    # The short form adds the random tail; the list shows it, and the search and the URL find it.
+    listed = client.get(changelist, {"q": "abcdef12"}).content.decode()
+    assert "abcdef12…000001" in listed and "abcdef12…000002" in listed
+    assert "1 result" in client.get(changelist, {"q": "abcdef12…0002"}).content.decode()
+    assert change("abcdef12…0002").url == reverse("admin:jobs_job_change", args=[second])
+    assert change("abcdef12...0001").url == reverse("admin:jobs_job_change", args=[first])
+    assert change("abcdef12…zz").status_code == 404 and change("abcdef12…0003").status_code == 404
+
+
+def test_jobs_created_together_show_short_ids_that_tell_them_apart(make_job):
+    from jobs.selectors import short_id, short_id_query
+
+    jobs = [make_job("crawl", pool="crawl") for _ in range(50)]
+    shown = {short_id(job.id) for job in jobs}
+    assert len(shown) == 50, "no two alike"
+    for job in jobs[:5]:
+        assert list(Job.objects.filter(short_id_query(short_id(job.id))).values_list("pk", flat=True)) == [job.pk]
+
 
 def test_the_bulk_dry_run_fits_the_filter_and_only_the_confirmed_dry_run_starts(client, login, make_job):
     from dashboard.models import BulkOperation
