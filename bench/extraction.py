@@ -35,6 +35,8 @@ def _setup() -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LEITSTAND_DEBUG", "true")
+    # Reading pages touches no database; the settings still want one named (never connected to).
+    os.environ.setdefault("DATABASE_URL", "postgresql://leitstand_app@localhost/leitstand")
     django.setup()
 
 

@@ -18,7 +18,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config import db_roles
 from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
-from devtools import embedded_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -58,13 +57,14 @@ INSTALLED_APPS = [
     "django_htmx",  # the console's live parts: htmx, vendored as a static file
     "django_tasks",  # Django's Tasks framework (the backport on 5.2): its checks; TASKS below
     "config.apps.ConfigApp",
-    "devtools",  # manage.py cluster (the network-namespace cluster and its drill)
     "jobs",
     "workers",
     "rechecks",
     "dashboard",
     "api",
 ]
+if DEBUG:  # development only: manage.py cluster (the network-namespace cluster and its drill)
+    INSTALLED_APPS.append("devtools")
 
 MIDDLEWARE = [
     "config.health.HealthMiddleware",  # /healthz and /readyz, before the host check and the budgets
@@ -138,20 +138,22 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------
 # PostgreSQL only: leases, SKIP LOCKED claims, triggers and partial indexes depend on it.
-# Without DATABASE_URL the project's embedded server (devtools/embedded_db.py) is used; manage.py
-# starts it on demand.
+# DATABASE_URL names the database, as the application role. In development manage.py (and
+# scripts/serve) set it, and the two URLs below, to the project's embedded server
+# (devtools/embedded_db.py), which these settings never import.
 IDLE_IN_TRANSACTION_TIMEOUT_MS = env_int("LEITSTAND_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60_000, minimum=1_000)
-DATABASE_URL = env_str("DATABASE_URL") or embedded_db.status().database_url()  # as the application role
-# The owner role's URL: ``manage.py migrate`` connects with it (config/management/commands/migrate.py).
-# The embedded server's owner by default; with DATABASE_URL, set it to migrate as another role.
-LEITSTAND_DATABASE_OWNER_URL = env_str("LEITSTAND_DATABASE_OWNER_URL") or (
-    "" if env_str("DATABASE_URL") else embedded_db.status().database_url(user=db_roles.OWNER)
-)
+DATABASE_URL = env_str("DATABASE_URL")
+if not DATABASE_URL:
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set: name the PostgreSQL database (postgresql://leitstand_app:…@host/leitstand); "
+        "in development, run through manage.py or scripts/, which start the embedded server and set it"
+    )
+# The owner role's URL: ``manage.py migrate`` connects with it (config/management/commands/migrate.py);
+# empty: migrate as DATABASE_URL's role.
+LEITSTAND_DATABASE_OWNER_URL = env_str("LEITSTAND_DATABASE_OWNER_URL")
 # The maintenance role's URL: the retention sweep purges archived jobs through it
-# (``leitstand_jobs_purge``, which the application role may not run). Embedded: derived.
-LEITSTAND_DATABASE_MAINTENANCE_URL = env_str("LEITSTAND_DATABASE_MAINTENANCE_URL") or (
-    "" if env_str("DATABASE_URL") else embedded_db.status().database_url(user=db_roles.MAINTENANCE)
-)
+# (``leitstand_jobs_purge``, which the application role may not run).
+LEITSTAND_DATABASE_MAINTENANCE_URL = env_str("LEITSTAND_DATABASE_MAINTENANCE_URL")
 # The roles the owner grants to after migrating (config/db_roles.py, docs/operations.md).
 LEITSTAND_DB_ROLES = {
     "application": env_str("LEITSTAND_DB_APPLICATION_ROLE", db_roles.APPLICATION),

@@ -58,4 +58,6 @@ from config.settings import *  # noqa: E402,F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # A test app with Django @task functions (tests/runtime/test_django_tasks.py), and a second queue.
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.support.tasksapp"]  # noqa: F405
+if "devtools" not in INSTALLED_APPS:  # manage.py cluster: the cluster drill's command
+    INSTALLED_APPS.append("devtools")
 TASKS = {"default": {**TASKS["default"], "QUEUES": ["default", "synthetic"]}}  # noqa: F405

@@ -200,3 +200,27 @@ BEGIN
     END LOOP;
 END $$;
 """
+
+
+def environment(current: ServerStatus | None = None) -> dict[str, str]:
+    """What the settings read to use this server: ``DATABASE_URL`` (the application's role), the owner's
+    URL (migrations) and the maintenance role's (purges). manage.py puts them into the environment on
+    its development path, ``scripts/serve`` through ``python -m devtools.embedded_db env``; production
+    names its own database, and the settings never import this module."""
+    current = current or status()
+    return {
+        "LEITSTAND_EMBEDDED_DB": "true",
+        "DATABASE_URL": current.database_url(),
+        "LEITSTAND_DATABASE_OWNER_URL": current.database_url(user=OWNER),
+        "LEITSTAND_DATABASE_MAINTENANCE_URL": current.database_url(user=MAINTENANCE),
+    }
+
+
+if __name__ == "__main__":  # python -m devtools.embedded_db env: start it, print export lines for a shell
+    import shlex
+    import sys
+
+    if sys.argv[1:] != ["env"]:
+        sys.exit("usage: python -m devtools.embedded_db env")
+    for name, value in environment(start()).items():
+        print(f"export {name}={shlex.quote(value)}")

@@ -48,6 +48,36 @@ def test_production_settings_refuse_to_start_without_a_secret_key():
     assert "LEITSTAND_SECRET_KEY is not set" in result.stderr
 
 
+def test_production_settings_name_no_database_of_their_own_and_import_no_development_tools():
+    """Issue 55: the settings imported devtools to find the embedded server, and installed it as an
+    app in production. Production names its database; manage.py's development path sets it."""
+    env = production_env()
+    del env["DATABASE_URL"]
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # the WSGI entry, a worker: no manage.py to start a development server
+    assert result.returncode != 0 and "DATABASE_URL is not set" in result.stderr, result.stderr[-500:]
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, django; django.setup(); from django.conf import settings; "
+            "print('devtools' in sys.modules, 'devtools' in settings.INSTALLED_APPS)",
+        ],
+        cwd=PROJECT_ROOT,
+        env=production_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert loaded.stdout.split() == ["False", "False"], loaded.stdout + loaded.stderr
+
+
 def test_a_malformed_setting_is_named_in_the_error():
     env = production_env()
     env["LEITSTAND_HSTS_SECONDS"] = "a year"

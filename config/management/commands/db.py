@@ -11,8 +11,6 @@ import subprocess
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from devtools import embedded_db
-
 
 class Command(BaseCommand):
     help = "Start, stop or show the embedded PostgreSQL server (used when DATABASE_URL is not set)."
@@ -36,6 +34,8 @@ class Command(BaseCommand):
                 f"DATABASE_URL is set, so there is no embedded server to {action}; "
                 "unset DATABASE_URL to use the embedded server."
             )
+        from devtools import embedded_db  # the development server: imported only to start, stop or show it
+
         if action == "start":
             current = embedded_db.start()
             self.stdout.write(f"running  pid {current.pid}  data {current.pgdata}  url {current.database_url()}")
@@ -75,7 +75,11 @@ class Command(BaseCommand):
     def _program(self, name: str) -> str:
         """The client programs shipped with the embedded server (PostgreSQL 18: pg_dump refuses a
         server newer than itself, and dumps every older one), else those on PATH."""
-        shipped = embedded_db.client_program(name)
+        try:
+            from devtools.embedded_db import client_program
+        except ImportError:  # an installation without the development tools: PATH's
+            return shutil.which(name) or name
+        shipped = client_program(name)
         return shipped if os.path.exists(shipped) else (shutil.which(name) or name)
 
     def _run(self, arguments: list[str]) -> None:
@@ -112,4 +116,6 @@ class Command(BaseCommand):
 
     @staticmethod
     def _uses_external_database() -> bool:
-        return bool(os.environ.get("DATABASE_URL"))
+        """DATABASE_URL names a server other than the embedded one (manage.py sets it to the embedded
+        server's when it was not set: LEITSTAND_EMBEDDED_DB says so)."""
+        return os.environ.get("LEITSTAND_EMBEDDED_DB") != "true"
