@@ -4,8 +4,9 @@ Events are written in the transaction of the change they report, so an event exi
 its change committed: a trigger on ``jobs_transition`` writes ``job.done``, ``job.dead`` and
 ``job.ready_for_review``; the rechecks service calls ``event_record`` when a plan ends
 (``recheck_plan.ended``). The control process's sweep (``webhook_sweep``) turns each event into one
-``api_webhook`` job (idempotency key ``webhook-event-<id>``) in the ``notify`` pool and deletes it
-from the outbox in the same transaction; the job delivers a signed POST with retries, backoff and,
+``api_webhook`` job (idempotency key ``webhook-event-<id>``) in the ``notify`` pool, through the
+runtime's ``job_submit`` it is handed (the one way jobs come to be; it wakes the pool), and deletes
+it from the outbox in the same transaction; the job delivers a signed POST with retries, backoff and,
 in the end, the dead-letter queue. The receiver deduplicates on the event ID ``evt_<id>``.
 
 An event goes to the webhook of the client that owns its job or batch (``Client.webhook_url``); to
@@ -19,6 +20,7 @@ events and job types are delivered is the global setting's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import nullcontext
 
 from django.db import connection, transaction
@@ -26,7 +28,6 @@ from django.db import connection, transaction
 from jobs import options, tracing
 from jobs.models import Batch, Client, Job, Transition, WebhookEvent
 from jobs.options import EVENT_KINDS, WebhookOptions
-from jobs.services import job_create
 from jobs.sql import queries
 
 DELIVERY_TYPE = "api_webhook"
@@ -44,9 +45,10 @@ def event_record(*, kind: str, data: dict, job_id=None, batch_id: int | None = N
     WebhookEvent.objects.create(kind=kind, job_id=job_id, batch_id=batch_id, data=data)
 
 
-def webhook_sweep(*, limit: int = 1000) -> int:
-    """Turn up to ``limit`` outbox events into delivery jobs (or drop them when the event or job type
-    is not subscribed, or nobody receives them); returns the number of deliveries. Without any webhook
+def webhook_sweep(*, create: Callable[..., object], limit: int = 1000) -> int:
+    """Turn up to ``limit`` outbox events into delivery jobs through ``create`` (the runtime's
+    ``job_submit``: the one way jobs come to be, which wakes the notify pool) — or drop them when the
+    event or job type is not subscribed, or nobody receives them; returns the number of deliveries. Without any webhook
     (no global URL, no client's own) every event written so far is dropped in one statement, so the
     outbox never grows however fast jobs end."""
     hook = options.current().webhook
@@ -77,7 +79,9 @@ def webhook_sweep(*, limit: int = 1000) -> int:
         for event in events:
             try:
                 with transaction.atomic():  # one bad event is recorded and skipped; the rest are delivered
-                    deliveries += _delivery_create(hook, receivers, event, jobs.get(event.job_id), owners, causes)
+                    deliveries += _delivery_create(
+                        create, hook, receivers, event, jobs.get(event.job_id), owners, causes
+                    )
             except Exception as failed:
                 logger.exception("webhook event %s could not become a delivery; it stays in the outbox", event.pk)
                 WebhookEvent.objects.filter(pk=event.pk).update(error=f"{failed.__class__.__name__}: {failed}"[:2000])
@@ -88,7 +92,13 @@ def webhook_sweep(*, limit: int = 1000) -> int:
 
 
 def _delivery_create(
-    hook: WebhookOptions, receivers: dict, event: WebhookEvent, job: Job | None, owners: dict, causes: dict
+    create: Callable[..., object],
+    hook: WebhookOptions,
+    receivers: dict,
+    event: WebhookEvent,
+    job: Job | None,
+    owners: dict,
+    causes: dict,
 ) -> int:
     """The delivery job of one event (1), or nothing when it is not subscribed or nobody receives it (0).
     ``receivers``: the owners' clients (id → Client); ``owners``: batch → client id."""
@@ -113,9 +123,8 @@ def _delivery_create(
         return 0  # nobody chose a receiver for this client's events
     # The delivery is created in its job's trace (jobs/tracing.py), and so carries it to the receiver.
     with tracing.attached(job.trace_parent, job.trace_state) if job is not None else nullcontext():
-        job_create(
-            type=DELIVERY_TYPE,
-            pool="notify",
+        create(
+            job_type=DELIVERY_TYPE,
             idempotency_key=f"webhook-event-{event.pk}",
             payload=payload,
             actor=ACTOR,

@@ -14,13 +14,13 @@ from api.tokens import token_check, token_create
 from dashboard.models import AuditEntry
 from jobs.models import Batch, Client, Job, State, WebhookEvent
 from jobs.services import job_confirm, job_create
-from jobs.webhooks import webhook_sweep
 from rechecks.services import plan_request
 from tests.console.test_console import review_case
 from tests.support.db import migrate_to
 from tests.support.receiver import Receiver, signature_valid
 from workers.runtime.services import job_submit
 from workers.runtime.webhook import SIGNATURE_HEADER
+from workers.runtime.webhook_sweep import deliveries_make
 
 SCOPES = ["jobs:read", "jobs:write", "jobs:synthetic", "reviews:write"]
 
@@ -153,10 +153,10 @@ def test_each_client_receives_its_own_events_signed_with_its_own_secret(client, 
             job_confirm(job_id=job_id, actor="test")
         # The partner has no webhook and nobody chose the global one for it: its event is dropped, never
         # sent to the PHP core's receiver signed as if it were the core's own.
-        assert webhook_sweep() == 1 and not WebhookEvent.objects.exists()
+        assert deliveries_make() == 1 and not WebhookEvent.objects.exists()
         call_command("create_api_token", "--client", "partner", "--client-webhook", "")  # the operator's choice
         WebhookEvent.objects.create(kind="job.done", job_id=partners["id"])
-        assert webhook_sweep() == 1
+        assert deliveries_make() == 1
         deliveries = {job.payload["event"]["job"]["id"]: job for job in Job.objects.filter(type="api_webhook")}
         assert deliveries[mine["id"]].payload["client"] == "shop" and "client" not in deliveries[partners["id"]].payload
         assert "secret" not in json.dumps(deliveries[mine["id"]].payload)
@@ -175,7 +175,7 @@ def test_each_client_receives_its_own_events_signed_with_its_own_secret(client, 
         settings.LEITSTAND_WEBHOOK = {**settings.LEITSTAND_WEBHOOK, "url": "", "secret": ""}
         for job_id in (mine["id"], partners["id"]):
             WebhookEvent.objects.create(kind="job.done", job_id=job_id)
-        assert webhook_sweep() == 1 and not WebhookEvent.objects.exists()
+        assert deliveries_make() == 1 and not WebhookEvent.objects.exists()
     finally:
         shop_receiver.close()
         global_receiver.close()
@@ -334,7 +334,7 @@ def test_a_clients_webhook_at_a_private_address_is_refused_at_delivery(client, s
         job = submit(client, shop).json()
         pool_runtime("synthetic").wake()
         job_confirm(job_id=job["id"], actor="test")
-        assert webhook_sweep() == 1
+        assert deliveries_make() == 1
         pool_runtime("notify").wake()
         delivery = Job.objects.get(type="api_webhook")
         assert (delivery.state, delivery.error_class) == (State.DEAD, "workers.pipeline.http.AddressRefused")

@@ -21,8 +21,8 @@ from api.tokens import token_create
 from jobs.clients import client_lanes_set, client_trace_trust_set, client_webhook_set
 from jobs.models import Job, State
 from jobs.services import job_confirm
-from jobs.webhooks import webhook_sweep
 from workers.runtime.webhook import sign, standard_headers
+from workers.runtime.webhook_sweep import deliveries_make
 
 PHP_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "php"
 SECRET = "php-webhook-secret-3"
@@ -153,7 +153,7 @@ def test_the_php_client_submits_reads_and_receives_verified_webhooks(
     pool_runtime("synthetic").wake()
     Job.objects.filter(pk=job.pk).update(trace_parent=TRACEPARENT)  # as if submitted in a trace
     job_confirm(job_id=job.pk, actor="php-test")
-    assert webhook_sweep() == 1
+    assert deliveries_make() == 1
     pool_runtime("notify").wake()
     delivery = Job.objects.get(type="api_webhook")
     assert delivery.state == State.DONE, delivery.error_message

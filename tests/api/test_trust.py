@@ -10,9 +10,9 @@ import pytest
 from api.tokens import token_create
 from jobs.models import Batch, Job, State, WebhookEvent
 from jobs.services import job_create
-from jobs.webhooks import webhook_sweep
 from workers.runtime.registry import registry
 from workers.runtime.services import job_submit
+from workers.runtime.webhook_sweep import deliveries_make
 
 pytestmark = pytest.mark.django_db
 
@@ -112,11 +112,11 @@ def test_one_bad_outbox_event_is_recorded_and_the_rest_are_delivered_once(settin
     squatted = WebhookEvent.objects.order_by("id")[1]
     # The system's own namespace taken under the key the outbox uses next, with another payload:
     job_create(type="api_webhook", pool="notify", idempotency_key=f"webhook-event-{squatted.pk}", payload={}, actor="x")
-    assert webhook_sweep() == 2
+    assert deliveries_make() == 2
     squatted.refresh_from_db()
     assert squatted.error.startswith("IdempotencyConflict")
     assert list(WebhookEvent.objects.values_list("pk", flat=True)) == [squatted.pk]
-    assert webhook_sweep() == 0, "the delivered events are gone; the bad one waits for an operator"
+    assert deliveries_make() == 0, "the delivered events are gone; the bad one waits for an operator"
     assert Job.objects.filter(type="api_webhook").count() == 3
 
 

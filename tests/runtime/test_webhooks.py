@@ -13,9 +13,9 @@ from config.checks import timing_invariants
 from jobs import leases
 from jobs.models import Job, State, WebhookEvent
 from jobs.services import job_confirm
-from jobs.webhooks import webhook_sweep
 from tests.support.receiver import Receiver, signature_valid
 from workers.runtime.webhook import SIGNATURE_HEADER
+from workers.runtime.webhook_sweep import deliveries_make
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "php-core-secret-7"
@@ -71,15 +71,15 @@ def test_a_rolled_back_change_leaves_no_event(make_job, pool_runtime):
 
 
 def test_without_a_webhook_the_sweep_drops_the_events(outcomes):
-    assert webhook_sweep() == 0
+    assert deliveries_make() == 0
     assert outbox() == [] and not Job.objects.filter(type="api_webhook").exists()
 
 
 def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, hook, pool_runtime):
     receiver = hook(200)
     done, dead, unclear = outcomes
-    assert webhook_sweep() == 3 and outbox() == []
-    assert webhook_sweep() == 0, "the outbox is empty: a second sweep delivers nothing again"
+    assert deliveries_make() == 3 and outbox() == []
+    assert deliveries_make() == 0, "the outbox is empty: a second sweep delivers nothing again"
     deliveries = Job.objects.filter(type="api_webhook")
     assert {job.pool for job in deliveries} == {"notify"}
     assert {job.payload["event"]["job"]["id"] for job in deliveries} == {str(done.pk), str(dead.pk), str(unclear.pk)}
@@ -112,7 +112,7 @@ def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, h
     assert bodies["job.dead"]["job"]["state"] == "dead"
     assert {message["client"] for message in bodies.values()} == {None}, "the system's own jobs name no client"
 
-    webhook_sweep()
+    deliveries_make()
     assert not Job.objects.filter(type="api_webhook").exclude(pk__in=deliveries).exists(), (
         "a delivered webhook does not announce itself with another webhook"
     )
@@ -121,7 +121,7 @@ def test_each_event_becomes_one_delivery_job_and_is_delivered_signed(outcomes, h
 @pytest.mark.parametrize("form", ["leitstand", "standard"])
 def test_deliveries_carry_the_signatures_the_setting_names_and_tampering_is_refused(outcomes, hook, pool_runtime, form):
     receiver = hook(200, signatures=form)
-    webhook_sweep()
+    deliveries_make()
     pool_runtime("notify").wake()
     assert len(receiver.deliveries) == 3
     standard = Webhook("whsec_" + base64.b64encode(SECRET.encode()).decode())
@@ -150,15 +150,15 @@ def test_an_unknown_signature_form_is_a_configuration_error(settings):
 
 def test_events_and_job_types_can_be_narrowed(outcomes, hook):
     hook(200, events=["job.dead", "job.ready_for_review"], job_types=["synthetic"])
-    assert webhook_sweep() == 2
+    assert deliveries_make() == 2
     hook(200, events=["job.dead"], job_types=["crawl"])
     outcomes_again = [WebhookEvent.objects.create(kind="job.dead", job_id=job.pk) for job in outcomes]
-    assert len(outcomes_again) == 3 and webhook_sweep() == 0 and outbox() == []
+    assert len(outcomes_again) == 3 and deliveries_make() == 0 and outbox() == []
 
 
 def test_a_refusing_receiver_is_retried(outcomes, hook, pool_runtime):
     receiver = hook(503)
-    webhook_sweep()
+    deliveries_make()
     pool_runtime("notify").wake()
     jobs = Job.objects.filter(type="api_webhook")
     assert {job.state for job in jobs} == {State.FAILED} and len(receiver.deliveries) == 3
@@ -180,7 +180,7 @@ def test_a_non_ascii_correlation_id_of_an_older_job_does_not_silence_its_webhook
     Job.objects.filter(pk=job.pk).update(correlation_id="bestellung-müller-4711")
     pool_runtime("crawl").wake()
     job_confirm(job_id=job.pk, actor="test")
-    assert webhook_sweep() == 1
+    assert deliveries_make() == 1
     pool_runtime("notify").wake()
     assert Job.objects.get(type="api_webhook").state == State.DONE
     ((headers, body),) = receiver.deliveries
@@ -199,7 +199,7 @@ def test_a_webhook_carries_the_trace_its_job_was_created_in(make_job, hook, pool
     pool_runtime("crawl").wake()
     for job in (traced, untraced):
         job_confirm(job_id=job.pk, actor="test")
-    assert webhook_sweep() == 2
+    assert deliveries_make() == 2
     pool_runtime("notify").wake()
     by_job = {json.loads(body)["job"]["id"]: headers for headers, body in receiver.deliveries}
     assert (by_job[str(traced.pk)]["traceparent"], by_job[str(traced.pk)]["tracestate"]) == (traceparent, "php=core")
@@ -217,7 +217,7 @@ def test_with_spans_a_webhook_carries_its_client_span_in_its_jobs_trace(make_job
         job = make_job("synthetic", pool="crawl", payload={})
     pool_runtime("crawl").wake()
     job_confirm(job_id=job.pk, actor="test")
-    assert webhook_sweep() == 1
+    assert deliveries_make() == 1
     pool_runtime("notify").wake()
     ((headers, _),) = receiver.deliveries
     (post,) = [span for span in spans.get_finished_spans() if span.kind is SpanKind.CLIENT]

@@ -26,13 +26,13 @@ from django.db.models import Q
 from jobs.errors import Deferred, PermanentError, UnclearError, error_class_name
 from jobs.models import Attempt, Effect, Job, State, StepEvent
 from jobs.pathspec import EXITS, Observed, Verdict
-from jobs.services import JobInputError, job_create, job_retry_now
+from jobs.services import JobInputError, job_retry_now
 from workers.runtime import options
 from workers.runtime.context import Done, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.models import ShadowRun
 from workers.runtime.pool import time_limit
 from workers.runtime.registry import JobType, registry
-from workers.runtime.services import spawn_refusals
+from workers.runtime.services import job_submit, spawn_refusals
 
 REPLAYABLE = (State.FAILED, State.DEAD)
 FILTER_FIELDS = {
@@ -338,13 +338,11 @@ def shadow_sample(checked: list[tuple]) -> int:
             continue
         if int(hashlib.sha256(str(job_id).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF >= sample["share"]:
             continue
-        job_create(
-            type="shadow",
-            pool=registry.get(job_type).pool,
+        job_submit(  # in the pool of the job it shadows, in the bulk lane (the type's)
+            job_type="shadow",
             idempotency_key=f"shadow:{job_id}:{sample['version']}",
-            payload={"job_id": str(job_id), "version": sample["version"]},
+            payload={"job_id": str(job_id), "version": sample["version"], "pool": registry.get(job_type).pool},
             actor="shadow-sampler",
-            priority=9,
             parent_id=job_id,
         )
         made += 1

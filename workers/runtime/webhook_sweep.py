@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs import webhooks
+from workers.runtime.services import job_submit
 from workers.runtime.sweeps import Stage, register_unit, require_number
 
 
@@ -21,7 +22,12 @@ class WebhookSweepConfig:
 
 def run_once(config: WebhookSweepConfig) -> int:
     """Turn outbox events into deliveries; how many deliveries."""
-    return webhooks.webhook_sweep(limit=config.limit)
+    return deliveries_make(limit=config.limit)
+
+
+def deliveries_make(*, limit: int = 1000) -> int:
+    """The outbox's events as delivery jobs, created the one way jobs come to be (``job_submit``)."""
+    return webhooks.webhook_sweep(create=job_submit, limit=limit)
 
 
 def register() -> None:
