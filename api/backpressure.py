@@ -5,9 +5,11 @@ nothing created, while submissions in the other lanes still pass — a flood of 
 urgent work, and its client is told to slow down before the queue drowns (docs/api.md,
 "Backpressure"). A client's share is the bound divided among the clients with bulk work in the lane,
 itself included: one client's flood gets *its* submissions refused, not everyone's; a client below
-its share still submits into a full lane (the bound is soft by the shares of the small clients). And a client with its bound of open jobs
-(its own ``Client.max_open_jobs``, else ``LEITSTAND_API_CLIENT_OPEN_JOBS``) is answered 429 with
-``Retry-After`` (``errors.OpenJobsFull``): one client's million jobs cannot fill the pools for all.
+its share still submits into a full lane (the bound is soft by the shares of the small clients).
+
+And a client with its bound of open jobs (its own ``Client.max_open_jobs``, else
+``LEITSTAND_API_CLIENT_OPEN_JOBS``) is answered 429 with ``Retry-After`` (``errors.OpenJobsFull``):
+one client's million jobs cannot fill the pools for all.
 
 The depth is counted through the claim's index (``lane_depth_capped`` in jobs/reads.sql: at most the
 bound's entries), a client's open jobs through ``job_client_open_idx`` (``client_open_jobs_capped``),
