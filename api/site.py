@@ -95,26 +95,18 @@ REQUEST_HEADERS = {
     },
 }
 ANSWER_HEADERS = {
-    "X-Correlation-ID": {
-        "description": "The request's correlation ID: the one sent, or the new one.",
-        "schema": {"type": "string"},
-    },
-    "traceresponse": {
-        "description": "W3C Trace Context Level 2: the trace this request was served in (absent outside one).",
-        "schema": {"type": "string"},
-    },
-    "RateLimit-Limit": {
-        "description": "Requests this token may make a minute (absent without a valid token).",
-        "schema": {"type": "integer"},
-    },
-    "RateLimit-Remaining": {
-        "description": "Requests left in this minute's window.",
-        "schema": {"type": "integer"},
-    },
-    "RateLimit-Reset": {
-        "description": "Seconds until the window resets.",
-        "schema": {"type": "integer"},
-    },
+    name: {"description": description, "schema": {"type": kind}}
+    for name, kind, description in (
+        ("X-Correlation-ID", "string", "The request's correlation ID: the one sent, or the new one."),
+        (
+            "traceresponse",
+            "string",
+            "W3C Trace Context Level 2: the trace this request was served in (absent outside one).",
+        ),
+        ("RateLimit-Limit", "integer", "Requests this token may make a minute (absent without a valid token)."),
+        ("RateLimit-Remaining", "integer", "Requests left in this minute's window."),
+        ("RateLimit-Reset", "integer", "Seconds until the window resets."),
+    )
 }
 
 

@@ -107,7 +107,8 @@ _TIDY_SQL = {
 _ADMIT_SQL = f"""
     WITH {_RELAXED}
     , live AS (
-        SELECT t.*, c.name AS client_name, c.most_urgent_lane AS client_most_urgent_lane, leitstand_now() AS now
+        SELECT t.*, c.name AS client_name, c.most_urgent_lane AS client_most_urgent_lane,
+               c.trace_trusted AS client_trace_trusted, leitstand_now() AS now
           FROM jobs_apitoken t JOIN ({composed("client_keys")}) AS c ON c.id = t.client_id
          WHERE t.prefix = %(prefix)s AND t.secret_hash = %(hash)s AND t.revoked_at IS NULL
            AND (t.expires_at IS NULL OR t.expires_at > leitstand_now()))
@@ -166,8 +167,8 @@ def token_admit(presented: str, *, jobs: int = 0, count: bool = True) -> Admissi
     token = ApiToken.from_db("default", _TOKEN_FIELDS, [values[field] for field in _TOKEN_FIELDS])
     token.client = Client.from_db(
         "default",
-        ("id", "name", "most_urgent_lane"),
-        (values["client_id"], values["client_name"], values["client_most_urgent_lane"]),
+        ("id", "name", "most_urgent_lane", "trace_trusted"),
+        (values["client_id"], values["client_name"], values["client_most_urgent_lane"], values["client_trace_trusted"]),
     )
     if not count:
         return Admission(token)
@@ -180,26 +181,12 @@ def token_check(presented: str) -> ApiToken | None:
     return admission.token if admission else None
 
 
-_TRUSTS_TRACE_SQL = f"""
-    SELECT t.scopes ? 'jobs:all' OR c.trace_trusted
-      FROM jobs_apitoken t JOIN ({composed("client_keys")}) AS c ON c.id = t.client_id
-     WHERE t.prefix = %(prefix)s AND t.secret_hash = %(hash)s AND t.revoked_at IS NULL
-       AND (t.expires_at IS NULL OR t.expires_at > leitstand_now())"""
-
-
 def token_trusts_trace(presented: str) -> bool:
     """Whether a request with this token joins the trace context it sends: a live token with
-    ``jobs:all`` (the PHP core), or of a client an operator trusts (``Client.trace_trusted``). One
-    statement, nothing counted (the request's own admission counts it)."""
-    from django.db import connection
-
-    parts = presented.split("_", 2)
-    if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
-        return False
-    with connection.cursor() as cursor:
-        cursor.execute(_TRUSTS_TRACE_SQL, {"prefix": parts[1], "hash": _hash(parts[2])})
-        row = cursor.fetchone()
-    return bool(row and row[0])
+    ``jobs:all`` (the PHP core), or of a client an operator trusts (``Client.trace_trusted``). The
+    token's check (``token_check``: one statement), nothing counted (the request's admission counts)."""
+    token = token_check(presented)
+    return token is not None and ("jobs:all" in token.scopes or token.client.trace_trusted)
 
 
 def token_revoke(*, name: str, user=None) -> ApiToken:

@@ -43,6 +43,16 @@ def full_lane(settings, make_job, token):
     backpressure.forget()
 
 
+def move(client, token, job_id, priority):
+    body = {"priority": priority, "reason": "moved by a test"}
+    return client.post(
+        f"/api/v1/jobs/{job_id}/move",
+        json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+
+
 def submit(client, token, key, priority=None, path="/api/v1/jobs", body=None):
     body = body or {"type": "synthetic", "payload": {}, "idempotency_key": key, "priority": priority}
     return client.post(path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -264,12 +274,7 @@ def test_one_clients_bulk_flood_refuses_its_own_submissions_not_anothers(client,
     assert submit(client, partner, "partner-2", priority=9).status_code == 503, "at its share"
     waiting = submit(client, partner, "partner-5", priority=5)
     backpressure.forget()
-    moved = client.post(
-        f"/api/v1/jobs/{waiting.json()['id']}/move",
-        json.dumps({"priority": 9, "reason": "into bulk"}),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {partner}",
-    )
+    moved = move(client, partner, waiting.json()["id"], 9)
     assert moved.status_code == 503 and Job.objects.get(pk=waiting.json()["id"]).priority == 5
 
 
@@ -290,12 +295,7 @@ def test_a_client_may_not_buy_the_pool_with_a_lane_it_was_not_granted(client, se
     assert refused.status_code == 422 and refused.json()["invalid_fields"][0]["field"].endswith("jobs[0].priority")
     waiting = submit(client, partner, "normal", priority=5)
     assert waiting.status_code == 201 and submit(client, partner, "default").status_code == 201
-    moved = client.post(
-        f"/api/v1/jobs/{waiting.json()['id']}/move",
-        json.dumps({"priority": 0, "reason": "jump the line"}),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {partner}",
-    )
+    moved = move(client, partner, waiting.json()["id"], 0)
     assert moved.status_code == 422 and Job.objects.get(pk=waiting.json()["id"]).priority == 5
     assert not Job.objects.filter(priority__lt=5).exists()
     client_lanes_set(client_id=Client.objects.get(name="partner").pk, most_urgent_lane=2)

@@ -344,22 +344,26 @@ def test_a_clients_webhook_at_a_private_address_is_refused_at_delivery(client, s
         receiver.close()
 
 
-@pytest.mark.django_db
-def test_an_operator_sets_a_clients_bound_of_open_jobs_and_a_viewer_cannot(client, django_user_model):
+def client_page_as(client, django_user_model, name: str, role: str) -> str:
+    """Log in as a new console user of ``role`` and give the PHP core client's action URL."""
     from dashboard.roles import roles_ensure
 
-    token_create(name="core", client="php-core", scopes=["jobs:read"])
+    user = django_user_model.objects.create_user(name, password="x" * 12, is_staff=True)
+    user.groups.add(roles_ensure()[role])
+    client.force_login(user)
+    if not Client.objects.filter(name="php-core").exists():
+        token_create(name="core", client="php-core", scopes=["jobs:read"])
+    return f"/admin/jobs/client/{Client.objects.get(name='php-core').pk}/act/"
+
+
+@pytest.mark.django_db
+def test_an_operator_sets_a_clients_bound_of_open_jobs_and_a_viewer_cannot(client, django_user_model):
+    act = client_page_as(client, django_user_model, "vera", "viewer")
     owner = Client.objects.get(name="php-core")
-    act = f"/admin/jobs/client/{owner.pk}/act/"
-    viewer = django_user_model.objects.create_user("vera", password="x" * 12, is_staff=True)
-    viewer.groups.add(roles_ensure()["viewer"])
-    client.force_login(viewer)
     client.post(act, {"action": "open_jobs_set", "max_open_jobs": "5", "reason": "no"})
     assert Client.objects.get(pk=owner.pk).max_open_jobs is None
 
-    operator = django_user_model.objects.create_user("olga", password="x" * 12, is_staff=True)
-    operator.groups.add(roles_ensure()["operator"])
-    client.force_login(operator)
+    client_page_as(client, django_user_model, "olga", "operator")
     page = client.get(f"/admin/jobs/client/{owner.pk}/change/").content.decode()
     assert "the default (1000000)" in page
     client.post(act, {"action": "open_jobs_set", "max_open_jobs": "5000", "reason": "a big nightly run"})
@@ -374,22 +378,24 @@ def test_an_operator_sets_a_clients_bound_of_open_jobs_and_a_viewer_cannot(clien
 
 
 @pytest.mark.django_db
-def test_an_operator_trusts_a_clients_trace_context_and_a_viewer_cannot(client, django_user_model):
-    """Issue 54, item 14: whose trace context is joined is an operator's audited choice."""
-    from dashboard.roles import roles_ensure
-
-    token_create(name="core", client="php-core", scopes=["jobs:read"])
+def test_an_operator_grants_lanes_and_trusts_trace_context_and_a_viewer_cannot(client, django_user_model):
+    """Issue 54, items 5 and 14: a client's lanes and whose trace context is joined are an operator's
+    audited choices on the client's page."""
+    act = client_page_as(client, django_user_model, "vera", "viewer")
     owner = Client.objects.get(name="php-core")
-    act = f"/admin/jobs/client/{owner.pk}/act/"
-    viewer = django_user_model.objects.create_user("vera", password="x" * 12, is_staff=True)
-    viewer.groups.add(roles_ensure()["viewer"])
-    client.force_login(viewer)
     client.post(act, {"action": "trace_trust_set", "trusted": "yes", "reason": "no"})
-    assert not Client.objects.get(pk=owner.pk).trace_trusted
+    client.post(act, {"action": "lanes_set", "most_urgent_lane": "0", "reason": "no"})
+    owner.refresh_from_db()
+    assert (owner.trace_trusted, owner.most_urgent_lane) == (False, 5)
 
-    operator = django_user_model.objects.create_user("olga", password="x" * 12, is_staff=True)
-    operator.groups.add(roles_ensure()["operator"])
-    client.force_login(operator)
+    client_page_as(client, django_user_model, "olga", "operator")
+    for bad in ("10", "-1", "²", "lane 0"):
+        client.post(act, {"action": "lanes_set", "most_urgent_lane": bad, "reason": "r"})
+    assert Client.objects.get(pk=owner.pk).most_urgent_lane == 5, "nothing changed"
+    client.post(act, {"action": "lanes_set", "most_urgent_lane": "1", "reason": "the core moves customers' jobs"})
+    assert Client.objects.get(pk=owner.pk).most_urgent_lane == 1
+    assert "1–9" in client.get(f"/admin/jobs/client/{owner.pk}/change/").content.decode()
+    assert AuditEntry.objects.get(action="api_client.lanes", actor="user:olga").result == "lanes 1–9"
     assert "not trusted: a new trace, linked" in client.get(f"/admin/jobs/client/{owner.pk}/change/").content.decode()
     client.post(act, {"action": "trace_trust_set", "trusted": "maybe", "reason": "r"})
     assert not Client.objects.get(pk=owner.pk).trace_trusted
