@@ -12,9 +12,12 @@ class ApiConfig(AppConfig):
         # here, naming the setting; a test that overrides one gets them read again.
         from django.conf import settings
 
+        from alerts.alert_rules import rule_register
         from api import options
+        from api.alert_rules import SUBMISSIONS_REFUSED
         from jobs.options import follow_settings
 
         follow_settings(
             options.SETTINGS, lambda: options.configure(options.ApiOptions.from_settings(settings)), uid="api.options"
         )
+        rule_register(SUBMISSIONS_REFUSED)

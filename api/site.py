@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from api import batches, flows, jobs, rechecks, sources
+from api import alert_tests, batches, flows, jobs, rechecks, sources
 from api.auth import TokenAuth
 from api.errors import PROBLEM, PROBLEM_SCHEMA, PROBLEM_STATUSES, handlers_install
 from api.examples import EXAMPLES, PROBLEM_TYPES
@@ -135,3 +135,4 @@ api.add_router("", rechecks.router)
 api.add_router("", batches.router)
 api.add_router("", sources.router)
 api.add_router("", flows.router)
+api.add_router("", alert_tests.router)

@@ -143,7 +143,7 @@ def pages(sample: Job, dead: Job) -> dict[str, str]:
         "job page (dead)": f"/admin/jobs/job/{dead.id}/change/",
         "review queue": "/admin/review/",
         "stuck leases": "/admin/stuck/",
-        "audit log": "/admin/dashboard/auditentry/",
+        "audit log": "/admin/jobs/auditentry/",
         "bulk action dry run, state=dead": "/admin/bulk/?state__exact=dead",
         "paths of crawl": "/admin/paths/?type=crawl",
         "the flow (state diagram)": "/admin/flow/",
@@ -153,7 +153,7 @@ def pages(sample: Job, dead: Job) -> dict[str, str]:
         "&error_class=httpx.ReadTimeout&step=fetch",
         "jobs list, search an 8-digit ID prefix": f"/admin/jobs/job/?q={str(dead.id)[:8]}",
         "jobs list, about one site (subject prefix)": "/admin/jobs/job/?subject=https://site-42.example/",
-        "alerts list": "/admin/dashboard/alert/",
+        "alerts list": "/admin/alerts/alert/",
         "batches list": "/admin/jobs/batch/",
         "trends, all types, 1 h (JSON)": "/admin/trends/?range=1h",
         "trends, all types, 24 h (JSON)": "/admin/trends/?range=24h",
@@ -170,7 +170,7 @@ def live_parts(sample: Job) -> dict[str, str]:
         "job page (running), its live part": f"/admin/jobs/job/{sample.id}/change/",
         "stuck leases, the table (htmx)": "/admin/stuck/",
         "dead letters, the groups (htmx)": "/admin/deadletters/",
-        "alerts list (htmx, rows selected)": "/admin/dashboard/alert/",
+        "alerts list (htmx, rows selected)": "/admin/alerts/alert/",
     }
 
 
@@ -208,7 +208,7 @@ def main() -> None:
         print(f"snapshot refresh by the control process, {label}: {(time.perf_counter() - started) * 1000:.0f} ms")
         for query in sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:3]:
             print(f"    {float(query['time']) * 1000:6.0f} ms  {' '.join(query['sql'].split())[:110]}")
-    from dashboard.operations.rules import rules_evaluate
+    from alerts.business_rules import rules_evaluate
     from jobs.paths import attempts_check
     from workers.runtime.registry import registry as job_types
 
@@ -234,7 +234,7 @@ def main() -> None:
     print(f"dead letters grouped by the control process: {(time.perf_counter() - started) * 1000:.0f} ms")
     from django.conf import settings
 
-    from dashboard.operations.alerts import alerts_evaluate
+    from alerts.evaluation import alerts_evaluate
     from dashboard.operations.trends import rollups_record
 
     with connection.cursor() as cursor:

@@ -352,7 +352,7 @@ def steady(minutes: float, rate: int) -> tuple[int, list[float]]:
 
 def archive_day(day) -> int:
     """The retention sweep, in this process, until no job of ``day`` is left (returns sweeps run)."""
-    from dashboard.operations.retention import retention_sweep
+    from history.retention import retention_sweep
 
     sweeps = 0
     while sql("SELECT count(*) FROM jobs_job WHERE finished_at < %s::date + 1", [day])[0][0]:

@@ -43,8 +43,7 @@ def grants_sql(
     idle_in_transaction_ms: int = 60_000,
     tasks: str | None = None,
 ) -> list[str]:
-    from dashboard.models import AuditEntry
-    from jobs.models import Job, StepEvent, Transition
+    from jobs.models import AuditEntry, Job, StepEvent, Transition
 
     # Tables whose rows are never changed or deleted by the application (triggers refuse it as well).
     append_only = ", ".join(model._meta.db_table for model in (Transition, AuditEntry))

@@ -60,8 +60,10 @@ INSTALLED_APPS = [
     "jobs",
     "workers",
     "rechecks",
-    "dashboard",
     "api",
+    "alerts",
+    "history",
+    "dashboard",
 ]
 if DEBUG:  # development only: manage.py cluster (the network-namespace cluster and its drill)
     INSTALLED_APPS.append("devtools")
@@ -559,7 +561,7 @@ LEITSTAND_ALERTS = {
     "alert_rule_failing": {**_ALERT_TIMING, "for_seconds": 0},
 }
 
-# Business rules across jobs (dashboard/operations/rules.py), evaluated by the control process.
+# Business rules across jobs (alerts/business_rules.py), evaluated by the control process.
 LEITSTAND_BUSINESS_RULES_SECONDS = env_float("LEITSTAND_BUSINESS_RULES_SECONDS", 60, minimum=1)
 LEITSTAND_BUSINESS_RULES = {
     "match_has_plan": {

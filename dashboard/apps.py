@@ -3,7 +3,7 @@ from django.contrib.admin import apps as admin_apps
 
 
 class DashboardConfig(AppConfig):
-    """The operations console: admin site, console pages, alerts and metrics."""
+    """The operations console: admin site, console pages, their selectors, the snapshot and metrics."""
 
     default = True
     name = "dashboard"
@@ -12,7 +12,6 @@ class DashboardConfig(AppConfig):
     def ready(self):
         from django.conf import settings
 
-        from api.site import api
         from dashboard import options
         from jobs.options import follow_settings
 
@@ -24,12 +23,8 @@ class DashboardConfig(AppConfig):
             uid="dashboard.options",
         )
         from dashboard.operations.registrations import runtime_register
-        from dashboard.receipts_api import router as receipts_router
 
         runtime_register()
-        # The console's own API resource (a route test's confirmation), mounted before anything
-        # reads the API's URLs or schema: the API's layer is below the console's, so it cannot import it.
-        api.add_router("", receipts_router)
 
 
 class ConsoleAdminConfig(admin_apps.AdminConfig):

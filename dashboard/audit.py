@@ -1,16 +1,11 @@
-"""The console's audit log: every action, with actor, target (or filter), reason and result."""
+"""The console's actions, audited: a person's permission checked, the change applied through its
+app's service, and the audit log written (``jobs.audit``) — also when it is refused."""
 
 from collections.abc import Callable
 
 from django.core.exceptions import PermissionDenied
 
-from dashboard.models import AuditEntry
-
-
-def audit_record(*, actor: str, action: str, target: str, reason: str = "", result: str) -> AuditEntry:
-    return AuditEntry.objects.create(
-        actor=actor[:255], action=action[:64], target=target[:500], reason=reason[:500], result=result[:500]
-    )
+from jobs.audit import audit_record
 
 
 def audited(request, *, action: str, target: str, reason: str, permission: str, apply: Callable[[], str]) -> str:

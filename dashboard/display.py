@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from jobs.display import ago, clock
 from workers.pipeline.http import MAGIC
 
 
@@ -35,25 +36,10 @@ def as_number(value) -> float | None:
     return float(text) if _NUMBER.fullmatch(text) else None
 
 
-def clock(moment: datetime) -> str:
-    return timezone.localtime(moment).strftime("%H:%M:%S")
-
-
 def moment(at: datetime, now: datetime) -> str:
     """A time as people read it next to now: "14:02:10" today, "2026-12-06 14:02:10" on another day."""
     local = timezone.localtime(at)
     return clock(at) if local.date() == timezone.localtime(now).date() else f"{local:%Y-%m-%d %H:%M:%S}"
-
-
-def ago(seconds: float) -> str:
-    seconds = abs(seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86_400:.1f} d"
 
 
 def rate(starts: int, seconds: int) -> str:

@@ -14,8 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import options as console_options
-from dashboard.display import ago, clock, moment, rate
+from dashboard.display import moment, rate
 from jobs import flows
+from jobs.display import ago, clock
 from jobs.models import LEASED_STATES, FlowKey, FlowLane, FlowRest, Job, ReviewLease, State, Transition
 from jobs.services import flow_key_named
 from workers.runtime import options as runtime_options

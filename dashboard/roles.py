@@ -38,21 +38,12 @@ _VIEW = (
         )
     ]
     + [f"rechecks.view_{model}" for model in ("recheckplan", "observation")]
+    + ["jobs.view_auditentry"]
     + [
-        f"dashboard.view_{model}"
-        for model in (
-            "auditentry",
-            "bulkoperation",
-            "alert",
-            "alertevent",
-            "route",
-            "owner",
-            "contact",
-            "receipttest",
-            "silence",
-            "deadletterreview",
-        )
+        f"alerts.view_{model}"
+        for model in ("alert", "alertevent", "route", "owner", "contact", "receipttest", "silence")
     ]
+    + [f"dashboard.view_{model}" for model in ("bulkoperation", "deadletterreview")]
 )
 ROLE_PERMISSIONS = {
     VIEWERS: _VIEW,
@@ -69,8 +60,8 @@ ROLE_PERMISSIONS = {
         "rechecks.decide_plan",
         "rechecks.abort_plan",
         # Alert routes, their owners and contacts are edited in the console (audited).
-        *(f"dashboard.{action}_{model}" for action in ("add", "change") for model in ("route", "owner", "contact")),
-        "dashboard.delete_contact",
+        *(f"alerts.{action}_{model}" for action in ("add", "change") for model in ("route", "owner", "contact")),
+        "alerts.delete_contact",
     ],
 }
 

@@ -8,16 +8,18 @@ from datetime import timedelta
 from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
+from alerts.models import Alert, Silence
+from alerts.silences import ActiveSilences
 from dashboard import options as console_options
-from dashboard.display import ago, as_id
+from dashboard.display import as_id
 from dashboard.explain import heartbeat_limit_seconds
-from dashboard.models import Alert, AuditEntry, ConsoleSnapshot, Silence
-from dashboard.operations.silences import ActiveSilences
+from dashboard.models import ConsoleSnapshot
 from dashboard.operations.stuck import stuck_jobs
 from dashboard.operations.trends import RANGES as TREND_RANGES
 from jobs.batches import batches_progress
+from jobs.display import ago
 from jobs.leadership import CONTROL
-from jobs.models import Attempt, Batch, LeaderLease, State, StepEvent, database_now
+from jobs.models import Attempt, AuditEntry, Batch, LeaderLease, State, StepEvent, database_now
 from workers.runtime.models import WorkerProcess
 from workers.runtime.selectors import LIVE_WITHIN_SECONDS, pools_with_consumers
 

@@ -252,3 +252,29 @@ CREATE TRIGGER jobs_transition_flow_lanes
     REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT
     EXECUTE FUNCTION jobs_transition_flow_lanes();
+
+
+-- name: dashboard_append_only
+-- The audit log is append-only, as the transition log is (a DELETE only by the owner with
+-- leitstand.allow_purge on: leitstand_log_purge).
+CREATE OR REPLACE FUNCTION dashboard_append_only()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND current_setting('leitstand.allow_purge', true) = 'on'
+       AND current_user = (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = TG_RELID) THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'insufficient_privilege';
+END;
+$$;
+
+
+-- name: dashboard_auditentry_append_only_trigger
+-- Refuses every UPDATE and DELETE of an audit entry.
+CREATE TRIGGER dashboard_auditentry_append_only
+    BEFORE DELETE OR UPDATE ON dashboard_auditentry
+    FOR EACH ROW
+    EXECUTE FUNCTION dashboard_append_only();

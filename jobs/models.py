@@ -786,3 +786,24 @@ class FlowClock(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["pool", "priority"], name="flowclock_once")]
+
+
+class AuditEntry(models.Model):
+    """Append-only record of every action a person (or an API client) takes in the console or on alerts:
+    who did what to which objects, why, and the result. Beside the transition log, with the same
+    append-only trigger; its table keeps its first name (``dashboard_auditentry``)."""
+
+    at = models.DateTimeField(db_default=LeitstandNow())
+    actor = models.CharField(max_length=255)
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=500, help_text="An object, or the filter a bulk action acted on.")
+    reason = models.CharField(max_length=500, blank=True)
+    result = models.CharField(max_length=500)
+
+    class Meta:
+        db_table = "dashboard_auditentry"
+        verbose_name_plural = "audit entries"
+        indexes = [models.Index(fields=["-at"], name="auditentry_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target}"

@@ -13,8 +13,9 @@ handed to the engine through ``current()``; nothing else in jobs/ reads ``django
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -109,6 +110,11 @@ class EngineOptions:
 
 
 _current: EngineOptions | None = None
+
+
+def frozen(value: Mapping) -> Mapping:
+    """A read-only copy of a nested dictionary setting."""
+    return MappingProxyType({key: frozen(item) if isinstance(item, Mapping) else item for key, item in value.items()})
 
 
 def follow_settings(names: tuple[str, ...], configure: Callable[[], None], *, uid: str) -> None:

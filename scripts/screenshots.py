@@ -75,7 +75,7 @@ def main() -> None:
         operator.click(".live-toggle")
         operator.goto(f"{url}/admin/routes/")
         operator.screenshot(path=OUT / "routes.png", full_page=True)
-        operator.goto(f"{url}/admin/dashboard/alert/?state__exact=firing")
+        operator.goto(f"{url}/admin/alerts/alert/?state__exact=firing")
         firing = operator.locator("#result_list tbody a").first
         if firing.count():  # e.g. after `manage.py enqueue synthetic --payload '{"fail": "permanent"}' --count 25`
             firing.click()

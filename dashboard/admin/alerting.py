@@ -10,8 +10,9 @@ from django.contrib import admin
 from django.core.validators import validate_email
 from django.utils.html import format_html
 
+from alerts.models import Contact, Owner, Route, Silence
 from dashboard.admin.base import AuditedAdmin, ReadOnlyAdmin
-from dashboard.models import Contact, DeadLetterReview, Owner, Route, Silence
+from dashboard.models import DeadLetterReview
 from workers.pipeline.http import destination_refusal
 from workers.runtime.webhook import url_redacted
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from dashboard.audit import audit_record
+from jobs.audit import audit_record
 
 # The lookups a list filter on a field puts into the query string (choices, booleans, relations, dates).
 _FIELD_FILTER_LOOKUPS = ("exact", "isnull", "id__exact", "gte", "lt")

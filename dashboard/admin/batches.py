@@ -12,10 +12,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin
-from dashboard.display import ago, as_id
+from dashboard.display import as_id
 from dashboard.operations.deadletters import dead_letter_groups
 from dashboard.templatetags.console import progress_bar
 from jobs.batches import COUNTERS, Progress, batch_eta, batch_progress, batch_timeline
+from jobs.display import ago
 from jobs.models import Batch, database_now
 from workers.runtime import options as runtime_options
 from workers.runtime.sizing import batch_size_recommendations

@@ -8,14 +8,16 @@ from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from alerts.evaluation import alert_acknowledge, alert_resolve
+from alerts.models import Alert, AlertEvent
+from alerts.routes import route_named
+from alerts.silences import ActiveSilences
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
-from dashboard.display import ago, as_id, clock
-from dashboard.models import Alert, AlertEvent, AuditEntry, BulkOperation
-from dashboard.operations.alerts import alert_acknowledge, alert_resolve
-from dashboard.operations.routes import route_named
-from dashboard.operations.silences import ActiveSilences
+from dashboard.display import as_id
+from dashboard.models import BulkOperation
 from dashboard.pages.routes import SILENCE_CHOICES
-from jobs.models import database_now
+from jobs.display import ago, clock
+from jobs.models import AuditEntry, database_now
 from jobs.services import JobInputError
 
 
@@ -65,13 +67,13 @@ class AlertAdmin(ReadOnlyAdmin):
     list_filter = ("state", "rule", "route")
     ordering = ("state", "-last_seen")
     inlines = [AlertEventInline]
-    change_form_template = "admin/dashboard/alert/console_change_form.html"
+    change_form_template = "admin/alerts/alert/console_change_form.html"
     # The list is a live part: it polls its own URL and swaps in the rows of the answer (hx-select).
-    change_list_template = "admin/dashboard/alert/console_change_list.html"
+    change_list_template = "admin/alerts/alert/console_change_list.html"
 
     def get_urls(self):
         return [
-            path("<int:alert_id>/act/", self.admin_site.admin_view(self.act), name="dashboard_alert_act"),
+            path("<int:alert_id>/act/", self.admin_site.admin_view(self.act), name="alerts_alert_act"),
             *super().get_urls(),
         ]
 
@@ -84,7 +86,7 @@ class AlertAdmin(ReadOnlyAdmin):
                 messages.success(request, f"Alert {alert.pk} {alert.state}.")
             except (JobInputError, PermissionDenied) as refused:
                 messages.error(request, str(refused))
-        return HttpResponseRedirect(reverse("admin:dashboard_alert_change", args=[alert_id]))
+        return HttpResponseRedirect(reverse("admin:alerts_alert_change", args=[alert_id]))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         alert_id = as_id(object_id)

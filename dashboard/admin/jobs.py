@@ -30,14 +30,16 @@ from dashboard import options
 from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from dashboard.audit import audited
 from dashboard.diagram import state_diagram
-from dashboard.display import ago, as_id, duration
+from dashboard.display import as_id, duration
 from dashboard.explain import job_explain
-from dashboard.models import ArchivedJob, ArchiveFile
-from dashboard.operations.archive import AUDIT, ArchiveUnreadable, archived_document
 from dashboard.operations.deadletters import STEP, ended_in_step
-from dashboard.operations.export import export_json, job_export_json
 from dashboard.paths import attempt_timeline
+from history import options as history_options
+from history.archive import AUDIT, ArchiveUnreadable, archived_document
+from history.export import export_json, job_export_json
+from history.models import ArchivedJob, ArchiveFile
 from jobs import leases, logs, services, tracing
+from jobs.display import ago
 from jobs.leases import JobNotFound
 from jobs.models import (
     OPERATE_PERMISSION,
@@ -478,7 +480,7 @@ class JobAdmin(ReadOnlyAdmin):
         if archived:  # jobs that left the database are found in the archive
             context["archived"] = archived
         elif term and ArchiveFile.objects.filter(indexed=False).exclude(job_type=AUDIT).exists():
-            context["archive_index_days"] = options.current().retention.archive_index_days
+            context["archive_index_days"] = history_options.current().archive_index_days
         return super().changelist_view(request, context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 
 from dashboard.admin.base import ReadOnlyAdmin
 from dashboard.audit import audited
-from dashboard.display import clock
+from jobs.display import clock
 from jobs.models import OPERATE_PERMISSION
 from workers.pipeline.models import HostState, RobotsFile
 from workers.runtime.models import Pool, WorkerProcess

@@ -20,10 +20,10 @@ from django.core.exceptions import PermissionDenied
 from django.db import OperationalError, transaction
 from django.db.models import Count, Q, QuerySet
 
-from dashboard.audit import audit_record
 from dashboard.models import BulkOperation
 from dashboard.operations.deadletters import STEP, ended_in_step
 from jobs import leases
+from jobs.audit import audit_record
 from jobs.models import Job, LeitstandNow, database_now
 from jobs.selectors import id_prefix_range, subject_prefix
 from jobs.services import JobInputError

@@ -27,9 +27,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, Subquery
 from django.db.models.lookups import Regex
 
-from dashboard.audit import audit_record
+from alerts.alert_rules import Firing, Rule, option
 from dashboard.models import ConsoleSnapshot, DeadLetterReview
 from jobs import reads
+from jobs.audit import audit_record
 from jobs.models import OPERATE_PERMISSION, Attempt, Job, LeitstandNow, database_now
 from jobs.services import JobInputError
 from workers.runtime.registry import registry
@@ -256,3 +257,31 @@ def dead_letters_snapshot() -> tuple[list[Group], datetime, ConsoleSnapshot]:
         snapshot = ConsoleSnapshot.objects.get(name=SNAPSHOT)
     groups = [Group.from_data(data) for data in snapshot.data["groups"]]
     return groups, datetime.fromisoformat(snapshot.data["now"]), snapshot
+
+
+# The console's alert rule over the reviews (registered by ``dashboard.operations.registrations``).
+def _unreviewed(now: datetime, memory: dict) -> list[Firing]:
+    """Dead-letter groups nobody reviewed (or reopened by new dead jobs) for longer than ``age_seconds``, per type."""
+    per_type: dict[str, list] = {}
+    for group, since in groups_to_review():
+        if since is not None and (now - since).total_seconds() >= option(
+            "dlq_unreviewed", "age_seconds", f"type:{group.type}"
+        ):
+            per_type.setdefault(group.type, []).append((group, since))
+    firings = []
+    for job_type, groups in per_type.items():
+        oldest_group, oldest = min(groups, key=lambda pair: pair[1])
+        firings.append(
+            Firing(
+                f"type:{job_type}",
+                len(groups),
+                0,
+                f"{job_type}: {len(groups)} dead-letter groups ({sum(g.total for g, _ in groups):,} dead jobs) wait for a "
+                f"review; the oldest, {oldest_group.error_name} in step {oldest_group.step or '—'}, since "
+                f"{oldest:%Y-%m-%d %H:%M}",
+            )
+        )
+    return firings
+
+
+UNREVIEWED_RULE = Rule("dlq_unreviewed", "Dead-letter groups wait for a person's review", _unreviewed)

@@ -23,9 +23,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 import workers.runtime.metrics  # noqa: E402,F401  (the worker counters, registered with the default registry)
+from alerts.models import Alert
 from api.client_ip import client_ip
 from dashboard import options as console_options
-from dashboard.models import Alert, ConsoleSnapshot
+from dashboard.models import ConsoleSnapshot
 from dashboard.operations.snapshot import oldest_due, open_counts
 from jobs import reads
 from jobs.leadership import CONTROL

@@ -15,10 +15,11 @@ from collections import defaultdict
 
 from django.db import connection
 
+from alerts.models import Alert
 from dashboard import options as console_options
-from dashboard.models import Alert, ConsoleSnapshot
-from dashboard.operations.storage import storage_figures
+from dashboard.models import ConsoleSnapshot
 from dashboard.operations.stuck import stuck_count
+from history.storage import storage_figures
 from jobs import reads
 from jobs.models import LeitstandNow, database_now
 from workers.pipeline.schedules import sources_overdue

@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 
 from dashboard import options as console_options
-from dashboard.display import ago, as_id
+from dashboard.display import as_id
 from dashboard.models import DeadLetterReview
 from dashboard.operations.deadletters import (
     WINDOWS,
@@ -22,6 +22,7 @@ from dashboard.operations.deadletters import (
     reviews_attach,
 )
 from dashboard.pages.common import actor, render, require
+from jobs.display import ago
 from jobs.models import Batch, database_now
 from jobs.services import JobInputError
 

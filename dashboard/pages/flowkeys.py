@@ -11,9 +11,10 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from dashboard.audit import audited
-from dashboard.display import ago, as_id, moment, rate
+from dashboard.display import as_id, moment, rate
 from dashboard.pages.common import actor, render, require
 from jobs import flows
+from jobs.display import ago
 from jobs.models import OPERATE_PERMISSION, FlowRest, database_now
 from jobs.services import JobInputError
 from workers.runtime.models import Pool

@@ -10,13 +10,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
+from alerts.alert_rules import RULES, route_of
+from alerts.evaluation import routes_needed
+from alerts.models import Alert, Route
+from alerts.receipts import receipt_confirm, receipt_test_now
+from alerts.routes import route_summaries, routes_ensure
+from alerts.silences import ActiveSilences, silence_create, silence_lift
 from dashboard.display import as_id, as_number
-from dashboard.models import Alert, Route
-from dashboard.operations.alert_rules import RULES, route_of
-from dashboard.operations.alerts import routes_needed
-from dashboard.operations.receipts import receipt_confirm, receipt_test_now
-from dashboard.operations.routes import route_summaries, routes_ensure
-from dashboard.operations.silences import ActiveSilences, silence_create, silence_lift
 from dashboard.pages.common import actor, render
 from jobs.models import database_now
 from jobs.services import JobInputError
@@ -28,13 +28,13 @@ def _back(request) -> str:
     """Where a form returns to: the alert it was sent from, or the Routes page."""
     alert_id = as_id(request.POST.get("alert", ""))
     if alert_id is not None and Alert.objects.filter(pk=alert_id).exists():
-        return reverse("admin:dashboard_alert_change", args=[alert_id])
+        return reverse("admin:alerts_alert_change", args=[alert_id])
     return reverse("admin:alert_routes")
 
 
 def routes_page(request):
-    if not request.user.has_perm("dashboard.view_route"):
-        raise PermissionDenied("the Routes page needs the permission dashboard.view_route")
+    if not request.user.has_perm("alerts.view_route"):
+        raise PermissionDenied("the Routes page needs the permission alerts.view_route")
     if request.method == "POST":
         return _act(request)
     now = database_now()
@@ -74,7 +74,7 @@ def routes_page(request):
             "silences": silences,
             "silence_choices": SILENCE_CHOICES,
             "can_operate": request.user.has_perm("jobs.operate_job"),
-            "can_edit": request.user.has_perm("dashboard.change_route"),
+            "can_edit": request.user.has_perm("alerts.change_route"),
         },
     )
 
@@ -120,7 +120,7 @@ def receipt_confirm_page(request):
     """The link in a test notification: its token travels in the URL's fragment (never in a request
     line, so never in an access log); the page's script puts it into the form, and one POST confirms
     (never a GET: mail scanners open links). A token can also be pasted."""
-    if not request.user.has_perm("dashboard.view_route"):
+    if not request.user.has_perm("alerts.view_route"):
         raise PermissionDenied("confirming receipt needs a console login that sees the routes")
     refused = ""
     if request.method == "POST":

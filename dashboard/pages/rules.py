@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dashboard import options
-from dashboard.models import RuleViolation
-from dashboard.operations.rules import RULES
+from alerts import options
+from alerts.business_rules import RULES
+from alerts.models import RuleViolation
 from dashboard.pages.common import render, require
 
 
 def business_rules(request):
     require(request, "jobs.view_job")
-    alerting = options.current().alerting
+    alerting = options.current()
     rules = []
     for rule in RULES.values():
         violations = RuleViolation.objects.filter(rule=rule.name)

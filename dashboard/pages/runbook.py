@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.http import Http404
 
-from dashboard.models import Alert
-from dashboard.operations import alert_rules
+from alerts import alert_rules
+from alerts.models import Alert
 from dashboard.pages.common import render
 
 

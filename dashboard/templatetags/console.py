@@ -138,9 +138,9 @@ NAVIGATION = [
     ("Paths", "admin:paths", "jobs.view_job", None),
     ("Flow", "admin:flow", "jobs.view_job", None),
     ("Business rules", "admin:business_rules", "jobs.view_job", None),
-    ("Alerts", "admin:dashboard_alert_changelist", "dashboard.view_alert", "alerts"),
-    ("Routes", "admin:alert_routes", "dashboard.view_route", None),
-    ("Audit", "admin:dashboard_auditentry_changelist", "dashboard.view_auditentry", None),
+    ("Alerts", "admin:alerts_alert_changelist", "alerts.view_alert", "alerts"),
+    ("Routes", "admin:alert_routes", "alerts.view_route", None),
+    ("Audit", "admin:jobs_auditentry_changelist", "jobs.view_auditentry", None),
 ]
 
 

@@ -152,8 +152,8 @@ def test_a_client_at_its_bound_of_open_jobs_gets_429_and_others_go_on(client, bo
 def test_refusals_repeated_by_one_client_raise_its_alert_and_no_one_elses(client, full_lane, settings, token, db_clock):
     """A client that keeps submitting into 429s and 503s (not waiting out Retry-After) raises
     api_submissions_refused with its reasons; a client refused once, as flow control, raises nothing."""
-    from dashboard.models import Alert
-    from dashboard.operations import alert_rules, alerts
+    from alerts import alert_rules, evaluation
+    from alerts.models import Alert
 
     settings.LEITSTAND_ALERTS = {
         **settings.LEITSTAND_ALERTS,
@@ -175,7 +175,7 @@ def test_refusals_repeated_by_one_client_raise_its_alert_and_no_one_elses(client
     for n in range(2):
         assert submit(client, token, f"over-{n}", priority=0).status_code == 429
     alert_rules.rule_memory.clear()
-    alerts.alerts_evaluate(now=db_clock.now())
+    evaluation.alerts_evaluate(now=db_clock.now())
     (alert,) = Alert.objects.filter(rule="api_submissions_refused").exclude(state="resolved")
     assert alert.scope == "client:php-core" and alert.value == 6, "the partner's one bulk job was no refusal"
     assert alert.diagnosis == (
@@ -184,7 +184,7 @@ def test_refusals_repeated_by_one_client_raise_its_alert_and_no_one_elses(client
         "pool cannot keep up"
     )
     db_clock.advance(seconds=11 * 60)  # the refusals fall out of the window: the alert resolves
-    alerts.alerts_evaluate(now=db_clock.now())
+    evaluation.alerts_evaluate(now=db_clock.now())
     assert not Alert.objects.filter(rule="api_submissions_refused").exclude(state="resolved").exists()
 
 

@@ -11,8 +11,7 @@ from django.core.management import CommandError, call_command
 
 from api.models import ApiToken
 from api.tokens import token_check, token_create
-from dashboard.models import AuditEntry
-from jobs.models import Batch, Client, Job, State, WebhookEvent
+from jobs.models import AuditEntry, Batch, Client, Job, State, WebhookEvent
 from jobs.services import job_confirm, job_create
 from rechecks.services import plan_request
 from tests.console.test_console import review_case

@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 
 from api.tokens import token_create
-from dashboard.operations.export import export_json, job_export
+from history.export import export_json, job_export
 from jobs.models import Job
 from tests.console.test_console import review_case
 

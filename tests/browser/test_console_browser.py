@@ -246,7 +246,7 @@ def test_an_operator_sends_a_route_test_confirms_it_and_sees_the_receipt(
     page_as, live_server, settings, pool_runtime, mailoutbox
 ):
     """The Routes page: send a test now, open the link the test carried, confirm, see who confirmed."""
-    from dashboard.operations.routes import routes_ensure
+    from alerts.routes import routes_ensure
 
     settings.LEITSTAND_ALERT_ROUTES = {"operations": {"email": ["ops@example.org"], "owner": "Platform team"}}
     settings.LEITSTAND_PUBLIC_URL = live_server.url

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from dashboard.audit import audit_record
+from jobs.audit import audit_record
 from jobs.models import Transition
 from tests.support.db import OWNER, as_owner
 from tests.support.db import test_database_url as database_url

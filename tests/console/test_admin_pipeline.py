@@ -5,9 +5,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from dashboard.models import AuditEntry
 from dashboard.roles import OPERATORS, REVIEWERS, roles_ensure
-from jobs.models import Batch, Job, LeitstandNow
+from jobs.models import AuditEntry, Batch, Job, LeitstandNow
 from workers.pipeline import demoweb
 from workers.pipeline.models import Candidate, Finding, ProtectedAsset, Source
 from workers.pipeline.services import asset_register, crawl_start, source_upsert

@@ -9,9 +9,9 @@ from django.contrib import admin
 from django.test import RequestFactory
 from django.urls import reverse
 
+from alerts.models import Alert
 from dashboard.admin.jobs import JOB_ACTIONS
-from dashboard.models import Alert, AuditEntry
-from jobs.models import Job, State, database_now
+from jobs.models import AuditEntry, Job, State, database_now
 from rechecks.services import plan_request
 from tests.conftest import job_in_state
 from workers.pipeline import demoweb
@@ -184,7 +184,7 @@ def test_the_other_page_actions_write_their_audit_entries(client, superuser, mak
         {"action_name": "retry_now", "reason": "the fix is deployed", "confirm": "yes", "eligible": 1},
     )
     alert = an_alert()
-    client.post(reverse("admin:dashboard_alert_act", args=[alert.pk]), {"action": "acknowledge", "comment": "on it"})
+    client.post(reverse("admin:alerts_alert_act", args=[alert.pk]), {"action": "acknowledge", "comment": "on it"})
     case = job_in_state(make_job(), State.READY_FOR_REVIEW)
     client.get(reverse("admin:review_case", args=[case.pk]))  # takes the case
     client.post(reverse("admin:review_case", args=[case.pk]), {"verdict": "no_match", "reason": "another picture"})

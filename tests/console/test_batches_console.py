@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.models import Alert
-from dashboard.operations import alerts
+from alerts import evaluation
+from alerts.models import Alert
 from jobs.batches import batch_create
 from jobs.models import Batch, Job, database_now
 from jobs.services import job_confirm
@@ -53,7 +53,7 @@ def test_a_batch_that_will_miss_its_target_fires_the_alert(batch, settings):
         **settings.LEITSTAND_ALERTS,
         "batch_will_miss_target": {**settings.LEITSTAND_ALERTS["batch_will_miss_target"], "for_seconds": 0},
     }
-    alerts.alerts_evaluate()
+    evaluation.alerts_evaluate()
     alert = Alert.objects.get(rule="batch_will_miss_target")
     assert alert.scope == f"batch:{batch.pk}" and alert.state == Alert.State.FIRING
     assert "batch 'nightly import': 2 of 10 ended" in alert.diagnosis

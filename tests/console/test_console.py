@@ -6,11 +6,10 @@ import io
 import pytest
 from django.urls import reverse
 
-from dashboard.models import AuditEntry
 from dashboard.operations.snapshot import snapshot_refresh
 from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from jobs import leases
-from jobs.models import Job, ReviewEscalation, ReviewLease, State, database_now
+from jobs.models import AuditEntry, Job, ReviewEscalation, ReviewLease, State, database_now
 from jobs.services import review_take
 from rechecks.models import RecheckPlan
 from tests.conftest import job_in_state

@@ -8,12 +8,11 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from dashboard.display import clock
 from dashboard.explain import job_explain
-from dashboard.models import AuditEntry
 from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
 from jobs import flows, leases, services
-from jobs.models import FlowKey, Job, database_now
+from jobs.display import clock
+from jobs.models import AuditEntry, FlowKey, Job, database_now
 from workers.runtime.models import WorkerProcess
 
 pytestmark = pytest.mark.django_db

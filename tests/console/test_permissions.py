@@ -45,7 +45,7 @@ def pages(job, case):
         reverse("admin:stuck_leases"),
         reverse("admin:jobs_job_changelist"),
         reverse("admin:jobs_job_change", args=[job.id]),
-        reverse("admin:dashboard_auditentry_changelist"),
+        reverse("admin:jobs_auditentry_changelist"),
         reverse("admin:workers_finding_changelist"),
         reverse("admin:rechecks_recheckplan_changelist"),
         reverse("admin:workers_pool_changelist"),
@@ -58,10 +58,10 @@ def pages(job, case):
         reverse("admin:jobs_client_changelist"),
         reverse("admin:jobs_client_token_new"),
         reverse("admin:alert_routes"),
-        reverse("admin:dashboard_silence_changelist"),
+        reverse("admin:alerts_silence_changelist"),
         reverse("admin:dashboard_deadletterreview_changelist"),
-        reverse("admin:dashboard_owner_changelist"),
-        reverse("admin:dashboard_route_changelist"),
+        reverse("admin:alerts_owner_changelist"),
+        reverse("admin:alerts_route_changelist"),
     ]
 
 
@@ -138,8 +138,10 @@ def test_a_list_filters_only_by_what_it_offers(client, django_user_model, url):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_only_operators_test_routes_silence_review_dead_letters_and_edit_routes(as_role, role, make_job, settings):
-    from dashboard.models import AuditEntry, DeadLetterReview, ReceiptTest, Route, Silence
-    from dashboard.operations.routes import routes_ensure
+    from alerts.models import ReceiptTest, Route, Silence
+    from alerts.routes import routes_ensure
+    from dashboard.models import DeadLetterReview
+    from jobs.models import AuditEntry
 
     settings.LEITSTAND_ALERT_ROUTES = {"operations": {"email": ["ops@example.org"]}}
     routes_ensure(set())
@@ -154,7 +156,7 @@ def test_only_operators_test_routes_silence_review_dead_letters_and_edit_routes(
         reverse("admin:dead_letters"),
         {"type": "crawl", "error_class": "httpx.ConnectError", "step": "", "decision": "watch", "note": "seen"},
     )
-    edit = client.get(reverse("admin:dashboard_route_change", args=[route.pk]))
+    edit = client.get(reverse("admin:alerts_route_change", args=[route.pk]))
     allowed = role == OPERATORS
     assert ReceiptTest.objects.exists() == allowed, role
     assert Silence.objects.exists() == allowed, role

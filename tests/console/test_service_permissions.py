@@ -5,8 +5,10 @@ reviewer, and must refuse an operator's action and leave the state as it was (is
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from dashboard.models import Alert, BulkOperation
-from dashboard.operations import alerts, bulk
+from alerts import evaluation
+from alerts.models import Alert
+from dashboard.models import BulkOperation
+from dashboard.operations import bulk
 from dashboard.roles import OPERATORS, REVIEWERS, VIEWERS, roles_ensure
 from jobs import services
 from jobs.models import Job, State
@@ -68,12 +70,12 @@ OPERATOR_ACTIONS = {
     ),
     "alert_acknowledge": (
         lambda make_job: an_alert(),
-        lambda alert, user: alerts.alert_acknowledge(alert_id=alert.pk, actor="a", comment="c", user=user),
+        lambda alert, user: evaluation.alert_acknowledge(alert_id=alert.pk, actor="a", comment="c", user=user),
         lambda alert: Alert.objects.get(pk=alert.pk).state,
     ),
     "alert_resolve": (
         lambda make_job: an_alert(),
-        lambda alert, user: alerts.alert_resolve(alert_id=alert.pk, actor="a", comment="c", user=user),
+        lambda alert, user: evaluation.alert_resolve(alert_id=alert.pk, actor="a", comment="c", user=user),
         lambda alert: Alert.objects.get(pk=alert.pk).state,
     ),
     "plan_abort": (

@@ -5,9 +5,11 @@ import dataclasses
 
 import pytest
 
-from dashboard.models import Alert, AuditEntry, BulkOperation, ReceiptTest, Route
-from dashboard.operations import alert_rules, alerts, bulk, receipts, rules
-from jobs.models import Job, State
+from alerts import alert_rules, business_rules, evaluation, receipts
+from alerts.models import Alert, ReceiptTest, Route
+from dashboard.models import BulkOperation
+from dashboard.operations import bulk
+from jobs.models import AuditEntry, Job, State
 from workers.runtime.models import WorkerProcess
 
 pytestmark = pytest.mark.django_db
@@ -15,12 +17,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def restore_rules():
-    saved_alerts, saved_rules = dict(alert_rules.RULES), dict(rules.RULES)
+    saved_alerts, saved_rules = dict(alert_rules.RULES), dict(business_rules.RULES)
     yield
     alert_rules.RULES.clear()
     alert_rules.RULES.update(saved_alerts)
-    rules.RULES.clear()
-    rules.RULES.update(saved_rules)
+    business_rules.RULES.clear()
+    business_rules.RULES.update(saved_rules)
 
 
 def test_an_alert_rule_that_fails_does_not_silence_the_others(settings, make_job, db_clock, restore_rules):
@@ -42,7 +44,7 @@ def test_an_alert_rule_that_fails_does_not_silence_the_others(settings, make_job
     }
     make_job("crawl", pool="crawl")
     WorkerProcess.objects.create(host="host-a", pid=1, pool="crawl", stopped_at=db_clock.now(), stop_reason="SIGTERM")
-    report = alerts.alerts_evaluate(now=db_clock.now())
+    report = evaluation.alerts_evaluate(now=db_clock.now())
     assert report["failed_rules"] == ["broken_rule"]
     assert Alert.objects.filter(rule="pool_no_consumers", state="firing").exists(), "the rules after it still fire"
     # The broken rule is recorded as an alert of its own, with the reason, and resolves once mended.
@@ -50,7 +52,7 @@ def test_an_alert_rule_that_fails_does_not_silence_the_others(settings, make_job
     assert failing.scope == "alert_rule:broken_rule" and "ValueError: a scope the table refuses" in failing.diagnosis
     alert_rules.RULES["broken_rule"] = dataclasses.replace(bad, evaluate=lambda now, memory: [])
     db_clock.advance(1)
-    assert alerts.alerts_evaluate(now=db_clock.now())["failed_rules"] == []
+    assert evaluation.alerts_evaluate(now=db_clock.now())["failed_rules"] == []
     assert Alert.objects.get(pk=failing.pk).state == "resolved"
 
 
@@ -58,13 +60,13 @@ def test_a_business_rule_that_fails_does_not_stop_the_others(settings, restore_r
     def explode(now, config):
         raise ValueError("broken")
 
-    first_name = next(iter(rules.RULES))
-    bad = dataclasses.replace(rules.RULES[first_name], name="broken_rule", check=explode)
-    everything = dict(rules.RULES)
-    rules.RULES.clear()
-    rules.RULES.update({"broken_rule": bad, **everything})
+    first_name = next(iter(business_rules.RULES))
+    bad = dataclasses.replace(business_rules.RULES[first_name], name="broken_rule", check=explode)
+    everything = dict(business_rules.RULES)
+    business_rules.RULES.clear()
+    business_rules.RULES.update({"broken_rule": bad, **everything})
     settings.LEITSTAND_BUSINESS_RULES = {**settings.LEITSTAND_BUSINESS_RULES, "broken_rule": {}}
-    report = rules.rules_evaluate()
+    report = business_rules.rules_evaluate()
     assert report["broken_rule"] == {"failed": "ValueError: broken"}
     assert set(report) == {"broken_rule", *everything} and all("open" in report[name] for name in everything)
 

@@ -18,7 +18,7 @@ from tests.support.db import test_database_url as database_url
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = [ROOT / "jobs" / "functions.sql", ROOT / "dashboard" / "functions.sql"]
+FILES = [ROOT / "jobs" / "functions.sql", ROOT / "history" / "functions.sql"]
 # The suite runs on a clock it can move (tests/support/db.py); production's is the migrations'.
 PRODUCTION_CLOCK = importlib.import_module("jobs.migrations.0023_clock_and_purge_for_roles").CLOCK
 OURS = "n.nspname = 'public' AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = {oid} AND d.deptype = 'e')"

@@ -7,7 +7,7 @@ import pytest
 from django.db import transaction
 from django.urls import reverse
 
-from dashboard.models import Alert
+from alerts.models import Alert
 from dashboard.roles import OPERATORS, roles_ensure
 from tests.support.pools import PoolProcesses, wait_for
 from workers.runtime.selectors import pool_consumers

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from dashboard.models import ArchivedJob, ArchiveFile
-from dashboard.operations.archive import file_verify
+from history.archive import file_verify
+from history.models import ArchivedJob, ArchiveFile
 from jobs.models import Job
 from tests.support.pools import PoolProcesses, wait_for
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.models import Alert
+from alerts.models import Alert
 from jobs.models import Batch, database_now
 from tests.support.pools import PoolProcesses, demo_web_env, wait_for
 from workers.pipeline import demoweb

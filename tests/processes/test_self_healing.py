@@ -12,7 +12,7 @@ import psutil
 import pytest
 from django.db import connection, connections, transaction
 
-from dashboard.models import Alert
+from alerts.models import Alert
 from jobs.models import Attempt, Job, State, database_now
 from tests.support.pools import PoolProcesses, process_title, state_of, submit, wait_for
 from workers.runtime import dispatch

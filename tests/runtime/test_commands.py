@@ -138,8 +138,9 @@ def test_crawl_starts_one_job_per_active_source_idempotently_per_run():
 
 @pytest.mark.django_db
 def test_dlq_groups_and_review_record_a_decision_on_a_group():
-    from dashboard.models import AuditEntry, DeadLetterReview
+    from dashboard.models import DeadLetterReview
     from dashboard.operations.deadletters import dead_letters_refresh
+    from jobs.models import AuditEntry
 
     dead_job(), dead_job()
     dead_letters_refresh()

@@ -9,8 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.forms.models import model_to_dict
 
-from dashboard.models import AuditEntry
-from jobs.models import Attempt, Effect, Job, State, StepEvent, Transition, WebhookEvent
+from jobs.models import Attempt, AuditEntry, Effect, Job, State, StepEvent, Transition, WebhookEvent
 from tests.pipeline.test_pipeline import crawl_job, web  # noqa: F401 (the fixture)
 from workers.pipeline.models import Candidate, Finding
 from workers.runtime.models import ShadowRun

@@ -43,7 +43,7 @@ def test_every_sweep_module_has_a_test_file_named_after_it():
 
 def test_the_tests_mirror_the_layers_with_no_loose_files():
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
-    layers = {"engine", "runtime", "pipeline", "rechecks", "api", "console", "config", "devtools"}
+    layers = {"engine", "runtime", "pipeline", "rechecks", "api", "alerts", "history", "console", "config", "devtools"}
     assert folders == layers | {"processes", "browser", "support"}
     assert sorted(p.name for p in (ROOT / "tests").glob("test_*.py")) == []
 

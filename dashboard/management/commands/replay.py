@@ -13,7 +13,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.audit import audit_record
+from jobs.audit import audit_record
 from jobs.models import Job
 from workers.runtime.registry import UnknownJobType
 from workers.runtime.replay import ReplayRefused, ShadowDeferred, dry_run, replay, replay_filter, shadow_run
