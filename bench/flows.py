@@ -37,7 +37,7 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from jobs import flows, leases, services  # noqa: E402
+from jobs import flows, insert, leases  # noqa: E402
 from jobs.models import FlowKey, Job, State  # noqa: E402
 
 WORKER = leases.WorkerIdentity(host="bench", pid=os.getpid(), pool="bench")
@@ -86,10 +86,9 @@ SELECT id, flow_key FROM jobs_job WHERE id IN (SELECT id FROM claimed)
 
 def submit(pool: str, keys: list[str], *, per_key: int = 1) -> None:
     """``per_key`` jobs of each key, in statements of 1,000 (the trigger makes their lanes)."""
-    services.flow_key_register(pool, "payload.k")
     rows = [key for key in keys for _ in range(per_key)]
     for start in range(0, len(rows), 1000):
-        services.job_create_many(
+        insert.jobs_insert_many(
             [
                 {
                     "type": pool,
@@ -101,6 +100,7 @@ def submit(pool: str, keys: list[str], *, per_key: int = 1) -> None:
                     "max_attempts": 5,
                     "schema_version": 1,
                     "request_hash": "",
+                    "flow_key_declaration": "payload.k",
                 }
                 for key in rows[start : start + 1000]
             ],

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote, unquote, urlsplit
@@ -17,8 +16,7 @@ from urllib.parse import quote, unquote, urlsplit
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
-from jobs import leases, tracing
-from jobs.correlation import header_safe
+from jobs import leases
 from jobs.models import (
     ESCALATED_REVIEW_PERMISSION,
     LEASED_STATES,
@@ -28,7 +26,6 @@ from jobs.models import (
     ReviewEscalation,
     ReviewLease,
     State,
-    job_id_new,
 )
 from jobs.sql import queries
 
@@ -64,7 +61,21 @@ class Submission:
     created: bool  # False: the same key and payload were submitted before; this is that job
 
 
-def _validate(
+@dataclass(frozen=True)
+class BulkSubmission:
+    """One job of a bulk creation: its ID, its batch, and whether it was created now (False: its key
+    named a job submitted before with the same request)."""
+
+    job_id: uuid.UUID | None  # None: refused, nothing was created
+    batch_id: int | None
+    created: bool
+    # With conflicts="report": the key names a job submitted with a different request (not created).
+    conflict: bool = False
+    # A fan-out's child its checks refused (``field: reason``); nothing was created for it.
+    refused: str = ""
+
+
+def job_check(
     *,
     type: str,
     idempotency_key: str,
@@ -76,7 +87,9 @@ def _validate(
     schema_version: int,
     pool: str,
 ) -> bytes:
-    """The submission checked field by field; its payload as JSON (for its size, and to store)."""
+    """The checks the insert makes of one job, field by field (``JobInputError`` naming the field):
+    what a dry run and a handler's fan-out test a child with before it is created. Its payload as
+    JSON (for its size, and to store)."""
     for name, value in (("type", type), ("pool", pool)):
         if not isinstance(value, str) or not _TYPE_PATTERN.match(value):
             raise JobInputError(
@@ -117,12 +130,6 @@ def _has_lone_surrogate(payload: dict) -> bool:
     return False
 
 
-def job_check(**fields) -> None:
-    """The checks ``job_create`` makes of one job (``JobInputError`` naming the field): what a dry run
-    and a handler's fan-out test a child with before it is created."""
-    _validate(**fields)
-
-
 def text_check(field: str, value, *, limit: int = 255) -> None:
     """A name that travels into logs (key, source, correlation ID): printable characters only — a
     CR/LF would forge log lines and break every webhook's headers for the job."""
@@ -132,26 +139,12 @@ def text_check(field: str, value, *, limit: int = 255) -> None:
         raise JobInputError(field, "must contain printable characters only (no line breaks or control characters)")
 
 
-# What a job is about, per type (``subject_register``: the app that declares the type says how to
-# read it from the payload); a type without one has no subject.
-_SUBJECTS: dict[str, Callable[[dict], str]] = {}
-SUBJECT_LENGTH = 500
+SUBJECT_LENGTH = 500  # a job's subject is cut to it (a prefix search still finds it)
 
 
-def subject_register(job_type: str, subject: Callable[[dict], str]) -> None:
-    _SUBJECTS[job_type] = subject
-
-
-def subject_of(job_type: str, payload: dict) -> str:
-    """The job's subject, cut to the column's length (a prefix search still finds it)."""
-    read = _SUBJECTS.get(job_type)
-    return str(read(payload) or "")[:SUBJECT_LENGTH] if read else ""
-
-
-# What a type's jobs share their pool by (``flow_key_register``, from the type's declaration): its
-# fair share, running limit and pause are per key (docs/operations.md, "Fair shares").
+# What a type's jobs share their pool by (its declaration in the job-type registry): its fair share,
+# running limit and pause are per key (docs/operations.md, "Fair shares").
 FLOW_KEYS = ("", "source", "client", "host")  # and "payload.<field>"
-_FLOW_KEYS: dict[str, str] = {}
 
 
 def url_host_key(url: str) -> str:
@@ -170,11 +163,6 @@ def flow_key_check(declaration: str) -> None:
     field = declaration.removeprefix("payload.")
     if declaration not in FLOW_KEYS and not (declaration.startswith("payload.") and field.isidentifier()):
         raise ValueError(f"flow_key must be one of {', '.join(map(repr, FLOW_KEYS))} or 'payload.<field>'")
-
-
-def flow_key_register(job_type: str, declaration: str) -> None:
-    flow_key_check(declaration)
-    _FLOW_KEYS[job_type] = declaration
 
 
 # Printable ASCII but '%' stays as it is in a stored flow key; '%' and every other character is
@@ -205,11 +193,11 @@ def flow_key_named(stored: str) -> str:
     return unquote(stored, errors="replace")
 
 
-def flow_key_of(job_type: str, *, payload: dict, source: str, subject: str, key_namespace: str) -> str:
-    """A new job's flow key, as its type declares it: its source, its client ('client:<name>', '' for
-    the system's own), the host of its subject (a URL), or a payload field's value — printable
-    ASCII, at most 255 characters, as it travels into the console, metrics and logs."""
-    declaration = _FLOW_KEYS.get(job_type, "")
+def flow_key_of(declaration: str, *, payload: dict, source: str, subject: str, key_namespace: str) -> str:
+    """A new job's flow key, as its type declares it (``declaration``: see ``FLOW_KEYS``): its source,
+    its client ('client:<name>', '' for the system's own), the host of its subject (a URL), or a
+    payload field's value — printable ASCII, at most 255 characters, as it travels into the console,
+    metrics and logs."""
     if declaration == "source":
         key = source
     elif declaration == "client":
@@ -222,222 +210,6 @@ def flow_key_of(job_type: str, *, payload: dict, source: str, subject: str, key_
     else:
         key = ""
     return flow_key_stored(key)
-
-
-def job_create(
-    *,
-    type: str,
-    idempotency_key: str,
-    payload: dict,
-    actor: str,
-    pool: str = "",
-    correlation_id: str = "",
-    parent_id=None,
-    priority: int = 5,
-    source: str = "",
-    max_attempts: int = 5,
-    schema_version: int = 1,
-    due_at: datetime | None = None,
-    batch_id: int | None = None,
-    key_namespace: str = "",
-    request_hash: str = "",
-    client_id: int | None = None,
-) -> Submission:
-    """Create a job once per (type, key namespace, idempotency key); a repeat returns that job.
-
-    ``key_namespace`` is whose keys these are: '' for the system's own producers (no API client can
-    write there), ``client:<name>`` for an API client's. A repeat must be the same request: with a
-    ``request_hash`` (the API's fingerprint of the whole submission) the hashes must be equal,
-    otherwise the payloads; a difference raises ``IdempotencyConflict``.
-
-    Call it inside the transaction of the business change that causes the job, so both commit or
-    neither does. Without a correlation ID the job starts its own (its parent's, for a sub-job); a
-    sub-job joins its parent's batch and belongs to its parent's client, its key in the parent's
-    namespace (``client_id`` is the owner of a job without parent: the API client that submits it). Without a pool the job goes to the pool named like its type.
-    """
-    _validate(
-        type=type,
-        idempotency_key=idempotency_key,
-        payload=payload,
-        priority=priority,
-        max_attempts=max_attempts,
-        correlation_id=correlation_id,
-        source=source,
-        schema_version=schema_version,
-        pool=pool or type,
-    )
-    pool = pool or type
-    job_id = job_id_new()
-    # No transaction of its own: the insert is one statement, and the read of a taken key's job
-    # needs none; a caller's transaction covers both (and a savepoint here would cost two round trips).
-    if parent_id is not None:
-        correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
-    correlation_id = header_safe(correlation_id)
-    trace_parent, trace_state = tracing.current()  # the trace it is created in (jobs/tracing.py)
-    subject = subject_of(type, payload)
-    job = leases.insert_planned(
-        id=job_id,
-        subject=subject,
-        flow_key=flow_key_of(type, payload=payload, source=source, subject=subject, key_namespace=key_namespace),
-        type=type,
-        pool=pool,
-        key_namespace=key_namespace,
-        idempotency_key=idempotency_key,
-        request_hash=request_hash,
-        client_id=client_id,
-        correlation_id=correlation_id or str(job_id),
-        parent_id=parent_id,
-        batch_id=batch_id,
-        schema_version=schema_version,
-        priority=priority,
-        source=source,
-        payload=payload,
-        max_attempts=max_attempts,
-        due_at=due_at,
-        trace_parent=trace_parent,
-        trace_state=trace_state,
-        actor=actor,
-    )
-    if job is not None:
-        return Submission(job, created=True)
-    existing = Job.objects.get(type=type, key_namespace=key_namespace, idempotency_key=idempotency_key)
-    if not _same_request(existing.request_hash, existing.payload, request_hash, json.dumps(payload)):
-        raise IdempotencyConflict(existing)
-    return Submission(existing, created=False)
-
-
-def _inherited(parent_id, correlation_id: str, batch_id: int | None) -> tuple:
-    """What a child takes from its parent: the correlation ID (unless it has one), the batch (unless
-    given), the client and the key namespace — a child is its parent's client's, and so are its
-    keys: two clients' runs of the same name never share children."""
-    parent = Job.objects.filter(pk=parent_id).values("correlation_id", "batch_id", "client_id", "key_namespace").first()
-    if parent is None:
-        raise JobInputError("parent_id", f"job {parent_id} does not exist")
-    return (
-        correlation_id or parent["correlation_id"],
-        batch_id if batch_id is not None else parent["batch_id"],
-        parent["client_id"],
-        parent["key_namespace"],
-    )
-
-
-def _same_request(stored_hash: str, stored_payload: dict, request_hash: str, payload_json: str) -> bool:
-    """Whether a repeat under a taken key is the request that took it: the API's fingerprints when both
-    have one, the payloads otherwise."""
-    if request_hash and stored_hash:
-        return stored_hash == request_hash
-    return stored_payload == json.loads(payload_json)
-
-
-@dataclass(frozen=True)
-class BulkSubmission:
-    """One job of a bulk creation: its ID, its batch, and whether it was created now (False: its key
-    named a job submitted before with the same request)."""
-
-    job_id: uuid.UUID | None  # None: refused, nothing was created
-    batch_id: int | None
-    created: bool
-    # With conflicts="report": the key names a job submitted with a different request (not created).
-    conflict: bool = False
-    # A fan-out's child its checks refused (``field: reason``); nothing was created for it.
-    refused: str = ""
-
-
-def job_create_many(
-    jobs: list[dict],
-    *,
-    actor: str,
-    correlation_id: str,
-    batch_id: int | None = None,
-    key_namespace: str = "",
-    client_id: int | None = None,
-    parent_id=None,
-    parent: leases.HeldJob | None = None,
-    conflicts: str = "raise",
-) -> list[BulkSubmission]:
-    """Create many jobs in one statement — ``job_create``'s rules for each (validation, one job per
-    (type, key namespace, idempotency key), a repeat must be the same request) — and return them in
-    input order. ``jobs``: dicts of ``type``, ``pool``, ``idempotency_key``, ``payload``, ``priority``,
-    ``source``, ``max_attempts``, ``schema_version``, ``request_hash``. A refusal names its job:
-    ``jobs[i].field``. ``parent_id``: the parent of them all (a handler's children), whose
-    correlation ID, batch, client and key namespace they inherit as with ``job_create``; ``parent``:
-    those, read already as the parent's row was locked. A job's ``subject``, when given (a handler
-    knows what its child is about), saves reading it from the payload.
-    ``conflicts``: a key that names a different request raises ``IdempotencyConflict`` ("raise"),
-    or is answered as a ``BulkSubmission`` with ``conflict`` set ("report")."""
-    if conflicts not in ("raise", "report"):
-        raise ValueError(f"conflicts must be 'raise' or 'report', got {conflicts!r}")
-    if parent is not None:
-        correlation_id = correlation_id or parent.correlation_id
-        batch_id = batch_id if batch_id is not None else parent.batch_id
-        client_id, key_namespace = parent.client_id, parent.key_namespace
-    elif parent_id is not None:
-        correlation_id, batch_id, client_id, key_namespace = _inherited(parent_id, correlation_id, batch_id)
-    text_check("correlation_id", correlation_id)
-    correlation_id = header_safe(correlation_id)
-    rows = []
-    for index, job in enumerate(jobs):
-        try:
-            encoded = _validate(
-                type=job["type"],
-                idempotency_key=job["idempotency_key"],
-                payload=job["payload"],
-                priority=job["priority"],
-                max_attempts=job["max_attempts"],
-                correlation_id=correlation_id,
-                source=job["source"],
-                schema_version=job["schema_version"],
-                pool=job["pool"],
-            )
-        except JobInputError as refused:
-            raise JobInputError(f"jobs[{index}].{refused.field}", refused.message) from None
-        subject = (
-            str(job["subject"])[:SUBJECT_LENGTH] if job.get("subject") else subject_of(job["type"], job["payload"])
-        )
-        flow_key = flow_key_of(
-            job["type"], payload=job["payload"], source=job["source"], subject=subject, key_namespace=key_namespace
-        )
-        rows.append(
-            {**job, "id": job_id_new(), "payload_json": encoded.decode(), "subject": subject, "flow_key": flow_key}
-        )
-    trace_parent, trace_state = tracing.current()
-    with transaction.atomic():
-        inserted = leases.insert_planned_many(
-            rows=rows,
-            actor=actor,
-            key_namespace=key_namespace,
-            client_id=client_id,
-            correlation_id=correlation_id,
-            batch_id=batch_id,
-            parent_id=parent_id,
-            trace_parent=trace_parent,
-            trace_state=trace_state,
-        )
-        repeated = [row for row in rows if row["id"] not in inserted]
-        existing = {}
-        if repeated:
-            found = leases.jobs_by_keys(
-                types=[row["type"] for row in repeated],
-                keys=[row["idempotency_key"] for row in repeated],
-                key_namespace=key_namespace,
-            )
-            existing = {
-                (job_type, key): (job_id, digest, payload, batch)
-                for job_id, job_type, key, digest, payload, batch in found
-            }
-        results = []
-        for row in rows:
-            if row["id"] in inserted:
-                results.append(BulkSubmission(row["id"], batch_id, True))
-                continue
-            job_id, digest, payload, batch = existing[(row["type"], row["idempotency_key"])]
-            if _same_request(digest, payload, row["request_hash"], row["payload_json"]):
-                results.append(BulkSubmission(job_id, batch, False))
-            elif conflicts == "report":
-                results.append(BulkSubmission(job_id, batch, False, conflict=True))
-            else:
-                raise IdempotencyConflict(Job.objects.get(pk=job_id))
-    return results
 
 
 def job_cancel(*, job_id, actor: str, reason: str, user=None) -> Job:

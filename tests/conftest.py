@@ -3,7 +3,7 @@ import uuid
 
 import pytest
 
-from jobs import leases, services
+from jobs import insert, leases
 from jobs.logs import ContextFilter
 from jobs.models import Attempt, Job
 from jobs.retry import RetryPolicy
@@ -45,9 +45,15 @@ def worker():
 @pytest.fixture
 def make_job(db):
     def make(type: str = "crawl", **fields) -> Job:
+        """A job inserted as test setup (any pool, priority, parent): a registered type's subject and
+        flow key as its registration declares them, as ``job_submit`` would."""
         fields.setdefault("idempotency_key", str(uuid.uuid4()))
         fields.setdefault("payload", {"url": "https://example.org/a.jpg"})
-        return services.job_create(type=type, actor="test", **fields).job
+        declared = next((t for t in registry.all() if t.name == type), None)
+        if declared is not None:
+            fields.setdefault("subject", declared.subject_of(fields["payload"]))
+            fields.setdefault("flow_key_declaration", declared.flow_key)
+        return insert.job_insert(type=type, actor="test", **fields).job
 
     return make
 

@@ -11,8 +11,9 @@ from django.core.management import CommandError, call_command
 
 from api.models import ApiToken
 from api.tokens import token_check, token_create
+from jobs.insert import job_insert
 from jobs.models import AuditEntry, Batch, Client, Job, State, WebhookEvent
-from jobs.services import job_confirm, job_create
+from jobs.services import job_confirm
 from rechecks.services import plan_request
 from tests.console.test_console import review_case
 from tests.support.db import migrate_to
@@ -96,7 +97,7 @@ def test_children_inherit_their_parents_key_namespace(client):
         for owner in (shop, partner)
     ]
     children = [
-        job_create(type="synthetic", idempotency_key="daily:page-1", payload={}, actor="t", parent_id=run.pk).job
+        job_insert(type="synthetic", idempotency_key="daily:page-1", payload={}, actor="t", parent_id=run.pk).job
         for run in runs
     ]
     assert children[0].pk != children[1].pk
@@ -111,7 +112,7 @@ def test_what_follows_from_a_job_belongs_to_its_client(client):
     owner = Client.objects.get(name="shop")
     parent = Job.objects.get(pk=case.parent_id) if case.parent_id else case
     Job.objects.filter(pk__in=[parent.pk, case.pk]).update(client=owner)  # as if the shop had submitted the crawl
-    child = job_create(type="synthetic", idempotency_key="child", payload={}, actor="t", parent_id=case.pk).job
+    child = job_insert(type="synthetic", idempotency_key="child", payload={}, actor="t", parent_id=case.pk).job
     assert child.client_id == owner.pk, "a child belongs to its parent's client"
 
     plan = plan_request(job=case, finding=case.findings.get(), content_hash="h")

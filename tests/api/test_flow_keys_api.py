@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from api.tokens import token_create
-from jobs import services
+from jobs import insert
 from jobs.models import FlowKey
 from jobs.retry import RetryPolicy
 from workers.runtime.registry import JobType, registry
@@ -34,9 +34,7 @@ def keyed_pool():
             client_scope="jobs:all",
         )
     )
-    services.flow_key_register(POOL, "payload.k")
     yield
-    services._FLOW_KEYS.pop(POOL, None)
     registry.unregister(POOL)
 
 
@@ -77,7 +75,9 @@ def put(client, headers, body):
 
 def submit(key, count):
     for _ in range(count):
-        services.job_create(type=POOL, idempotency_key=uuid.uuid4().hex, payload={"k": key}, actor="t")
+        insert.job_insert(
+            type=POOL, idempotency_key=uuid.uuid4().hex, payload={"k": key}, actor="t", flow_key_declaration="payload.k"
+        )
 
 
 def test_the_php_core_reads_the_keys_and_limits_one(client):

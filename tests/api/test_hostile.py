@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from api.tokens import token_create
+from jobs.insert import job_insert
 from jobs.models import Job
-from jobs.services import job_create
 from workers.runtime.services import job_submit
 
 pytestmark = pytest.mark.django_db
@@ -106,7 +106,7 @@ def test_a_clients_synthetic_jobs_run_in_their_own_pool_and_cannot_choose_anothe
 
 @pytest.mark.parametrize("job_type", ["api_webhook", "alert_notify", "shadow"])
 def test_the_systems_own_deliveries_are_outside_every_clients_view(client, bearer, job_type):
-    job = job_create(type=job_type, pool="notify", idempotency_key="internal", payload={}, actor="system").job
+    job = job_insert(type=job_type, pool="notify", idempotency_key="internal", payload={}, actor="system").job
     everything = bearer("jobs:read", "jobs:write", "jobs:all")
     assert client.get(f"/api/v1/jobs/{job.pk}", **everything).status_code == 404
     listed = client.get("/api/v1/jobs", **everything).json()["items"]

@@ -13,9 +13,9 @@ from django.core.management import call_command
 from api.tokens import token_create
 from jobs import leases
 from jobs.errors import TransientError
+from jobs.insert import job_insert
 from jobs.models import Client
 from jobs.retry import RetryPolicy
-from jobs.services import job_create
 from workers.runtime.context import Done
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,7 +42,7 @@ def logged_job(job_type, pool_runtime):
 
     job_type("logged", handler, expected_paths=("",), retry=RetryPolicy(base_seconds=0.01, cap_seconds=0.01))
     bearer("php-core")  # makes the client
-    job = job_create(
+    job = job_insert(
         type="logged",
         pool="crawl",
         idempotency_key="logged-1",

@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from api.tokens import token_create
+from jobs.insert import job_insert
 from jobs.models import Batch, Job, State, WebhookEvent
-from jobs.services import job_create
 from workers.runtime.registry import registry
 from workers.runtime.services import job_submit
 from workers.runtime.webhook_sweep import deliveries_make
@@ -111,7 +111,7 @@ def test_one_bad_outbox_event_is_recorded_and_the_rest_are_delivered_once(settin
         WebhookEvent.objects.create(kind="job.dead", job_id=job.pk)
     squatted = WebhookEvent.objects.order_by("id")[1]
     # The system's own namespace taken under the key the outbox uses next, with another payload:
-    job_create(type="api_webhook", pool="notify", idempotency_key=f"webhook-event-{squatted.pk}", payload={}, actor="x")
+    job_insert(type="api_webhook", pool="notify", idempotency_key=f"webhook-event-{squatted.pk}", payload={}, actor="x")
     assert deliveries_make() == 2
     squatted.refresh_from_db()
     assert squatted.error.startswith("IdempotencyConflict")

@@ -274,11 +274,11 @@ def test_an_operator_sends_a_route_test_confirms_it_and_sees_the_receipt(
 
 def test_an_operator_follows_a_job_s_trace_to_the_tracing_system(page_as, live_server, settings):
     from jobs import tracing
-    from jobs.services import job_create
+    from jobs.insert import job_insert
 
     settings.LEITSTAND_TRACE_URL = "https://tempo.example/explore?traceId={trace_id}"
     with tracing.attached("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"):
-        job = job_create(type="synthetic", idempotency_key="traced", payload={}, actor="php-core").job
+        job = job_insert(type="synthetic", idempotency_key="traced", payload={}, actor="php-core").job
     page = page_as(OPERATORS)
     page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")
     link = page.get_by_role("link", name="4bf92f3577b34da6a3ce929d0e0e4736")
@@ -302,9 +302,9 @@ def test_a_handler_s_warning_shows_on_its_job_page_beside_its_attempt(page_as, l
         return Done("ok")
 
     job_type("warns", warns, expected_paths=("fetch",))
-    from jobs.services import job_create
+    from jobs.insert import job_insert
 
-    job = job_create(type="warns", pool="crawl", idempotency_key="warns-1", payload={}, actor="test").job
+    job = job_insert(type="warns", pool="crawl", idempotency_key="warns-1", payload={}, actor="test").job
     pool_runtime("crawl").wake()
     page = page_as(OPERATORS)
     page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from dashboard.explain import job_explain
 from dashboard.roles import OPERATORS, VIEWERS, roles_ensure
-from jobs import flows, leases, services
+from jobs import flows, insert, leases, services
 from jobs.display import clock
 from jobs.models import AuditEntry, FlowKey, Job, database_now
 from workers.runtime.models import WorkerProcess
@@ -21,9 +21,7 @@ POOL = "flowconsole"
 
 @pytest.fixture(autouse=True)
 def keyed_pool():
-    services.flow_key_register(POOL, "payload.k")
     yield
-    services._FLOW_KEYS.pop(POOL, None)
 
 
 @pytest.fixture
@@ -39,7 +37,9 @@ def as_role(client, django_user_model):
 
 def submit(key: str, count: int) -> list[Job]:
     return [
-        services.job_create(type=POOL, idempotency_key=uuid.uuid4().hex, payload={"k": key}, actor="t").job
+        insert.job_insert(
+            type=POOL, idempotency_key=uuid.uuid4().hex, payload={"k": key}, actor="t", flow_key_declaration="payload.k"
+        ).job
         for _ in range(count)
     ]
 
@@ -99,7 +99,7 @@ def test_a_viewer_sees_the_page_but_cannot_change_a_key(as_role):
 
 def test_the_page_goes_through_many_keys_a_page_at_a_time(as_role):
     client = as_role(VIEWERS)
-    services.job_create_many(
+    insert.jobs_insert_many(
         [
             {
                 "type": POOL,
@@ -111,6 +111,7 @@ def test_the_page_goes_through_many_keys_a_page_at_a_time(as_role):
                 "max_attempts": 5,
                 "schema_version": 1,
                 "request_hash": "",
+                "flow_key_declaration": "payload.k",
             }
             for n in range(250)
         ],

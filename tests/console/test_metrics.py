@@ -7,6 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.operations.metrics import DOCUMENTED
 from dashboard.operations.snapshot import snapshot_refresh
+from jobs import insert
 from jobs.models import State
 from tests.conftest import job_in_state
 from workers.runtime.services import job_submit
@@ -68,19 +69,17 @@ def test_start_up_removes_the_metric_files_of_processes_that_are_gone(tmp_path, 
 def test_flow_keys_are_labels_only_for_the_busiest_of_each_pool(client, settings):
     """100,000 keys must not become 100,000 series: the ten with the most leases per pool by name, the
     rest summed."""
-    from jobs import services
-
     settings.LEITSTAND_METRICS_TOKEN, settings.LEITSTAND_METRICS_ALLOWED_IPS = "scrape-secret-123", []
-    services.flow_key_register("flowmetrics", "payload.k")
-    try:
-        for key in range(12):
-            for n in range(key + 1):
-                job = services.job_create(
-                    type="flowmetrics", idempotency_key=f"{key}-{n}", payload={"k": f"key-{key:02d}"}, actor="t"
-                ).job
-                job_in_state(job, State.RUNNING)
-    finally:
-        services._FLOW_KEYS.pop("flowmetrics", None)
+    for key in range(12):
+        for n in range(key + 1):
+            job = insert.job_insert(
+                type="flowmetrics",
+                idempotency_key=f"{key}-{n}",
+                payload={"k": f"key-{key:02d}"},
+                actor="t",
+                flow_key_declaration="payload.k",
+            ).job
+            job_in_state(job, State.RUNNING)
     response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret-123")
     families = {f.name: f for f in text_string_to_metric_families(response.content.decode())}
     shown = {s.labels["key"]: s.value for s in families["leitstand_flow_key_running"].samples}

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from jobs import flows, leases, services
+from jobs import flows, insert, leases, services
 from jobs.models import LEASED_STATES, FlowKey, FlowRest, Job, State, database_now
 from tests.support.db import DatabaseClock
 
@@ -37,7 +37,7 @@ WORKER = leases.WorkerIdentity(host="model", pid=1, pool=POOL)
 
 
 def submit(key: str, count: int, priority: int, pool: str = POOL) -> None:
-    services.job_create_many(
+    insert.jobs_insert_many(
         [
             {
                 "type": POOL,
@@ -49,6 +49,7 @@ def submit(key: str, count: int, priority: int, pool: str = POOL) -> None:
                 "max_attempts": 50,
                 "schema_version": 1,
                 "request_hash": "",
+                "flow_key_declaration": "payload.k",
             }
             for _ in range(count)
         ],
@@ -203,10 +204,8 @@ class FairClaim(RuleBasedStateMachine):
 
 @pytest.fixture
 def model_pool(monkeypatch):
-    services.flow_key_register(POOL, "payload.k")
     monkeypatch.setattr(leases, "LONE_LANE_SECONDS", 0)  # the lone lane's pause is a documented latency
     yield
-    services._FLOW_KEYS.pop(POOL, None)
 
 
 @pytest.mark.django_db

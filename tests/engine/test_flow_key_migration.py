@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from jobs import services
+from jobs import insert, services
 from jobs.models import FlowKey, FlowLane, FlowRest, Job
 from tests.support.db import migrate_to
 
@@ -16,7 +16,6 @@ POOL = "flowmigration"
 
 @pytest.mark.django_db(transaction=True)
 def test_stored_keys_are_encoded_again_and_keep_their_rows():
-    services.flow_key_register(POOL, "payload.k")
     try:
         migrate_to([("jobs", "0039_flow_rests")])
         old = ["B%C3%BCcher", "100%", "50%off", "%41", "%c3", "plain", "x" * 253 + "%"]
@@ -29,11 +28,16 @@ def test_stored_keys_are_encoded_again_and_keep_their_rows():
                 )
                 cursor.execute("INSERT INTO jobs_flowrest (pool, key, until) VALUES (%s, %s, now())", [POOL, key])
         for key in old:
-            job = services.job_create(type=POOL, idempotency_key=uuid.uuid4().hex, payload={"k": "x"}, actor="t").job
+            job = insert.job_insert(
+                type=POOL,
+                idempotency_key=uuid.uuid4().hex,
+                payload={"k": "x"},
+                actor="t",
+                flow_key_declaration="payload.k",
+            ).job
             Job.objects.filter(pk=job.pk).update(flow_key=key)
     finally:
         migrate_to(None)
-        services._FLOW_KEYS.pop(POOL, None)
     expected = ["B%C3%BCcher", "100%25", "50%25off", "%2541", "%25c3", "plain", "x" * 253]
     assert sorted(FlowKey.objects.filter(pool=POOL).values_list("key", flat=True)) == sorted(expected)
     assert sorted(FlowRest.objects.filter(pool=POOL).values_list("key", flat=True)) == sorted(expected)

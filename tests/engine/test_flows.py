@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from jobs import flows, leases, services
+from jobs import flows, insert, leases, services
 from jobs.models import FlowKey, FlowLane, Job, State
 from jobs.retry import RetryPolicy
 
@@ -18,26 +18,30 @@ POOL = "flowtest"
 
 
 @pytest.fixture(autouse=True)
-def flow_key_declared(monkeypatch):
-    services.flow_key_register(POOL, "payload.k")
+def flow_lanes_fresh(monkeypatch):
     leases.flow_settings_changed()  # the tests set keys' limits in the ORM, without the service
     # Each claim reads the lanes (test_a_lone_lane_is_claimed_from_again_for_a_moment shows the pause).
     monkeypatch.setattr(leases, "LONE_LANE_SECONDS", 0)
     yield
-    services._FLOW_KEYS.pop(POOL, None)
 
 
 def submit(key: str, count: int, *, priority: int = 5, **fields) -> list[Job]:
     return [
-        services.job_create(
-            type=POOL, idempotency_key=str(uuid.uuid4()), payload={"k": key}, priority=priority, actor="test", **fields
+        insert.job_insert(
+            type=POOL,
+            idempotency_key=str(uuid.uuid4()),
+            payload={"k": key},
+            priority=priority,
+            actor="test",
+            flow_key_declaration="payload.k",
+            **fields,
         ).job
         for _ in range(count)
     ]
 
 
 def submit_many(key: str, count: int, *, priority: int = 5) -> None:
-    services.job_create_many(
+    insert.jobs_insert_many(
         [
             {
                 "type": POOL,
@@ -49,6 +53,7 @@ def submit_many(key: str, count: int, *, priority: int = 5) -> None:
                 "max_attempts": 5,
                 "schema_version": 1,
                 "request_hash": "",
+                "flow_key_declaration": "payload.k",
             }
             for _ in range(count)
         ],
@@ -73,33 +78,39 @@ def complete(worker, claimed) -> None:
 
 @pytest.mark.django_db
 def test_a_job_gets_the_flow_key_its_type_declares():
-    services.flow_key_register("flowsource", "source")
-    services.flow_key_register("flowclient", "client")
-    services.flow_key_register("flowhost", "host")
-    services.subject_register("flowhost", lambda payload: payload["url"])
-    try:
-        by_source = services.job_create(
-            type="flowsource", idempotency_key="a", payload={}, source="shop-a", actor="test"
+    by_source = insert.job_insert(
+        type="flowsource", idempotency_key="a", payload={}, source="shop-a", actor="test", flow_key_declaration="source"
+    ).job
+    by_client = insert.job_insert(
+        type="flowclient",
+        idempotency_key="a",
+        payload={},
+        key_namespace="client:php",
+        actor="test",
+        flow_key_declaration="client",
+    ).job
+    url = "https://Images.Example.org:8443/x.jpg"
+    by_host = insert.job_insert(
+        type="flowhost",
+        idempotency_key="a",
+        payload={"url": url},
+        subject=url,
+        actor="test",
+        flow_key_declaration="host",
+    ).job
+    (by_field,) = submit("tenant\r\n7", 1)
+    (no_field,) = [
+        insert.job_insert(
+            type=POOL, idempotency_key="b", payload={"k": {"x": 1}}, actor="test", flow_key_declaration="payload.k"
         ).job
-        by_client = services.job_create(
-            type="flowclient", idempotency_key="a", payload={}, key_namespace="client:php", actor="test"
-        ).job
-        by_host = services.job_create(
-            type="flowhost", idempotency_key="a", payload={"url": "https://Images.Example.org:8443/x.jpg"}, actor="test"
-        ).job
-        (by_field,) = submit("tenant\r\n7", 1)
-        (no_field,) = [services.job_create(type=POOL, idempotency_key="b", payload={"k": {"x": 1}}, actor="test").job]
-    finally:
-        for name in ("flowsource", "flowclient", "flowhost"):
-            services._FLOW_KEYS.pop(name, None)
-            services._SUBJECTS.pop(name, None)
+    ]
     assert by_source.flow_key == "shop-a"
     assert by_client.flow_key == "client:php"
     assert by_host.flow_key == "images.example.org:8443"  # as politeness names a host
     assert by_field.flow_key == "tenant%0D%0A7"  # what travels into logs and the console: printable ASCII
     assert no_field.flow_key == ""  # a field that is not a string or a number: no key of its own
     with pytest.raises(ValueError, match="flow_key must be one of"):
-        services.flow_key_register("flowbad", "payload.not a field")
+        services.flow_key_check("payload.not a field")
 
 
 @pytest.mark.django_db

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from jobs import leases, services
+from jobs import insert, leases
 from jobs.errors import ErrorKind
 from jobs.models import LEASED_STATES, Attempt, Job, StaleWrite, Transition
 from jobs.retry import RetryPolicy
@@ -66,7 +66,7 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @rule(target=jobs, max_attempts=st.integers(1, 3), priority=st.integers(0, 9))
     def create(self, max_attempts, priority):
-        job = services.job_create(
+        job = insert.job_insert(
             type=self.type,
             idempotency_key=str(uuid.uuid4()),
             payload={},

@@ -19,8 +19,8 @@ from history.alert_rules import ARCHIVE_FAILING
 from history.archive import file_verify, file_write
 from history.export import jobs_export
 from history.models import ArchivedJob, ArchiveFile
+from jobs.insert import job_insert
 from jobs.models import TERMINAL_STATES, Batch, Job, State, database_now
-from jobs.services import job_create
 from tests.support.db import OWNER
 from tests.support.db import test_database_url as database_url
 
@@ -45,7 +45,7 @@ def policy(settings, tmp_path):
 
 
 def ended(state, days_ago, job_type="crawl", **fields):
-    job = job_create(type=job_type, pool="crawl", idempotency_key=uuid.uuid4().hex, payload={}, actor="t", **fields).job
+    job = job_insert(type=job_type, pool="crawl", idempotency_key=uuid.uuid4().hex, payload={}, actor="t", **fields).job
     Job.objects.filter(pk=job.pk).update(state=state, finished_at=database_now() - timedelta(days=days_ago))
     return job
 
@@ -79,9 +79,9 @@ def test_retention_keeps_exactly_what_the_rules_keep(policy):
     leave += [parent, ended(State.DONE, 30, parent_id=parent.pk)]
 
     keep = [ended(State.DONE, 10), ended(State.DEAD, 60), ended(State.DONE, 0.5, "synthetic")]
-    keep.append(job_create(type="crawl", idempotency_key="open", payload={}, actor="t").job)  # still planned
+    keep.append(job_insert(type="crawl", idempotency_key="open", payload={}, actor="t").job)  # still planned
     busy_parent = ended(State.DONE, 20)
-    child = job_create(type="crawl", idempotency_key="running-child", payload={}, actor="t", parent_id=busy_parent.pk)
+    child = job_insert(type="crawl", idempotency_key="running-child", payload={}, actor="t", parent_id=busy_parent.pk)
     keep += [busy_parent, child.job]  # a child that is kept keeps its parent
     batch = Batch.objects.create(key="running", name="running", created_by="t", correlation_id="b")
     keep.append(ended(State.DONE, 20, batch_id=batch.pk))  # its batch has not finished

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from jobs import services
+from jobs import insert
 from jobs.models import Attempt, Job, StaleWrite, State, Transition
 from tests.support.db import child_env, python_process
 
@@ -21,7 +21,7 @@ PROCESSES = 4
 def test_four_processes_claim_and_complete_a_thousand_jobs_exactly_once():
     job_type = f"race-{uuid.uuid4().hex[:8]}"
     for n in range(JOBS):
-        services.job_create(
+        insert.job_insert(
             type=job_type,
             idempotency_key=f"race-{n}",
             payload={"n": n},

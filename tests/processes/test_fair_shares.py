@@ -14,7 +14,7 @@ import psutil
 import pytest
 from django.db import connections
 
-from jobs import flows, leases, services
+from jobs import flows, insert, leases
 from jobs.models import Attempt, Job, State
 from tests.support.pools import PoolProcesses, wait_for
 from workers.runtime.services import pool_pause, pool_resume
@@ -38,7 +38,7 @@ def pools(tmp_path):
 def flood(client: str, count: int, *, payload: dict | None = None) -> None:
     """``count`` synthetic jobs of ``client`` in the synthetic pool, in statements of 1,000."""
     for start in range(0, count, 1000):
-        services.job_create_many(
+        insert.jobs_insert_many(
             [
                 {
                     "type": "synthetic",
@@ -50,6 +50,7 @@ def flood(client: str, count: int, *, payload: dict | None = None) -> None:
                     "max_attempts": 5,
                     "schema_version": 1,
                     "request_hash": "",
+                    "flow_key_declaration": "client",
                 }
                 for _ in range(min(1000, count - start))
             ],

@@ -7,8 +7,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from jobs.batches import batch_create
+from jobs.insert import job_insert
 from jobs.models import Batch, WebhookEvent
-from jobs.services import job_create
 from workers.runtime import batch_sweep
 from workers.runtime.batch_sweep import BatchConfig
 from workers.runtime.sweeps import Stage, sweeps
@@ -36,7 +36,7 @@ def test_a_batch_is_finalized_once_when_its_members_have_ended(pool_runtime, set
     settings.LEITSTAND_WEBHOOK = {"url": "https://core.example/hook", "secret": "s", "events": ["batch.finished"]}
     batch, _ = batch_create(key=uuid.uuid4().hex, name="two", created_by="test")
     for _ in range(2):
-        job_create(
+        job_insert(
             type="synthetic",
             pool="crawl",
             idempotency_key=uuid.uuid4().hex,

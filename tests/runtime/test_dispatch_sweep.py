@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django_q.models import OrmQ
 
-from jobs.services import job_create
+from jobs.insert import job_insert
 from workers.runtime import dispatch_sweep, options
 from workers.runtime.dispatch_sweep import DispatchConfig
 from workers.runtime.models import Pool
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def due(pool: str, count: int) -> None:
     for _ in range(count):
-        job_create(type="synthetic", pool=pool, idempotency_key=uuid.uuid4().hex, payload={}, actor="t")
+        job_insert(type="synthetic", pool=pool, idempotency_key=uuid.uuid4().hex, payload={}, actor="t")
 
 
 def queued() -> dict[str, int]:

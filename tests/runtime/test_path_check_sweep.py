@@ -6,8 +6,8 @@ import uuid
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from jobs.insert import job_insert
 from jobs.models import Attempt
-from jobs.services import job_create
 from workers.runtime import path_check_sweep
 from workers.runtime.path_check_sweep import PathCheckConfig
 from workers.runtime.sweeps import Stage, sweeps
@@ -30,7 +30,7 @@ def test_an_empty_round_checks_nothing():
 
 def test_each_ended_attempt_is_checked_once(pool_runtime):
     for _ in range(3):
-        job_create(type="synthetic", pool="crawl", idempotency_key=uuid.uuid4().hex, payload={}, actor="t")
+        job_insert(type="synthetic", pool="crawl", idempotency_key=uuid.uuid4().hex, payload={}, actor="t")
     pool_runtime("crawl").wake()
     assert path_check_sweep.run_once(PathCheckConfig(limit=2)) == {"checked": 2, "shadow_jobs": 0}
     assert path_check_sweep.run_once(PathCheckConfig()) == {"checked": 1, "shadow_jobs": 0}

@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from jobs import insert
 from jobs import services as job_services
 from jobs.errors import PermanentError, TransientError
 from jobs.models import Attempt, Job, State, StepEvent
@@ -110,9 +111,7 @@ def test_a_job_past_its_timeout_is_interrupted_even_in_a_blocking_call(job_type_
 
 
 def test_a_job_of_a_type_the_pool_does_not_know_goes_dead(pool_runtime):
-    stray = job_services.job_create(
-        type="retired_type", pool="analysis", payload={}, idempotency_key="x", actor="test"
-    ).job
+    stray = insert.job_insert(type="retired_type", pool="analysis", payload={}, idempotency_key="x", actor="test").job
     pool_runtime().wake()
     stray = reload(stray)
     assert (stray.state, stray.error_class) == (State.DEAD, "UnknownJobType")

@@ -6,8 +6,8 @@ import uuid
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from jobs.insert import job_insert
 from jobs.models import Job, State, WebhookEvent
-from jobs.services import job_create
 from workers.runtime import webhook_sweep
 from workers.runtime.sweeps import Stage, sweeps
 from workers.runtime.webhook_sweep import WebhookSweepConfig
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def done_job(pool_runtime) -> Job:
-    job = job_create(
+    job = job_insert(
         type="synthetic", pool="crawl", idempotency_key=uuid.uuid4().hex, payload={"settle": True}, actor="t"
     ).job
     pool_runtime("crawl").wake()

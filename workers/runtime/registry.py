@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobs.pathspec import PathSpec, PathSpecError
 from jobs.retry import RetryPolicy
-from jobs.services import flow_key_check, flow_key_register, subject_register
+from jobs.services import flow_key_check
 
 
 class UnknownJobType(LookupError):
@@ -72,6 +72,11 @@ class JobType:
     shadow_versions: Mapping[str, Callable] = field(default_factory=dict, compare=False)
     paths: PathSpec = field(init=False, compare=False, repr=False)  # compiled from expected_paths
 
+    def subject_of(self, payload) -> str:
+        """What a job of this type with ``payload`` is about ('' without a subject, or for a payload
+        that is no object: the insert refuses it)."""
+        return str(self.subject(payload) or "") if self.subject is not None and isinstance(payload, dict) else ""
+
     def __post_init__(self) -> None:
         problems = []
         if not self.name or not self.name.replace("_", "").isalnum() or not self.name[0].isalpha():
@@ -113,9 +118,6 @@ class Registry:
         if job_type.name in self._types:
             raise ImproperlyConfigured(f"job type {job_type.name!r} is registered twice")
         self._types[job_type.name] = job_type
-        if job_type.subject is not None:
-            subject_register(job_type.name, job_type.subject)
-        flow_key_register(job_type.name, job_type.flow_key)
         return job_type
 
     def get(self, name: str) -> JobType:

@@ -8,7 +8,7 @@ from datetime import datetime
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from jobs import leases
+from jobs import insert, leases
 from jobs import services as job_services
 from jobs.batches import batch_create
 from jobs.errors import PermanentError
@@ -47,7 +47,7 @@ def job_submit(
         if parent_lease_version is not None and leases.lease_lock_if_held(parent_id, parent_lease_version) is None:
             submission = None
         else:
-            submission = job_services.job_create(
+            submission = insert.job_insert(
                 type=job_type,
                 pool=pool,
                 payload=payload,
@@ -64,6 +64,8 @@ def job_submit(
                 key_namespace=client.key_namespace if client else "",
                 client_id=client.pk if client else None,
                 request_hash=request_hash,
+                subject=declared.subject_of(payload),
+                flow_key_declaration=declared.flow_key,
             )
         if submission is not None and submission.created:
             dispatch.wakeup_after_commit(pool)
@@ -105,7 +107,7 @@ def jobs_submit_many(
     pool that got new jobs is woken once when the transaction commits. Refusals name ``jobs[i].field``."""
     prepared = _prepared(jobs, client=client)
     with transaction.atomic():
-        submitted = job_services.job_create_many(
+        submitted = insert.jobs_insert_many(
             prepared,
             actor=actor,
             correlation_id=correlation_id,
@@ -133,7 +135,7 @@ def jobs_spawn_many(
         parent = leases.lease_lock_if_held(parent_id, parent_lease_version)
         if parent is not None:
             created = (
-                job_services.job_create_many(
+                insert.jobs_insert_many(
                     prepared,
                     actor=actor,
                     correlation_id=correlation_id,
@@ -188,8 +190,9 @@ def _wake_after_commit(prepared: list[dict], submitted: list[job_services.BulkSu
 
 
 def _prepared(jobs: list[dict], *, client: Client | None = None) -> list[dict]:
-    """Each job's registered type checked (its payload parsed) and its pool, priority, retry budget
-    and schema version filled in from the declaration; a refusal names ``jobs[i].field``."""
+    """Each job's registered type checked (its payload parsed) and its pool, priority, retry budget,
+    schema version, subject and flow key filled in from the declaration; a refusal names
+    ``jobs[i].field``."""
     prepared = []
     for index, job in enumerate(jobs):
         try:
@@ -207,6 +210,8 @@ def _prepared(jobs: list[dict], *, client: Client | None = None) -> list[dict]:
                 "max_attempts": declared.retry.max_attempts,
                 "schema_version": declared.schema_version,
                 "request_hash": job.get("request_hash", ""),
+                "subject": declared.subject_of(job["payload"]),
+                "flow_key_declaration": declared.flow_key,
             }
         )
     return prepared

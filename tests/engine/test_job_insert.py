@@ -2,14 +2,14 @@
 
 import pytest
 
-from jobs import services
+from jobs import insert, services
 from jobs.models import Job, Transition
 
 
 def create(**overrides):
     fields = {"type": "crawl", "idempotency_key": "k-1", "payload": {"url": "https://a.example/"}, "actor": "test"}
     fields.update(overrides)
-    return services.job_create(**fields)
+    return insert.job_insert(**fields)
 
 
 def test_the_same_key_and_payload_return_the_same_job(db):
@@ -75,7 +75,7 @@ def test_new_jobs_get_time_ordered_ids(db):
     single = [create(idempotency_key=f"one-{n}").job.id for n in range(3)]
     job = {"type": "crawl", "payload": {"url": "https://a.example/"}, "priority": 5, "source": "", "max_attempts": 5}
     job.update(pool="crawl", schema_version=1, request_hash="")
-    made = services.job_create_many(
+    made = insert.jobs_insert_many(
         [{**job, "idempotency_key": f"many-{n}"} for n in range(3)], actor="test", correlation_id="case"
     )
     many = [submission.job_id for submission in made]
