@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import base64
-import functools
-import json
 import logging
 import uuid
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Any, Literal
 
-from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import F, OuterRef, Value
-from django.db.models.functions import Coalesce, JSONObject
 from django.http import Http404
 from django_fsm import TransitionNotAllowed
 from ninja import Field, Query, Router, Schema, Status
@@ -23,13 +18,12 @@ from pydantic import BaseModel, StrictInt
 from api.auth import TokenAuth, lane_allow, may_act_for, owned, request_fingerprint, require, submittable_require
 from api.backpressure import lane_check, open_jobs_check
 from api.fields import HeaderText, Moment, Text, due_at_check, utc
-from api.rechecks import ObservationOut, RecheckPlanOut
+from api.rechecks import RecheckPlanOut
 from jobs import tracing
-from jobs.models import Attempt, Job, State, Transition
+from jobs.models import Attempt, Job, State
+from jobs.records import JobRecord, job_record
 from jobs.selectors import jobs_page
 from jobs.services import JobInputError, job_cancel, job_hold, job_reorder, job_resume
-from rechecks.models import Observation, RecheckPlan
-from workers.pipeline.models import Finding
 from workers.runtime.registry import registry
 from workers.runtime.services import job_submit
 
@@ -138,57 +132,20 @@ class JobOut(BaseModel):
 _RELATED = {"attempt", "trace_id", "transitions", "findings", "recheck_plan", "logs"}
 
 
-def _json(model, fields: dict | list, *, order: str = "id", **filters) -> ArraySubquery:
-    """The related rows' ``fields`` (names, or output names → expressions) as JSON objects in
-    ``order``: read with the job in its statement instead of a round trip each."""
-    named = fields if isinstance(fields, dict) else {name: F(name) for name in fields}
-    return ArraySubquery(model.objects.filter(**filters).order_by(order).values(json=JSONObject(**named)))
+# What a job's read shows of its record (jobs/records.py), read with the job in one statement.
+RECORD_PARTS = ("transitions", "findings", "recheck_plan")
 
 
-_TRANSITIONS = ("from_state", "to_state", "at", "lease_version", "cause", "actor")
-_FINDINGS = {
-    "id": F("id"),
-    "image_url": F("candidate__image_url"),
-    "page_url": F("candidate__page_url"),
-    "found_in": F("candidate__found_in"),
-    "asset_id": F("asset_id"),
-    "asset_owner_ref": Coalesce(F("asset__owner_ref"), Value("")),
-    **{name: F(name) for name in ("score", "verdict", "analysis_version", "created_at")},
-}
-_PLAN = {
-    **{name: F(name) for name in RecheckPlanOut.model_fields if name != "observations"},
-    "observations": _json(Observation, list(ObservationOut.model_fields), order="sequence", plan=OuterRef("pk")),
-}
+def job_read(job_id: uuid.UUID) -> JobRecord | None:
+    """One job's record with its transitions, findings and recheck plan."""
+    return job_record(job_id, parts=RECORD_PARTS)
 
 
-_READ_ANY = uuid.UUID(int=0)  # stands for the job's ID in the statement compiled once
-
-
-@functools.cache
-def _read_statement() -> tuple[str, tuple]:
-    """The job read's SQL and parameters, compiled by the ORM once per process: compiling its three
-    subqueries took longer than the round trips they save."""
-    related = {
-        "transitions_read": _json(Transition, _TRANSITIONS, job=OuterRef("pk")),
-        "findings_read": _json(Finding, _FINDINGS, job=OuterRef("pk")),
-        "plan_read": _json(RecheckPlan, _PLAN, job=OuterRef("pk")),
-    }
-    return Job.objects.filter(pk=_READ_ANY).annotate(**related).query.sql_with_params()
-
-
-def job_read(job_id: uuid.UUID) -> Job | None:
-    """One job with its transitions, findings and recheck plan, in one statement."""
-    sql, params = _read_statement()
-    found = next(iter(Job.objects.raw(sql, [job_id if p == _READ_ANY else p for p in params])), None)
-    if found is not None:  # JSON in an array comes undecoded from a raw cursor
-        for name in ("transitions_read", "findings_read", "plan_read"):
-            setattr(found, name, [json.loads(item) for item in getattr(found, name)])
-    return found
-
-
-def job_out(job: Job, *, with_transitions: bool) -> dict:
-    """A job's record; ``with_transitions``: the single-job record, with its transitions, findings and
-    recheck plan (read with the job by ``job_read``, or here by the same statement)."""
+def job_out(job: Job | JobRecord, *, with_transitions: bool) -> dict:
+    """A job as the API shows it; ``with_transitions``: the single-job record, with its transitions,
+    findings and recheck plan (its record, read by ``job_read`` when ``job`` is the job alone)."""
+    record = job if isinstance(job, JobRecord) else None
+    job = record.job if record is not None else job
     data = {field: getattr(job, field) for field in JobOut.model_fields if field not in _RELATED}
     data.update(
         attempt=job.lease_version,
@@ -200,10 +157,8 @@ def job_out(job: Job, *, with_transitions: bool) -> dict:
     )
     if not with_transitions:
         return data
-    if not hasattr(job, "plan_read"):  # not read by ``job_read``
-        job = job_read(job.pk)
-    plans = job.plan_read
-    data.update(transitions=job.transitions_read, findings=job.findings_read, recheck_plan=plans[0] if plans else None)
+    record = record if record is not None else job_read(job.pk)
+    data.update({part: record[part] for part in RECORD_PARTS})
     return data
 
 
@@ -275,10 +230,10 @@ def jobs_get(request, job_id: uuid.UUID, include: Literal["logs"] | None = None)
     """One job of this client (any job with ``jobs:all``) with its transitions, findings and recheck
     plan; with ``include=logs`` also the log lines its attempts kept (without tracebacks)."""
     require(request, "jobs:read")
-    job = job_read(job_id)
-    if job is None or not _may_see(request, job):
+    record = job_read(job_id)
+    if record is None or not _may_see(request, record.job):
         raise Http404(f"no job {job_id}")
-    data = job_out(job, with_transitions=True)
+    data = job_out(record, with_transitions=True)
     if include == "logs":
         data["logs"] = [
             {
@@ -287,7 +242,7 @@ def jobs_get(request, job_id: uuid.UUID, include: Literal["logs"] | None = None)
                 "lines": [{name: line[name] for name in LogLineOut.model_fields} for line in kept["lines"]],
                 "dropped": kept["dropped"],
             }
-            for lease_version, outcome, kept in Attempt.objects.filter(job=job, log_lines__isnull=False)
+            for lease_version, outcome, kept in Attempt.objects.filter(job=job_id, log_lines__isnull=False)
             .order_by("lease_version")
             .values_list("lease_version", "outcome", "log_lines")
         ]

@@ -1,7 +1,11 @@
 """What the rechecks app adds to the runtime: the ``recheck`` job type, the planner sweep, and the
 follow-up of every match the analysis reports."""
 
+from django.db.models import OuterRef
+
+from jobs.records import Part, columns, record_part_register, rows_json
 from rechecks import handler, planner_sweep
+from rechecks.models import Observation, RecheckPlan
 from rechecks.services import plan_request
 from workers.runtime.job_types import pipeline_timing
 from workers.runtime.registry import JobType, register
@@ -12,7 +16,20 @@ def match_followup(*, job, finding, content_hash: str, **signal) -> str:
     return f"recheck_plan:{plan_request(job=job, finding=finding, content_hash=content_hash).pk}"
 
 
+# A job's recheck plan, with its observations in order: a part of the job's record (jobs/records.py).
+RECHECK_PLAN = Part(
+    "recheck_plan",
+    lambda: rows_json(
+        RecheckPlan,
+        {**columns(RecheckPlan), "observations": rows_json(Observation, order="sequence", plan=OuterRef("pk"))},
+        job=OuterRef("pk"),
+    ),
+    one=True,
+)
+
+
 def runtime_register() -> None:
+    record_part_register(RECHECK_PLAN)
     register(
         JobType(
             name="recheck",

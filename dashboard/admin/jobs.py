@@ -18,7 +18,6 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect
-from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -27,10 +26,10 @@ from django.utils.html import format_html
 from django_fsm import TransitionNotAllowed
 
 from dashboard import options
-from dashboard.admin.base import ReadOnlyAdmin, ReadOnlyInline
+from dashboard.admin.base import ReadOnlyAdmin
 from dashboard.audit import audited
 from dashboard.diagram import state_diagram
-from dashboard.display import as_id, duration
+from dashboard.display import as_id
 from dashboard.explain import job_explain
 from dashboard.operations.deadletters import STEP, ended_in_step
 from dashboard.paths import attempt_timeline
@@ -54,94 +53,16 @@ from jobs.models import (
     Transition,
     database_now,
 )
+from jobs.records import job_record
 from jobs.selectors import short_id as id_short
 from jobs.selectors import short_id_query, subject_prefix
 from jobs.services import JobInputError
-from rechecks.models import RecheckPlan
 from workers.pipeline.models import Source
 from workers.runtime import options as runtime_options
 from workers.runtime.registry import registry
 
-
-class TransitionInline(ReadOnlyInline):
-    model = Transition
-    fields = ("at", "from_state", "to_state", "lease_version", "cause", "actor")
-    readonly_fields = fields
-    ordering = ("id",)
-
-
-class AttemptInline(ReadOnlyInline):
-    model = Attempt
-    fields = (
-        "lease_version",
-        "lease_owner",
-        "claimed_at",
-        "started_at",
-        "finished_at",
-        "outcome",
-        "error_class",
-        "refused_writes",
-        "path_signature",
-        "path_conforms",
-        "path_divergence",
-        "duration_ms",
-        "slow_reason",
-        "span",
-        "kept_lines",
-    )
-    readonly_fields = fields
-    ordering = ("-lease_version",)
-
-    @admin.display(description="span")
-    def span(self, attempt):
-        """Its own span when traces were recorded (a retry's is the root of a trace of its own)."""
-        parts = attempt.trace_span.split("-")
-        if len(parts) != 4:
-            return "—"
-        link = options.current().trace_link(parts[1])
-        label = f"{parts[1]} / {parts[2]}"
-        return format_html('<a href="{}" rel="noreferrer">{}</a>', link, label) if link else label
-
-    @admin.display(description="log lines")
-    def kept_lines(self, attempt):
-        kept = attempt.log_lines
-        if not kept:
-            return "—"
-        count = len(kept.get("lines", [])) + kept.get("dropped", 0)
-        return render_to_string(
-            "admin/jobs/job/_log_lines_folded.html", {"kept": kept, "count": count, "log_limit": logs.LINES_KEPT}
-        )
-
-
-class StepEventInline(ReadOnlyInline):
-    model = StepEvent
-    fields = ("lease_version", "step", "outcome", "started_at", "took", "data")
-    readonly_fields = fields
-    ordering = ("lease_version", "id")
-
-    @admin.display(description="took")
-    def took(self, event):
-        return duration(event.duration_ms)
-
-
-class EffectInline(ReadOnlyInline):
-    model = Effect
-    fields = ("applied_at", "kind", "key", "lease_version", "result")
-    readonly_fields = fields
-    ordering = ("id",)
-
-
-class RecheckPlanInline(admin.StackedInline):
-    model = RecheckPlan
-    fk_name = "job"
-    fields = ("state", "end_reason", "end_note", "sequence", "next_check_at", "next_check_reason", "deadline_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
+# What the job page shows of the job's record (its audit entries are the audit log's page).
+RECORD_PAGE_PARTS = ("attempts", "step_events", "transitions", "effects", "stale_writes", "findings", "recheck_plan")
 
 
 def _run_action(modeladmin, request, queryset, service, verb: str, reason: str, action: str):
@@ -325,11 +246,11 @@ class SourceFilter(admin.SimpleListFilter):
         return queryset.filter(source=self.value()) if self.value() else queryset
 
 
-def job_path_context(job: Job) -> dict:
+def job_path_context(job: Job, record: dict) -> dict:
     """The job page's path section: the newest attempt's path and step timeline, and the state
-    diagram with the job's own transitions lit."""
+    diagram with the job's own transitions (from its ``record``) lit."""
     attempt = job.attempt_log.order_by("-lease_version").first()
-    pairs = set(job.transitions.exclude(from_state="").values_list("from_state", "to_state"))
+    pairs = {(t["from_state"], t["to_state"]) for t in record["transitions"] if t["from_state"]}
     return {
         "path_attempt": attempt,
         "log_limit": logs.LINES_KEPT,
@@ -391,7 +312,6 @@ class JobAdmin(ReadOnlyAdmin):
     # machine): 50 rows keep the page well under 150 ms (docs/performance.md, run 5).
     list_per_page = 50
     actions = [cancel_jobs, retry_jobs_now]
-    inlines = [AttemptInline, StepEventInline, TransitionInline, EffectInline, RecheckPlanInline]
     readonly_fields = ("children", "attempts_counted", "trace")
     change_form_template = "admin/jobs/job/console_change_form.html"
 
@@ -498,13 +418,16 @@ class JobAdmin(ReadOnlyAdmin):
                 lanes=range(10),
                 console_time_zone=timezone.get_current_timezone_name(),
                 live_states=LIVE_STATES,
-                **job_path_context(job),
             )
             if request.htmx:  # the live part alone (templates/admin/jobs/job/_live.html)
                 if not self.has_view_permission(request, job):
                     raise PermissionDenied("seeing a job needs the permission to view jobs")
                 context.update(original=job, live_refresh=True)
                 return TemplateResponse(request, "admin/jobs/job/_live.html", context)
+            # Its attempts, steps, transitions, effects, findings and plan: the job's record, as the
+            # API and the export read it (jobs/records.py; templates/admin/jobs/job/_record.html).
+            record = job_record(job.pk, parts=RECORD_PAGE_PARTS).parts
+            context.update(record=record, **job_path_context(job, record))
         return super().change_view(request, object_id, form_url, context)
 
     def _short_id(self, request, object_id: str):
@@ -547,6 +470,7 @@ class JobAdmin(ReadOnlyAdmin):
                 "entry": entry,
                 "document": document,
                 "document_json": export_json(document) if document else "",
+                "log_limit": logs.LINES_KEPT,
                 "error": error,
             },
         )

@@ -1,11 +1,16 @@
 """Template helpers of the console: server-rendered SVG sparklines and job-list links."""
 
+from datetime import datetime
+
 from django import template
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 
+from dashboard import options as console_options
+from dashboard.display import duration
 from jobs.selectors import short_id as id_short
 
 register = template.Library()
@@ -318,3 +323,40 @@ def _fit(size, panel: int) -> tuple[int, int]:
         raise ValueError("no size")
     scale = panel / max(width, height)
     return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+# A job's record (jobs/records.py) as the job page and the archived page show it: its moments are
+# ISO text (JSON), read back here.
+@register.filter
+def when(value) -> str:
+    """A record's moment as people read it (local time, to the second); '—' for none."""
+    if not value:
+        return "—"
+    try:
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return str(value)
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S") if timezone.is_aware(moment) else str(moment)
+
+
+@register.filter
+def took(milliseconds) -> str:
+    return duration(milliseconds)
+
+
+@register.filter
+def span(trace_span: str):
+    """An attempt's own span when traces were recorded (a retry's is the root of a trace of its own),
+    linked to the tracing system when ``LEITSTAND_TRACE_URL`` is set."""
+    parts = str(trace_span or "").split("-")
+    if len(parts) != 4:
+        return "—"
+    link = console_options.current().trace_link(parts[1])
+    label = f"{parts[1]} / {parts[2]}"
+    return format_html('<a href="{}" rel="noreferrer">{}</a>', link, label) if link else label
+
+
+@register.filter
+def line_count(kept) -> int:
+    """How many lines an attempt wrote: those it kept and those it dropped."""
+    return len((kept or {}).get("lines", [])) + (kept or {}).get("dropped", 0)

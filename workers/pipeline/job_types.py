@@ -1,13 +1,40 @@
-"""The pipeline's job types: crawl a page of a source, read one of its sitemaps, analyse a candidate image."""
+"""The pipeline's job types: crawl a page of a source, read one of its sitemaps, analyse a candidate
+image; and the findings' part of a job's record."""
 
 import functools
 
+from django.db.models import F, Func, OuterRef, Value
+from django.db.models.functions import Coalesce
+
+from jobs.records import Part, columns, record_part_register, rows_json
 from workers.pipeline import analysis, crawl, sitemap_job
+from workers.pipeline.models import Finding
 from workers.runtime.job_types import pipeline_timing
 from workers.runtime.registry import JobType, register
 
 
+def _findings():
+    """A job's findings with the image and page they are about and where the page showed it; the
+    thumbnail's size, not its bytes."""
+    return rows_json(
+        Finding,
+        {
+            **columns(Finding),
+            "image_url": F("candidate__image_url"),
+            "page_url": F("candidate__page_url"),
+            "found_in": F("candidate__found_in"),
+            "asset_owner_ref": Coalesce(F("asset__owner_ref"), Value("")),
+            "thumbnail_bytes": Coalesce(Func(F("thumbnail"), function="octet_length"), Value(0)),
+        },
+        job=OuterRef("pk"),
+    )
+
+
+FINDINGS = Part("findings", _findings)
+
+
 def job_types_register() -> None:
+    record_part_register(FINDINGS)
     analysis_version = analysis.running_version()
     register(
         JobType(

@@ -1,8 +1,12 @@
 """The runtime's own job types (synthetic canaries, API webhooks, shadow runs) and the timing profiles
 that the apps above it use for theirs. Each app registers its types in ``AppConfig.ready()``."""
 
+from django.db.models import OuterRef
+
+from jobs.records import Part, record_part_register, rows_json
 from jobs.retry import RetryPolicy
 from workers.runtime import options, replay, synthetic, webhook
+from workers.runtime.models import ShadowRun
 from workers.runtime.registry import JobType, register
 
 
@@ -36,7 +40,12 @@ def _timing(timing: options.Timing) -> dict:
     }
 
 
+# The shadow runs of a job (its input run by other handler versions): a part of its record.
+SHADOW_RUNS = Part("shadow_runs", lambda: rows_json(ShadowRun, job=OuterRef("pk")))
+
+
 def job_types_register() -> None:
+    record_part_register(SHADOW_RUNS)
     synthetic_timing = options.current().synthetic
     register(
         JobType(
