@@ -13,7 +13,7 @@ from workers.runtime.sweeps import Stage, register_unit, require_number
 
 @dataclass(frozen=True)
 class RulesConfig:
-    every_seconds: float = 60.0
+    every_seconds: float
 
     def __post_init__(self) -> None:
         require_number(self.every_seconds, "LEITSTAND_BUSINESS_RULES_SECONDS", minimum=1)

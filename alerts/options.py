@@ -14,8 +14,7 @@ rules through ``current()``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 
 from jobs.options import OptionError, frozen, require_number
 
@@ -37,15 +36,15 @@ class AlertingOptions:
     """The alert rules' thresholds, the routes the setting declares, how notifications are sent, and
     the business rules (docs/operations.md, "Alerts")."""
 
-    rules: Mapping[str, Mapping] = field(default_factory=lambda: MappingProxyType({}))
-    interval_seconds: float = 10.0
-    routes: Mapping[str, Mapping] = field(default_factory=lambda: MappingProxyType({}))
-    fallback_route: str = "operations"
-    alertmanager_repost_seconds: float = 60.0
-    public_url: str = ""
-    http_timeout_seconds: float = 10.0
-    business_rules: Mapping[str, Mapping] = field(default_factory=lambda: MappingProxyType({}))
-    business_rules_seconds: float = 60.0
+    rules: Mapping[str, Mapping]
+    interval_seconds: float
+    routes: Mapping[str, Mapping]
+    fallback_route: str
+    alertmanager_repost_seconds: float
+    public_url: str
+    http_timeout_seconds: float
+    business_rules: Mapping[str, Mapping]
+    business_rules_seconds: float
 
     def __post_init__(self) -> None:
         require_number(self.interval_seconds, "LEITSTAND_ALERT_INTERVAL_SECONDS", minimum=0.1)

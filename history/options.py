@@ -11,7 +11,7 @@ through ``current()``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
@@ -44,28 +44,26 @@ RETENTION_NUMBERS = {
 class RetentionOptions:
     """What leaves the database when (docs/operations.md, "Retention and the archive")."""
 
-    archive_dir: Path = Path(__file__).resolve().parents[1] / "var" / "archive"  # as config/settings.py
-    maintenance_url: str = ""
-    enabled: bool = True
-    days: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType({"done": 14, "cancelled": 14, "dead": 90})
-    )
+    archive_dir: Path
+    maintenance_url: str
+    enabled: bool
+    days: Mapping[str, float]
     # Per job type, days per ended state; which types exist is checked with the registry (leitstand.E012).
-    types: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
-    finding_days: float = 400
-    plan_days: float = 90
-    batch_days: float = 90
-    alert_days: float = 90
-    login_log_days: float = 30
-    task_days: float = 7
-    audit_days: float = 400
-    archive_index_days: float = 90
-    partition_days_ahead: int = 7
-    partition_keep_days: int = 14
-    trees_per_round: int = 500
-    jobs_per_file: int = 1000
-    seconds_per_round: float = 2.0
-    every_seconds: float = 60
+    types: Mapping[str, Mapping[str, float]]
+    finding_days: float
+    plan_days: float
+    batch_days: float
+    alert_days: float
+    login_log_days: float
+    task_days: float
+    audit_days: float
+    archive_index_days: float
+    partition_days_ahead: int
+    partition_keep_days: int
+    trees_per_round: int
+    jobs_per_file: int
+    seconds_per_round: float
+    every_seconds: float
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -96,7 +94,7 @@ class RetentionOptions:
         return cls(
             archive_dir=Path(settings.LEITSTAND_ARCHIVE_DIR),
             maintenance_url=settings.LEITSTAND_DATABASE_MAINTENANCE_URL,
-            days=frozen(retention.pop("days", cls.__dataclass_fields__["days"].default_factory())),
+            days=frozen(retention.pop("days")),
             # A malformed override is left to the system check, which names the registered types.
             types=frozen(types) if isinstance(types, Mapping) else MappingProxyType({}),
             **retention,

@@ -15,9 +15,9 @@ from workers.runtime.sweeps import Stage, register_unit, require, require_number
 
 @dataclass(frozen=True)
 class RetentionConfig:
-    enabled: bool = True
-    seconds_per_round: float = 2.0
-    every_seconds: float = 60.0
+    enabled: bool
+    seconds_per_round: float
+    every_seconds: float
 
     def __post_init__(self) -> None:
         require(

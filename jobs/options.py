@@ -14,7 +14,7 @@ handed to the engine through ``current()``; nothing else in jobs/ reads ``django
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from django.core.exceptions import ImproperlyConfigured
@@ -77,10 +77,10 @@ class WebhookOptions:
 @dataclass(frozen=True)
 class EngineOptions:
     host_name: str
-    path_slow_factor: float = 3.0
-    path_min_samples: int = 100
-    webhook: WebhookOptions = field(default_factory=WebhookOptions)
-    trace_database: bool = False
+    path_slow_factor: float
+    path_min_samples: int
+    webhook: WebhookOptions
+    trace_database: bool
 
     def __post_init__(self) -> None:
         # LEITSTAND_HOST_NAME is checked where it is read from the environment (config/settings.py).

@@ -25,7 +25,7 @@ class RecheckOptions:
     target: Target
     policy: RecheckPolicy
     second_opinion_agent: str
-    plans_per_round: int = 200
+    plans_per_round: int
 
     def __post_init__(self) -> None:
         require_number(self.plans_per_round, "LEITSTAND_RECHECK_PLANS_PER_ROUND", minimum=1, whole=True)

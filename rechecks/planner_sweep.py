@@ -26,7 +26,7 @@ logger = logging.getLogger("leitstand.rechecks")
 
 @dataclass(frozen=True)
 class PlannerConfig:
-    plans_per_round: int = 200
+    plans_per_round: int
     every_seconds: float = 0.0
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ from workers.runtime.sweeps import Stage, register_unit, require_number
 
 @dataclass(frozen=True)
 class DeadLettersConfig:
-    every_seconds: float = 30.0
+    every_seconds: float
 
     def __post_init__(self) -> None:
         require_number(self.every_seconds, "LEITSTAND_CONSOLE_DEADLETTERS_SECONDS", minimum=1)

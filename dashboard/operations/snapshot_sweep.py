@@ -12,7 +12,7 @@ from workers.runtime.sweeps import Stage, register_unit, require_number
 
 @dataclass(frozen=True)
 class SnapshotConfig:
-    every_seconds: float = 5.0
+    every_seconds: float
 
     def __post_init__(self) -> None:
         require_number(self.every_seconds, "LEITSTAND_CONSOLE_SNAPSHOT_SECONDS", minimum=0.5)

@@ -13,7 +13,7 @@ from workers.runtime.sweeps import Stage, register_unit, require_number
 
 @dataclass(frozen=True)
 class TrendsConfig:
-    keep_days: float = 8.0
+    keep_days: float
     every_seconds: float = 15.0
 
     def __post_init__(self) -> None:

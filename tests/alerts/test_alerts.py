@@ -13,6 +13,7 @@ from jobs.models import AuditEntry, Job, StaleWrite, State
 from jobs.services import JobInputError
 from rechecks.models import RecheckPlan
 from tests.conftest import job_in_state
+from workers.pipeline import options as pipeline_settings
 from workers.pipeline.models import Candidate, Source
 from workers.pipeline.schedule_sweep import ScheduleSweepConfig, run_once
 from workers.pipeline.services import source_upsert
@@ -243,7 +244,7 @@ def test_overdue_recheck_plans_fire_and_clear(db_clock):
 
 def test_a_source_whose_crawls_fail_is_overdue(db_clock):
     source = source_upsert(name="Archiv", base_url="http://127.0.0.1:9/", crawl_every_minutes=60)
-    assert run_once(ScheduleSweepConfig()) == 1
+    assert run_once(ScheduleSweepConfig.from_options(pipeline_settings.current())) == 1
     (run,) = Job.objects.filter(type="crawl")
     job_in_state(run, State.DEAD)  # the base page never answered
     db_clock.advance(2 * 3600 + 60)

@@ -1,6 +1,7 @@
 """The engine's settings (jobs/options.py): declared once, typed and checked; read from Django's
 settings at start-up and again when a test overrides one; no other module of jobs/ reads them."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ def test_a_bad_value_is_refused_with_its_setting_and_reported_by_the_checks(sett
     with pytest.raises(OptionError, match="LEITSTAND_WEBHOOK_EVENTS names unknown events: job.lost"):
         WebhookOptions(events=("job.lost",))
     with pytest.raises(OptionError, match="LEITSTAND_PATHS_MIN_SAMPLES"):
-        EngineOptions(host_name="h", path_min_samples=0)
+        replace(options.current(), path_min_samples=0)
     with pytest.raises(AttributeError):
         options.current().host_name = "elsewhere"  # frozen
     settings.LEITSTAND_WEBHOOK = {"url": "https://core.example/hook", "secret": "", "events": []}

@@ -11,6 +11,7 @@ import pytest
 
 from jobs.models import Batch, Job, State, StepEvent, database_now
 from tests.support.hostile_web import HostileWeb, Page, jpeg_with_scans, png
+from workers.pipeline import options as pipeline_settings
 from workers.pipeline.crawl import page_key
 from workers.pipeline.models import Candidate, HostState, Source
 from workers.pipeline.services import asset_register, source_upsert
@@ -214,11 +215,15 @@ def test_a_source_stored_with_a_bad_name_or_base_url_is_recorded_and_the_others_
     tab = Source.objects.create(name="Tab\there", base_url=site.url("/tab"), crawl_every_minutes=1)
     long_base = Source.objects.create(name="Long", base_url=site.url("/" + "x" * 300), crawl_every_minutes=1)
     Source.objects.filter(pk=site.source.pk).update(is_active=False)
-    assert run_once(ScheduleSweepConfig()) == 2  # Good and Long (a long base URL is fine now: keys are digests)
+    assert (
+        run_once(ScheduleSweepConfig.from_options(pipeline_settings.current())) == 2
+    )  # Good and Long (a long base URL is fine now: keys are digests)
     tab.refresh_from_db()
     assert tab.start_error.startswith("run schedule-") and "name: must contain printable characters" in tab.start_error
     assert Job.objects.filter(type="crawl", payload__source_id=good.pk).exists()
     assert Job.objects.filter(type="crawl", payload__source_id=long_base.pk).exists()
     assert not Job.objects.filter(type="crawl", payload__source_id=tab.pk).exists()
-    assert run_once(ScheduleSweepConfig()) == 0, "the refused source's slot is spent: tried again at its next slot"
+    assert run_once(ScheduleSweepConfig.from_options(pipeline_settings.current())) == 0, (
+        "the refused source's slot is spent: tried again at its next slot"
+    )
     assert not Batch.objects.filter(key__startswith=f"crawl-run:schedule-{tab.pk}-").exists()

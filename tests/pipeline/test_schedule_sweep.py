@@ -1,6 +1,7 @@
 """The crawl-schedules sweep (workers/pipeline/schedule_sweep.py): its config, an empty round, and the
 runs it starts — each slot once, the most urgent source first, never beside an unfinished run."""
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -8,13 +9,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobs.models import Batch, Job, LeitstandNow
 from workers.pipeline import options as pipeline_options
+from workers.pipeline import options as pipeline_settings
 from workers.pipeline.models import Source
 from workers.pipeline.schedule_sweep import ScheduleSweepConfig, run_once
 from workers.pipeline.schedules import run_name
 from workers.pipeline.services import crawl_start, source_upsert
 from workers.runtime.models import Pool
 
-CONFIG = ScheduleSweepConfig()
+CONFIG = ScheduleSweepConfig.from_options(pipeline_settings.current())
 
 
 def at(text: str) -> datetime:
@@ -23,14 +25,14 @@ def at(text: str) -> datetime:
 
 def test_the_config_comes_from_the_settings_and_a_bad_value_names_its_setting(settings):
     settings.LEITSTAND_CRAWL_SCHEDULE_SECONDS, settings.LEITSTAND_CRAWL_SCHEDULE_STARTS = 30, 5
-    assert ScheduleSweepConfig.from_options(pipeline_options.current()) == ScheduleSweepConfig(
-        every_seconds=30, starts_per_round=5
+    assert ScheduleSweepConfig.from_options(pipeline_options.current()) == replace(
+        ScheduleSweepConfig.from_options(pipeline_settings.current()), every_seconds=30, starts_per_round=5
     )
     assert (CONFIG.every_seconds, CONFIG.starts_per_round) == (15, 100)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_CRAWL_SCHEDULE_STARTS must be a whole number"):
-        ScheduleSweepConfig(starts_per_round=0)
+        replace(ScheduleSweepConfig.from_options(pipeline_settings.current()), starts_per_round=0)
     with pytest.raises(ImproperlyConfigured, match="LEITSTAND_CRAWL_SCHEDULE_SECONDS must be at least 1"):
-        ScheduleSweepConfig(every_seconds=0.1)
+        replace(ScheduleSweepConfig.from_options(pipeline_settings.current()), every_seconds=0.1)
 
 
 def test_an_empty_round_starts_nothing(db):
@@ -40,7 +42,7 @@ def test_an_empty_round_starts_nothing(db):
 def test_the_sweep_starts_each_slot_once_most_urgent_first(db, db_clock):
     low = source_upsert(name="low", base_url="http://127.0.0.1:9/low", priority=7, crawl_every_minutes=60)
     high = source_upsert(name="high", base_url="http://127.0.0.1:9/high", priority=1, crawl_every_minutes=60)
-    assert run_once(ScheduleSweepConfig(starts_per_round=1)) == 1
+    assert run_once(replace(ScheduleSweepConfig.from_options(pipeline_settings.current()), starts_per_round=1)) == 1
     assert Job.objects.get().source == "high", "the more urgent source is planned first"
     assert run_once(CONFIG) == 1 and run_once(CONFIG) == 0
     low.refresh_from_db()

@@ -9,6 +9,7 @@ from PIL import ImageOps
 
 from jobs.models import Job, State, StepEvent, Transition, WebhookEvent
 from jobs.services import JobInputError, job_cancel
+from rechecks import options as recheck_settings
 from rechecks.models import Observation, RecheckPlan
 from rechecks.planner_sweep import PlannerConfig, run_once
 from rechecks.services import plan_abort, plan_decide
@@ -71,7 +72,7 @@ def case(settings, pool_runtime):
 def check(pool_runtime, db_clock, seconds):
     """Move database time on, let the planner create due checks and the recheck pool run them."""
     db_clock.advance(seconds)
-    report = run_once(PlannerConfig())
+    report = run_once(PlannerConfig.from_options(recheck_settings.current()))
     pool_runtime("recheck").wake()
     return report
 
@@ -246,16 +247,16 @@ def test_a_check_whose_job_died_is_planned_again_and_a_case_ended_elsewhere_ends
     job = case([(200, IMAGE)])
     plan = RecheckPlan.objects.get(job=job)
     db_clock.advance(61)
-    run_once(PlannerConfig())
+    run_once(PlannerConfig.from_options(recheck_settings.current()))
     plan.refresh_from_db()
     lost = plan.current_job
     job_cancel(job_id=lost.id, actor="test", reason="drill")
-    report = run_once(PlannerConfig())
+    report = run_once(PlannerConfig.from_options(recheck_settings.current()))
     plan.refresh_from_db()
     assert report.retried == 1 and plan.current_job is None
     assert plan.next_check_reason == "check 1 ended cancelled without an observation (drill); trying again in 2 min"
     job_cancel(job_id=job.id, actor="user:op", reason="duplicate case")
-    assert run_once(PlannerConfig()).ended_elsewhere == 1
+    assert run_once(PlannerConfig.from_options(recheck_settings.current())).ended_elsewhere == 1
     plan.refresh_from_db()
     assert (plan.end_reason, plan.end_note) == ("aborted", "the case ended elsewhere: job cancelled (duplicate case)")
 

@@ -21,7 +21,7 @@ keeps it so, as for jobs/ and workers/runtime/).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from jobs.options import OptionError, require_number
@@ -65,19 +65,17 @@ def _numbers(setting: str, values: Mapping, known: Mapping[str, float]) -> Mappi
 
 @dataclass(frozen=True)
 class PipelineOptions:
-    fetch: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    politeness: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    http_allowed_targets: frozenset[str] = frozenset()
-    notify_allowed_targets: frozenset[str] = frozenset()
-    image_max_pixels: int = 25_000_000
-    analysis_version: str = "analysis@2"
-    bands: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType({"match_at": 0.90, "no_match_below": 0.75})
-    )
-    crawl_every_minutes: int = 1440
-    crawl_schedule_seconds: float = 15.0
-    crawl_schedule_starts: int = 100
-    time_zone: str = "UTC"
+    fetch: Mapping[str, float]
+    politeness: Mapping[str, float]
+    http_allowed_targets: frozenset[str]
+    notify_allowed_targets: frozenset[str]
+    image_max_pixels: int
+    analysis_version: str
+    bands: Mapping[str, float]
+    crawl_every_minutes: int
+    crawl_schedule_seconds: float
+    crawl_schedule_starts: int
+    time_zone: str
 
     def __post_init__(self) -> None:
         _numbers("LEITSTAND_FETCH", self.fetch, _FETCH)

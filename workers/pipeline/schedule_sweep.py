@@ -31,8 +31,8 @@ def schedules_due() -> list[tuple[Source, ScheduleState]]:
 
 @dataclass(frozen=True)
 class ScheduleSweepConfig:
-    every_seconds: float = 15.0
-    starts_per_round: int = 100
+    every_seconds: float
+    starts_per_round: int
 
     def __post_init__(self) -> None:
         require(

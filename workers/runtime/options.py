@@ -24,7 +24,7 @@ workers/runtime/ reads ``django.conf`` (tests/runtime/test_options.py keeps it s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
@@ -91,22 +91,22 @@ class RuntimeOptions:
     synthetic: Timing
     run_dir: Path
     base_dir: Path
-    fetch_total_seconds: float = 20.0
-    lease_grace_seconds: float = 10.0
-    control_interval_seconds: float = 0.5
-    control_leader_lease_seconds: float = 15.0
-    wakeup_redis_url: str = ""
-    tasks_only: bool = False
-    batch_budget_seconds: float = 0.25
-    max_batch: int = 100
-    wakeup_budget_seconds: float = 2.0
-    pool_shutdown_seconds: float = 70.0
-    pool_stall_seconds: float = 5.0
-    poison_deaths: int = 3
-    deferred_life_hours: float = 168.0
-    shadow_samples: Mapping[str, Mapping] = field(default_factory=lambda: MappingProxyType({}))
+    fetch_total_seconds: float
+    lease_grace_seconds: float
+    control_interval_seconds: float
+    control_leader_lease_seconds: float
+    wakeup_redis_url: str
+    tasks_only: bool
+    batch_budget_seconds: float
+    max_batch: int
+    wakeup_budget_seconds: float
+    pool_shutdown_seconds: float
+    pool_stall_seconds: float
+    poison_deaths: int
+    deferred_life_hours: float
+    shadow_samples: Mapping[str, Mapping]
     # pool → jobs one worker process runs at once (threads; network-bound pools); a pool not named: 1
-    in_flight: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    in_flight: Mapping[str, int]
 
     def __post_init__(self) -> None:
         if not self.pools:

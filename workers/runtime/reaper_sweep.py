@@ -17,7 +17,7 @@ from workers.runtime.sweeps import Stage, register_unit
 
 @dataclass(frozen=True)
 class ReaperConfig:
-    grace_seconds: float = 10.0  # checked with the runtime's options (LEITSTAND_LEASE_GRACE_SECONDS)
+    grace_seconds: float  # checked with the runtime's options (LEITSTAND_LEASE_GRACE_SECONDS)
     every_seconds: float = 0.0
 
     @classmethod
