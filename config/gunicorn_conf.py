@@ -9,21 +9,31 @@ a whole process each. Every value can be set from the environment.
 import multiprocessing
 import os
 
+from config.env import env_int, env_list, env_str
+
 wsgi_app = "config.wsgi:application"
-bind = os.environ.get("LEITSTAND_WEB_BIND", "127.0.0.1:8000").split(",")
-# gunicorn's own advice: (2 × cores) + 1 worker processes.
-workers = int(os.environ.get("LEITSTAND_WEB_WORKERS", 2 * multiprocessing.cpu_count() + 1))
+bind = env_list("LEITSTAND_WEB_BIND", ["127.0.0.1:8000"], doc="where the web server listens, comma-separated")
+workers = env_int(
+    "LEITSTAND_WEB_WORKERS",
+    2 * multiprocessing.cpu_count() + 1,  # gunicorn's own advice
+    minimum=1,
+    doc="web server processes",
+)
 worker_class = "gthread"
-threads = int(os.environ.get("LEITSTAND_WEB_THREADS", "4"))
-timeout = int(os.environ.get("LEITSTAND_WEB_TIMEOUT_SECONDS", "30"))  # a request longer than this is killed
+threads = env_int("LEITSTAND_WEB_THREADS", 4, minimum=1, doc="requests each web server process serves at once")
+timeout = env_int("LEITSTAND_WEB_TIMEOUT_SECONDS", 30, minimum=1, doc="a request longer than this is killed")
 graceful_timeout = 30  # SIGTERM: requests in flight finish, within this
 keepalive = 5
 # A worker is replaced after this many requests (and a random part of the jitter): nothing grows forever.
 max_requests = 10_000
 max_requests_jitter = 1_000
 # The proxy in front (TLS, the client's address in X-Forwarded-For) — by default only on this host.
-forwarded_allow_ips = os.environ.get("LEITSTAND_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
-accesslog = os.environ.get("LEITSTAND_WEB_ACCESS_LOG", "-") or None  # empty: no access log
+forwarded_allow_ips = env_str(
+    "LEITSTAND_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1", doc="proxies whose X-Forwarded-For and -Proto are believed"
+)
+accesslog = (
+    env_str("LEITSTAND_WEB_ACCESS_LOG", "-", doc="the access log's file (`-`: standard output; empty: none)") or None
+)
 errorlog = "-"
 proc_name = "leitstand-web"
 # gunicorn's own lines (the error log, the access log) in the format of the application's

@@ -1,10 +1,13 @@
-"""Every setting is declared once (issue 55): config/settings.py reads each ``LEITSTAND_*`` variable
-from the environment in one place, with its type, default and bounds; the typed options and the
-sweeps' configs built from the settings keep no default of their own, so a default is written
-nowhere else."""
+"""Every setting is declared once (issue 55): config/settings.py (and the web server's
+config/gunicorn_conf.py) reads each ``LEITSTAND_*`` variable from the environment in one place, with
+its type, default, bounds and one line of documentation; docs/operations.md's settings table is
+made from those declarations; the typed options and the sweeps' configs built from the settings keep
+no default of their own, so a default is written nowhere else."""
 
 import ast
 from pathlib import Path
+
+from config.settings_table import DECLARING, declarations, table
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("config", "jobs", "workers", "rechecks", "api", "alerts", "history", "dashboard")
@@ -27,22 +30,31 @@ def _reads(tree) -> list[str]:
         and node.func.id in READERS
         and node.args
         and isinstance(node.args[0], ast.Constant)
-        and str(node.args[0].value).startswith("LEITSTAND_")
+        and isinstance(node.args[0].value, str)
     ]
 
 
-def test_each_variable_is_read_from_the_environment_once_and_only_by_the_settings():
-    settings = ROOT / "config" / "settings.py"
-    reads = _reads(ast.parse(settings.read_text()))
-    assert len(reads) > 100
+def test_each_variable_is_read_from_the_environment_once_and_only_where_it_is_declared():
+    reads = [name for path in DECLARING for name in _reads(ast.parse(path.read_text()))]
+    assert len(reads) > 150
     assert sorted({name for name in reads if reads.count(name) > 1}) == [], "read twice: two defaults"
     elsewhere = [
-        f"{p.relative_to(ROOT)}: {name}"
-        for p in _product_files()
-        if p != settings
-        for name in _reads(ast.parse(p.read_text()))
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in _product_files()
+        if path not in DECLARING
+        for name in _reads(ast.parse(path.read_text()))
     ]
     assert elsewhere == []
+
+
+def test_every_declaration_documents_itself_and_the_operations_guide_shows_them_all():
+    declared = declarations()
+    assert all(d.doc.strip() and "\n" not in d.doc for d in declared), "one line of documentation each"
+    assert {d.name for d in declared} == {name for path in DECLARING for name in _reads(ast.parse(path.read_text()))}
+    guide = (ROOT / "docs" / "operations.md").read_text()
+    begin = "<!-- settings-table: begin (python -m config.settings_table) -->\n"
+    shown = guide[guide.index(begin) + len(begin) : guide.index("<!-- settings-table: end -->")]
+    assert shown == table(), "run: python -m config.settings_table, and put it into docs/operations.md"
 
 
 def _fed(cls: ast.ClassDef) -> set[str]:
