@@ -13,13 +13,7 @@ class AlertsConfig(AppConfig):
 
         from alerts import options
         from alerts.registrations import runtime_register
-        from jobs.options import follow_settings
+        from jobs.options import options_follow
 
-        # The one place alerting reads Django's settings (alerts/options.py): a refusal stops start-up
-        # here, naming the setting; a test that overrides one gets them read again.
-        follow_settings(
-            options.SETTINGS,
-            lambda: options.configure(options.AlertingOptions.from_settings(settings)),
-            uid="alerts.options",
-        )
+        options_follow(options, options.AlertingOptions, settings)  # the one place alerting reads them
         runtime_register()

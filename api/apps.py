@@ -8,16 +8,12 @@ class ApiConfig(AppConfig):
     verbose_name = "API"
 
     def ready(self):
-        # The one place the API reads Django's settings (api/options.py): a refusal stops start-up
-        # here, naming the setting; a test that overrides one gets them read again.
         from django.conf import settings
 
         from alerts.alert_rules import rule_register
         from api import options
         from api.alert_rules import SUBMISSIONS_REFUSED
-        from jobs.options import follow_settings
+        from jobs.options import options_follow
 
-        follow_settings(
-            options.SETTINGS, lambda: options.configure(options.ApiOptions.from_settings(settings)), uid="api.options"
-        )
+        options_follow(options, options.ApiOptions, settings)  # the one place the API reads them
         rule_register(SUBMISSIONS_REFUSED)

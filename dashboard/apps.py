@@ -13,16 +13,11 @@ class DashboardConfig(AppConfig):
         from django.conf import settings
 
         from dashboard import options
-        from jobs.options import follow_settings
-
-        # The one place the console reads LEITSTAND_CONSOLE and /metrics' settings (dashboard/options.py):
-        # a refusal stops start-up here, naming the setting; a test that overrides one gets them read again.
-        follow_settings(
-            options.SETTINGS,
-            lambda: options.configure(options.ConsoleOptions.from_settings(settings)),
-            uid="dashboard.options",
-        )
         from dashboard.operations.registrations import runtime_register
+        from jobs.options import options_follow
+
+        # The one place the console reads LEITSTAND_CONSOLE and /metrics' settings (dashboard/options.py).
+        options_follow(options, options.ConsoleOptions, settings)
 
         runtime_register()
 

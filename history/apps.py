@@ -13,13 +13,7 @@ class HistoryConfig(AppConfig):
 
         from history import options
         from history.registrations import runtime_register
-        from jobs.options import follow_settings
+        from jobs.options import options_follow
 
-        # The one place the history reads Django's settings (history/options.py): a refusal stops
-        # start-up here, naming the setting; a test that overrides one gets them read again.
-        follow_settings(
-            options.SETTINGS,
-            lambda: options.configure(options.RetentionOptions.from_settings(settings)),
-            uid="history.options",
-        )
+        options_follow(options, options.RetentionOptions, settings)  # the one place the history reads them
         runtime_register()

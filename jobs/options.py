@@ -130,6 +130,16 @@ def follow_settings(names: tuple[str, ...], configure: Callable[[], None], *, ui
     setting_changed.connect(reconfigure, weak=False, dispatch_uid=uid)
 
 
+def options_follow(module, options_type, settings) -> None:
+    """An app's options (``module``: its ``options`` module, with ``SETTINGS``, ``configure``) built
+    from Django's ``settings`` at start-up and again when a test overrides one of them; called from
+    the app's ``ready()``, the one place it reads the settings. A refusal (``OptionError``) stops
+    start-up there, naming the setting."""
+    follow_settings(
+        module.SETTINGS, lambda: module.configure(options_type.from_settings(settings)), uid=module.__name__
+    )
+
+
 def configure(options: EngineOptions) -> None:
     global _current
     _current = options

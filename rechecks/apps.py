@@ -10,17 +10,11 @@ class RechecksConfig(AppConfig):
     def ready(self):
         from django.conf import settings
 
-        from jobs.options import follow_settings
+        from jobs.options import options_follow
         from rechecks import options
         from rechecks.registrations import match_followup, runtime_register
 
-        # The one place the rechecks read Django's settings (rechecks/options.py): a refusal stops
-        # start-up here, naming the setting; a test that overrides one gets them read again.
-        follow_settings(
-            options.SETTINGS,
-            lambda: options.configure(options.RecheckOptions.from_settings(settings)),
-            uid="rechecks.options",
-        )
+        options_follow(options, options.RecheckOptions, settings)  # the one place the rechecks read them
         from workers.runtime.hooks import match_reported
 
         runtime_register()

@@ -9,17 +9,21 @@ class WorkersConfig(AppConfig):
     verbose_name = "Workers"
 
     def ready(self):
+        from django.conf import settings
         from django.db.models.signals import post_migrate
         from django_q.signals import post_spawn
 
+        from jobs.options import options_follow
         from workers.pipeline import job_types as pipeline_types
         from workers.pipeline import options as pipeline_options
         from workers.pipeline import schedule_sweep
         from workers.runtime import control, options
         from workers.runtime import job_types as runtime_types
 
-        _options_read(options, options.RuntimeOptions)
-        _options_read(pipeline_options, pipeline_options.PipelineOptions)
+        # The one place the runtime and the pipeline read Django's settings (job types keep the timing
+        # they were registered with when a test overrides one).
+        options_follow(options, options.RuntimeOptions, settings)
+        options_follow(pipeline_options, pipeline_options.PipelineOptions, settings)
         # A duplicate or incomplete declaration stops start-up here.
         runtime_types.job_types_register()
         pipeline_types.job_types_register()
@@ -27,8 +31,6 @@ class WorkersConfig(AppConfig):
         schedule_sweep.register()
         # Every installed app's @task functions become job types here (their tasks modules
         # imported), so a pool process knows every task it may claim.
-        from django.conf import settings
-
         from workers.runtime.tasks import tasks_discover
 
         tasks_discover(getattr(settings, "TASKS", {}) or {})
@@ -44,22 +46,6 @@ class WorkersConfig(AppConfig):
         )
         post_migrate.connect(_pools_ensure, sender=self)
         post_spawn.connect(_worker_spawned)
-
-
-def _options_read(module, options_type) -> None:
-    """The one place the runtime and the pipeline read Django's settings (workers/runtime/options.py,
-    workers/pipeline/options.py); a test that overrides one of the module's ``SETTINGS`` gets them read again
-    (job types keep the timing they were registered with). The job types and sweeps need them to
-    register, so a refusal (``OptionError``, an ``ImproperlyConfigured``) stops start-up here, naming
-    the setting."""
-    from django.conf import settings
-
-    from jobs.options import follow_settings
-
-    def configure():
-        module.configure(options_type.from_settings(settings))
-
-    follow_settings(module.SETTINGS, configure, uid=module.__name__)
 
 
 def _worker_spawned(**kwargs):

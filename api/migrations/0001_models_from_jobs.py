@@ -5,36 +5,17 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 import jobs.models
+from jobs.model_moves import content_types_move
 
 MODELS = ("apitoken", "apiratewindow")
 
 
-def content_types_move(apps, schema_editor, *, source="jobs", target="api"):
-    content_type = apps.get_model("contenttypes", "ContentType")
-    permission = apps.get_model("auth", "Permission")
-    for model in MODELS:
-        old = content_type.objects.filter(app_label=source, model=model).first()
-        if old is None:
-            continue
-        new = content_type.objects.filter(app_label=target, model=model).first()
-        if new is None:
-            old.app_label = target
-            old.save(update_fields=["app_label"])
-            continue
-        # Both exist (one was created meanwhile): keep the target's, with every grant of the source's.
-        for stale in permission.objects.filter(content_type=old):
-            kept, _ = permission.objects.get_or_create(
-                content_type=new, codename=stale.codename, defaults={"name": stale.name}
-            )
-            for group in stale.group_set.all():
-                group.permissions.add(kept)
-            for user in stale.user_set.all():
-                user.user_permissions.add(kept)
-        old.delete()
+def content_types_move_forward(apps, schema_editor):
+    content_types_move(apps, MODELS, source="jobs", target="api")
 
 
 def content_types_move_back(apps, schema_editor):
-    content_types_move(apps, schema_editor, source="api", target="jobs")
+    content_types_move(apps, MODELS, source="api", target="jobs")
 
 
 class Migration(migrations.Migration):
@@ -96,5 +77,5 @@ class Migration(migrations.Migration):
             ],
             database_operations=[],
         ),
-        migrations.RunPython(content_types_move, content_types_move_back),
+        migrations.RunPython(content_types_move_forward, content_types_move_back),
     ]
