@@ -18,6 +18,9 @@ from workers.runtime.tasks import (
     TaskResultDoesNotExist,
     TaskResultStatus,
     lane,
+    task_enqueued,
+    task_finished,
+    task_started,
     type_name,
 )
 
@@ -103,9 +106,52 @@ def test_a_queue_names_a_pool_and_one_not_allowed_is_refused():
 def test_arguments_travel_as_json_and_what_json_cannot_hold_is_refused():
     result = tasks.attempt_of.enqueue(note=("a", "tuple"))
     assert job_of(result).payload["kwargs"] == {"note": ["a", "tuple"]}
-    with pytest.raises(InvalidTaskError, match="not JSON"):
+    with pytest.raises(TypeError, match="not JSON serializable"):  # the encoder's, as Django's tests expect
         tasks.add.enqueue(object(), 1)
+    with pytest.raises(ValueError, match="Out of range float"):  # NaN: PostgreSQL's JSON cannot hold it
+        tasks.add.enqueue(float("nan"), 1)
     assert not Job.objects.filter(type=type_name("tests.support.tasksapp.tasks.add")).exists()
+
+
+def test_the_frameworks_signals_are_sent_where_django_sends_them(pool_runtime):
+    """task_enqueued in the enqueuing process, task_started and task_finished around each attempt
+    in the worker (here the pool runtime in this process), the backend's class as the sender."""
+    seen = []
+
+    def record(signal_name):
+        def receiver(sender, task_result, **kwargs):
+            seen.append((signal_name, sender, task_result.id, task_result.status, list(task_result.errors)))
+
+        return receiver
+
+    receivers = {name: record(name) for name in ("enqueued", "started", "finished")}
+    task_enqueued.connect(receivers["enqueued"])
+    task_started.connect(receivers["started"])
+    task_finished.connect(receivers["finished"])
+    try:
+        good = tasks.add.enqueue(2, 2)
+        bad = tasks.broken.enqueue("B-2")
+        pool_runtime("tasks").wake()
+    finally:
+        task_enqueued.disconnect(receivers["enqueued"])
+        task_started.disconnect(receivers["started"])
+        task_finished.disconnect(receivers["finished"])
+    by_result = {
+        result.id: [(name, sender, status) for name, sender, rid, status, _ in seen if rid == result.id]
+        for result in (good, bad)
+    }
+    assert by_result[good.id] == [
+        ("enqueued", LeitstandBackend, TaskResultStatus.READY),
+        ("started", LeitstandBackend, TaskResultStatus.RUNNING),
+        ("finished", LeitstandBackend, TaskResultStatus.SUCCESSFUL),
+    ]
+    assert [status for _, _, status in by_result[bad.id]] == [
+        TaskResultStatus.READY,
+        TaskResultStatus.RUNNING,
+        TaskResultStatus.FAILED,
+    ]
+    (error,) = next(errors for name, _, rid, _, errors in seen if rid == bad.id and name == "finished")
+    assert error.exception_class is ValueError and "order B-2 has no lines" in error.traceback
 
 
 def test_a_task_that_takes_context_gets_its_attempt(pool_runtime):

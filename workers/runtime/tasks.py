@@ -17,7 +17,12 @@ dead-letter queue and its review (docs/operations.md, "Django tasks").
 - **Priorities are lanes**: Django's −100 … 100 (larger first) onto the lanes 0 … 9 (smaller first):
   ``5 − round(priority / 20)``, clamped — 0 is lane 5 (the default), 100 lane 0, −80 and below lane 9.
 - **run_after** is the job's due time; arguments are JSON-round-tripped when enqueued (what cannot
-  be is refused then, not when it runs).
+  be raises the JSON encoder's ``TypeError`` then, as Django's own backends do, not when it runs).
+- **Signals** as Django sends them: ``task_enqueued`` in the enqueuing process once the job exists
+  (in the caller's transaction), ``task_started`` in the worker before the function runs (status
+  RUNNING, its attempt's worker among ``worker_ids``), ``task_finished`` after every attempt (status
+  SUCCESSFUL with the return value, or FAILED with the attempt's error; a failed attempt that will be
+  retried is READY again when read back). The sender is the backend's class.
 - **Enqueued in the caller's transaction**: the job commits with it, so workers see it only once it
   committed and never when it rolled back — the on-commit behaviour, atomic. (``ENQUEUE_ON_COMMIT``
   False, a job outside its caller's transaction, would need a second connection: refused.)
@@ -32,11 +37,13 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 import uuid
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules, import_string
 
 try:  # Django 6.0 and later
@@ -45,11 +52,13 @@ try:  # Django 6.0 and later
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask as InvalidTaskError
     from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # Django 5.2: the backport of the same framework
     from django_tasks import TaskContext, TaskResult, TaskResultStatus
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import TaskError
     from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
+    from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from jobs.errors import PermanentError
 from jobs.models import Attempt, Effect, Job, State
@@ -175,10 +184,8 @@ class LeitstandBackend(BaseTaskBackend):
 
     def enqueue(self, task, args, kwargs) -> TaskResult:
         self.validate_task(task)
-        try:
-            arguments = json.loads(json.dumps({"args": list(args), "kwargs": dict(kwargs)}))
-        except (TypeError, ValueError) as refused:
-            raise InvalidTaskError(f"the task's arguments are not JSON: {refused}") from None
+        # What JSON cannot hold raises the encoder's TypeError here, before a job exists.
+        arguments = json.loads(json.dumps({"args": list(args), "kwargs": dict(kwargs)}, allow_nan=False))
         pool = self.pool(task.queue_name)
         with transaction.atomic():
             submission = job_submit(
@@ -189,7 +196,9 @@ class LeitstandBackend(BaseTaskBackend):
                 priority=lane(task.priority),
                 due_at=task.run_after,
             )
-        return self._result(submission.job)
+            result = self._result(submission.job)
+            task_enqueued.send(type(self), task_result=result)
+        return result
 
     def get_result(self, result_id: str) -> TaskResult:
         job = Job.objects.filter(pk=_as_id(result_id), type__startswith=TYPE_PREFIX).first()
@@ -245,23 +254,55 @@ def task_run(context: JobContext):
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise PermanentError("the payload's args must be a list and its kwargs an object")
+    backend = task.get_backend()
+    result = _running(backend._result(Job.objects.get(pk=context.job_id)))
+    task_started.send(type(backend), task_result=result)
     with context.step("task"):
         try:
             if task.takes_context:
-                backend = task.get_backend()
-                job = Job.objects.get(pk=context.job_id)
-                value = task.call(TaskContext(task_result=backend._result(job)), *args, **kwargs)
+                value = task.call(TaskContext(task_result=result), *args, **kwargs)
             else:
                 value = task.call(*args, **kwargs)
-        except Exception:
+        except Exception as raised:
             logger.exception("task %s raised", task.module_path)  # its traceback kept on the attempt
+            _finished(backend, result, raised=raised)
             raise
     try:
-        value = json.loads(json.dumps(value))
+        value = json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as refused:
-        raise PermanentError(f"the task's return value is not JSON: {refused}") from None
+        error = PermanentError(f"the task's return value is not JSON: {refused}")
+        _finished(backend, result, raised=error)
+        raise error from None
     context.effect(_return_key(context.job_id), lambda: {"value": value}, kind="task_return")
+    _finished(backend, result, value=value)
     return Done(reason=f"task {task.module_path} returned")
+
+
+def _running(result: TaskResult) -> TaskResult:
+    """The result as its attempt starts: RUNNING (its attempt, claimed, already names its worker in
+    ``worker_ids``)."""
+    now = timezone.now()
+    object.__setattr__(result, "status", TaskResultStatus.RUNNING)
+    object.__setattr__(result, "started_at", result.started_at or now)
+    object.__setattr__(result, "last_attempted_at", now)
+    return result
+
+
+def _finished(backend, result: TaskResult, *, value=None, raised: BaseException | None = None) -> None:
+    """``task_finished`` for this attempt: SUCCESSFUL with its return value, or FAILED with its error."""
+    object.__setattr__(result, "finished_at", timezone.now())
+    if raised is None:
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "_return_value", value)
+    else:
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        result.errors.append(
+            TaskError(
+                exception_class_path=f"{type(raised).__module__}.{type(raised).__qualname__}",
+                traceback="".join(traceback.format_exception(raised)),
+            )
+        )
+    task_finished.send(type(backend), task_result=result)
 
 
 def _task_of(module_path: str):
