@@ -1,6 +1,6 @@
 """The alert rules' catalogue: each rule looks at the database and returns the scopes where its
 condition holds now, each with the value, the threshold and a **first diagnosis computed from the
-data** (``alerts.alerts_evaluate`` reconciles that with the open alerts). Thresholds live in
+data** (``alerts.evaluation.alerts_evaluate`` reconciles that with the open alerts). Thresholds live in
 ``LEITSTAND_ALERTS`` and may be overridden per scope (a pool, a type, a source, a host). Every rule
 has a runbook, ``docs/runbooks/<rule>.md``, shown in the console.
 """
