@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobs.options import OptionError, frozen, require_number
+from jobs.options import Current, OptionError, frozen, require_number
 
 SETTINGS = (
     "LEITSTAND_ALERTS",
@@ -81,15 +81,5 @@ class AlertingOptions:
         )
 
 
-_current: AlertingOptions | None = None
-
-
-def configure(options: AlertingOptions) -> None:
-    global _current
-    _current = options
-
-
-def current() -> AlertingOptions:
-    if _current is None:
-        raise RuntimeError("alerting's options are not configured yet (alerts.apps.AlertsConfig.ready does it)")
-    return _current
+_options: Current[AlertingOptions] = Current("alerting's", "alerts.apps.AlertsConfig.ready")
+configure, current = _options.configure, _options.get

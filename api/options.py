@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.options import require_number
+from jobs.options import Current, require_number
 
 SETTINGS = (
     "LEITSTAND_API_MAX_BODY_BYTES",
@@ -78,15 +78,5 @@ class ApiOptions:
         )
 
 
-_current: ApiOptions | None = None
-
-
-def configure(options: ApiOptions) -> None:
-    global _current
-    _current = options
-
-
-def current() -> ApiOptions:
-    if _current is None:
-        raise RuntimeError("the API's options are not configured yet (api.apps.ApiConfig.ready does it)")
-    return _current
+_options: Current[ApiOptions] = Current("the API's", "api.apps.ApiConfig.ready")
+configure, current = _options.configure, _options.get

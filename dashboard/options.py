@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.options import OptionError, require_number
+from jobs.options import Current, OptionError, require_number
 
 SETTINGS = (
     "LEITSTAND_CONSOLE",
@@ -84,17 +84,5 @@ class ConsoleOptions:
         )
 
 
-_current: ConsoleOptions | None = None
-
-
-def configure(options: ConsoleOptions) -> None:
-    global _current
-    _current = options
-
-
-def current() -> ConsoleOptions:
-    if _current is None:
-        raise RuntimeError(
-            "the console's options are not configured yet (dashboard.apps.DashboardConfig.ready does it)"
-        )
-    return _current
+_options: Current[ConsoleOptions] = Current("the console's", "dashboard.apps.DashboardConfig.ready")
+configure, current = _options.configure, _options.get

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from jobs.options import OptionError, frozen, require_number
+from jobs.options import Current, OptionError, frozen, require_number
 
 SETTINGS = ("LEITSTAND_RETENTION", "LEITSTAND_ARCHIVE_DIR", "LEITSTAND_DATABASE_MAINTENANCE_URL")
 
@@ -101,15 +101,5 @@ class RetentionOptions:
         )
 
 
-_current: RetentionOptions | None = None
-
-
-def configure(options: RetentionOptions) -> None:
-    global _current
-    _current = options
-
-
-def current() -> RetentionOptions:
-    if _current is None:
-        raise RuntimeError("the history's options are not configured yet (history.apps.HistoryConfig.ready does it)")
-    return _current
+_options: Current[RetentionOptions] = Current("the history's", "history.apps.HistoryConfig.ready")
+configure, current = _options.configure, _options.get

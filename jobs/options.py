@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Generic, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -109,9 +110,6 @@ class EngineOptions:
         )
 
 
-_current: EngineOptions | None = None
-
-
 def frozen(value: Mapping) -> Mapping:
     """A read-only copy of a nested dictionary setting."""
     return MappingProxyType({key: frozen(item) if isinstance(item, Mapping) else item for key, item in value.items()})
@@ -140,12 +138,25 @@ def options_follow(module, options_type, settings) -> None:
     )
 
 
-def configure(options: EngineOptions) -> None:
-    global _current
-    _current = options
+T = TypeVar("T")
 
 
-def current() -> EngineOptions:
-    if _current is None:
-        raise RuntimeError("the engine's options are not configured yet (jobs.apps.JobsConfig.ready does it)")
-    return _current
+class Current(Generic[T]):
+    """An app's options as its ``ready()`` configured them (``configure``), read where they are used
+    (``get``, the module's ``current()``)."""
+
+    def __init__(self, whose: str, where: str) -> None:
+        self.whose, self.where = whose, where
+        self._options: T | None = None
+
+    def configure(self, options: T) -> None:
+        self._options = options
+
+    def get(self) -> T:
+        if self._options is None:
+            raise RuntimeError(f"{self.whose} options are not configured yet ({self.where} does it)")
+        return self._options
+
+
+_options: Current[EngineOptions] = Current("the engine's", "jobs.apps.JobsConfig.ready")
+configure, current = _options.configure, _options.get

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.options import OptionError, require_number
+from jobs.options import Current, OptionError, require_number
 from rechecks.policy import RecheckPolicy, Target
 
 SETTINGS = ("LEITSTAND_RECHECK", "LEITSTAND_RECHECK_SECOND_OPINION_AGENT", "LEITSTAND_RECHECK_PLANS_PER_ROUND")
@@ -54,15 +54,5 @@ class RecheckOptions:
         )
 
 
-_current: RecheckOptions | None = None
-
-
-def configure(options: RecheckOptions) -> None:
-    global _current
-    _current = options
-
-
-def current() -> RecheckOptions:
-    if _current is None:
-        raise RuntimeError("the rechecks' options are not configured yet (rechecks.apps.RechecksConfig.ready does it)")
-    return _current
+_options: Current[RecheckOptions] = Current("the rechecks'", "rechecks.apps.RechecksConfig.ready")
+configure, current = _options.configure, _options.get

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from jobs.options import OptionError, require_number
+from jobs.options import Current, OptionError, require_number
 
 SETTINGS = (
     "LEITSTAND_FETCH",
@@ -113,15 +113,5 @@ class PipelineOptions:
         )
 
 
-_current: PipelineOptions | None = None
-
-
-def configure(options: PipelineOptions) -> None:
-    global _current
-    _current = options
-
-
-def current() -> PipelineOptions:
-    if _current is None:
-        raise RuntimeError("the pipeline's options are not configured yet (workers.apps.WorkersConfig.ready does it)")
-    return _current
+_options: Current[PipelineOptions] = Current("the pipeline's", "workers.apps.WorkersConfig.ready")
+configure, current = _options.configure, _options.get

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from jobs.options import OptionError, require_number
+from jobs.options import Current, OptionError, require_number
 
 SETTINGS = (
     "LEITSTAND_POOLS",
@@ -170,15 +170,5 @@ class RuntimeOptions:
         )
 
 
-_current: RuntimeOptions | None = None
-
-
-def configure(options: RuntimeOptions) -> None:
-    global _current
-    _current = options
-
-
-def current() -> RuntimeOptions:
-    if _current is None:
-        raise RuntimeError("the runtime's options are not configured yet (workers.apps.WorkersConfig.ready does it)")
-    return _current
+_options: Current[RuntimeOptions] = Current("the runtime's", "workers.apps.WorkersConfig.ready")
+configure, current = _options.configure, _options.get
