@@ -75,8 +75,11 @@ def record_part_register(part: Part) -> None:
     _PARTS[part.name] = part
 
 
-def part_names() -> list[str]:
-    return [*_PARTS, AUDIT]
+def _asked(parts: Iterable[str] | None) -> tuple[tuple[str, ...], bool]:
+    """The correlated parts asked for (every registered one without ``parts``), and whether the
+    audit entries are."""
+    names = tuple(_PARTS) + (AUDIT,) if parts is None else tuple(parts)
+    return tuple(name for name in names if name != AUDIT), AUDIT in names
 
 
 @dataclass
@@ -121,14 +124,13 @@ def _parts_of(job: Job, names: tuple[str, ...]) -> dict[str, object]:
 
 def job_record(job_id, *, parts: Iterable[str] | None = None) -> JobRecord | None:
     """One job's record (``parts``: which, by name; all without), in one statement; None for no job."""
-    names = tuple(parts if parts is not None else part_names())
-    correlated = tuple(name for name in names if name != AUDIT)
+    correlated, audit = _asked(parts)
     sql, params = _statement(correlated)
     job = next(iter(Job.objects.raw(sql, [job_id if p == _ONE_JOB else p for p in params])), None)
     if job is None:
         return None
     record = JobRecord(job, _parts_of(job, correlated))
-    if AUDIT in names:
+    if audit:
         record.parts[AUDIT] = _audit([job.pk])[job.pk]
     return record
 
@@ -137,11 +139,10 @@ def job_records(job_ids, *, parts: Iterable[str] | None = None) -> dict[uuid.UUI
     """The records of every job in ``job_ids`` that exists, by ID: one statement for the jobs and
     their parts, one for their audit entries."""
     ids = list(job_ids)
-    names = tuple(parts if parts is not None else part_names())
-    correlated = tuple(name for name in names if name != AUDIT)
+    correlated, audit = _asked(parts)
     jobs = Job.objects.filter(pk__in=ids).annotate(**_annotations(correlated)) if ids else []
     records = {job.pk: JobRecord(job, _parts_of(job, correlated)) for job in jobs}
-    if AUDIT in names and records:
+    if audit and records:
         for pk, entries in _audit(list(records)).items():
             records[pk].parts[AUDIT] = entries
     return records

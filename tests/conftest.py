@@ -49,8 +49,8 @@ def make_job(db):
         flow key as its registration declares them, as ``job_submit`` would."""
         fields.setdefault("idempotency_key", str(uuid.uuid4()))
         fields.setdefault("payload", {"url": "https://example.org/a.jpg"})
-        declared = next((t for t in registry.all() if t.name == type), None)
-        if declared is not None:
+        if registry.known(type):
+            declared = registry.get(type)
             fields.setdefault("subject", declared.subject_of(fields["payload"]))
             fields.setdefault("flow_key_declaration", declared.flow_key)
         return insert.job_insert(type=type, actor="test", **fields).job

@@ -126,6 +126,9 @@ class Registry:
         except KeyError:
             raise UnknownJobType(name, sorted(self._types)) from None
 
+    def known(self, name: str) -> bool:
+        return name in self._types
+
     def all(self) -> list[JobType]:
         return sorted(self._types.values(), key=lambda t: t.name)
 

@@ -65,7 +65,7 @@ from jobs.models import Attempt, Effect, Job, State
 from jobs.retry import RetryPolicy
 from workers.runtime import options
 from workers.runtime.context import Done, JobContext
-from workers.runtime.registry import JobType, UnknownJobType, registry
+from workers.runtime.registry import JobType, registry
 from workers.runtime.services import job_submit
 
 logger = logging.getLogger("leitstand.tasks")
@@ -152,11 +152,7 @@ class LeitstandBackend(BaseTaskBackend):
         self._register(task, name)
 
     def _register(self, task, name: str) -> None:
-        try:
-            known = registry.get(name)
-        except UnknownJobType:
-            known = None
-        if known is not None:
+        if registry.known(name):
             return  # the same function with other defaults (Task.using), or imported again
         doc = (task.func.__doc__ or "").strip().splitlines()
         timing = options.current().synthetic
