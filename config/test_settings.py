@@ -61,3 +61,7 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.support.tasksapp"]  # noqa: F405
 if "devtools" not in INSTALLED_APPS:  # manage.py cluster: the cluster drill's command
     INSTALLED_APPS.append("devtools")
 TASKS = {"default": {**TASKS["default"], "QUEUES": ["default", "synthetic"]}}  # noqa: F405
+# A team's own URLs in front of Leitstand's, for the web server a process test starts
+# (tests/processes/test_django_tasks.py: a task enqueued by a team's view).
+if os.environ.get("LEITSTAND_TEST_URLCONF"):
+    ROOT_URLCONF = os.environ["LEITSTAND_TEST_URLCONF"]

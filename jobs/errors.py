@@ -44,6 +44,9 @@ class Deferred(Exception):
     """Not now, and not the job's fault (e.g. the host it must contact is busy or resting): the job
     is handed back, due again after ``retry_after`` seconds, without using its retry budget."""
 
+    # The error class a job deferred past its useful life ends with (None: the deferral's own class).
+    past_life_class: str | None = "DeferredPastUsefulLife"
+
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after

@@ -3,16 +3,21 @@ control process: enqueued on commit, run, read with ``get_result``; a failing ta
 dead, its job in the dead-letter queue and on the console's job page; ``run_after`` and priorities
 honoured."""
 
+import os
+import signal
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from jobs.models import Attempt, Job, State
+from tests.support.db import child_env
 from tests.support.pools import PoolProcesses, wait_for
+from tests.support.servers import free_port, production_server, wait_until_answers
 from tests.support.tasksapp import tasks
-from workers.runtime.tasks import TaskResultStatus
+from workers.runtime.tasks import TaskResultStatus, type_name
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -30,7 +35,7 @@ def test_tasks_run_on_a_pool_and_their_results_are_read(pools, client):
     with transaction.atomic():
         added = tasks.add.enqueue(2, 40)
         context = tasks.attempt_of.enqueue(note="from a process")
-        run_after = added.enqueued_at + timedelta(seconds=3)
+        run_after = added.enqueued_at + timedelta(seconds=8)  # past a busy machine's pool start
         later = tasks.add.using(run_after=run_after).enqueue(1, 1)
         assert not Job.objects.filter(state=State.DONE).exists()
     wait_for(
@@ -89,3 +94,50 @@ def test_the_more_urgent_task_starts_first(pools):
         wait_for(lambda r=result: r.task.get_result(r.id).is_finished, timeout=30)
     started = {r.id: r.task.get_result(r.id).started_at for r in [*bulk, urgent]}
     assert started[urgent.id] <= min(started[r.id] for r in bulk)
+
+
+def test_a_task_of_an_app_not_installed_is_enqueued_by_the_web_server_and_run_by_a_pool(pools, tmp_path):
+    """tests/support/myapp is importable but not installed, and its task lives in ``emails.py``: the
+    team's view enqueues it in the production web server; the tasks pool, which never imported the
+    module, meets its type in a claim, imports it by its path and runs it; the result is read here."""
+    port = free_port()
+    (tmp_path / "static").mkdir()
+    env = child_env(
+        LEITSTAND_TEST_URLCONF="tests.support.myapp.urls",
+        LEITSTAND_DEBUG="false",
+        LEITSTAND_STATIC_ROOT=str(tmp_path / "static"),
+        LEITSTAND_ALLOWED_HOSTS="127.0.0.1",
+        LEITSTAND_WEB_BIND=f"127.0.0.1:{port}",
+        LEITSTAND_WEB_WORKERS="1",
+    )
+    server = production_server(env)
+    try:
+        wait_until_answers(f"http://127.0.0.1:{port}/healthz", server, timeout=30)
+        answer = httpx.post(f"http://127.0.0.1:{port}/myapp/welcome", data={"address": "grace@example.org"})
+        assert answer.status_code == 202, answer.text
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=40)
+    from tests.support.myapp import emails
+
+    result_id = answer.json()["id"]
+    wait_for(lambda: emails.send_welcome.get_result(result_id).is_finished, timeout=30, message="the welcome task")
+    result = emails.send_welcome.get_result(result_id)
+    assert (result.status, result.attempts) == (TaskResultStatus.SUCCESSFUL, 1), result.errors
+    assert result.return_value["subject"] == "Welcome, grace"
+    assert result.return_value["pid"] not in (os.getpid(), server.pid)  # a pool's worker ran it
+    job = Job.objects.get(pk=result_id)
+    assert (job.type, job.pool) == (type_name("tests.support.myapp.emails.send_welcome"), "tasks")
+
+
+def test_a_payload_naming_a_plain_function_is_refused_by_a_real_pool_and_nothing_runs(pools, tmp_path):
+    marker = tmp_path / "ran"
+    path = "tests.support.myapp.emails.helper"
+    job = Job.objects.get(pk=tasks.add.enqueue(1, 2).id)
+    Job.objects.filter(pk=job.pk).update(
+        type=type_name(path), payload={**job.payload, "task": path, "args": [str(marker)]}
+    )
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.DEAD, timeout=30, message="the refusal")
+    dead = Job.objects.get(pk=job.pk)
+    assert dead.error_class == "jobs.errors.PermanentError" and "is not a task" in dead.error_message
+    assert not marker.exists(), "the plain function ran"

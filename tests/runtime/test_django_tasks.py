@@ -3,6 +3,7 @@ framework defines: enqueue on commit, get_result and its statuses, priorities, q
 takes_context, errors with their tracebacks, arguments and return values as JSON — run by a pool
 runtime in this process (tests/processes/test_django_tasks.py runs them in real pools)."""
 
+import sys
 from datetime import timedelta
 
 import pytest
@@ -12,6 +13,8 @@ from django.db import transaction
 from jobs import leases
 from jobs.models import Job, State
 from tests.support.tasksapp import tasks
+from workers.runtime import tasks as backend_module
+from workers.runtime.registry import registry
 from workers.runtime.tasks import (
     InvalidTaskError,
     LeitstandBackend,
@@ -106,7 +109,7 @@ def test_a_queue_names_a_pool_and_one_not_allowed_is_refused():
 def test_arguments_travel_as_json_and_what_json_cannot_hold_is_refused():
     result = tasks.attempt_of.enqueue(note=("a", "tuple"))
     assert job_of(result).payload["kwargs"] == {"note": ["a", "tuple"]}
-    with pytest.raises(TypeError, match="not JSON serializable"):  # the encoder's, as Django's tests expect
+    with pytest.raises(TypeError, match="Unsupported type"):  # Django's normalize_json, as its tests expect
         tasks.add.enqueue(object(), 1)
     with pytest.raises(ValueError, match="Out of range float"):  # NaN: PostgreSQL's JSON cannot hold it
         tasks.add.enqueue(float("nan"), 1)
@@ -225,3 +228,143 @@ def test_a_payload_cannot_send_the_handler_to_another_task_or_object(pool_runtim
     assert (job_of(result).state, job_of(result).error_class) == (State.DEAD, "jobs.errors.PermanentError")
     assert "names task 'os.system'" in job_of(result).error_message
     assert "args must be a list" in job_of(other).error_message
+
+
+WELCOME = "tests.support.myapp.emails.send_welcome"
+
+
+@pytest.fixture
+def unmet():
+    """This process as a pool that has not met tests/support/myapp's tasks: their module and types
+    forgotten before and after the test."""
+
+    def forget() -> None:
+        for name in [name for name in sys.modules if name.startswith("tests.support.myapp")]:
+            del sys.modules[name]
+        for path in (WELCOME, "tests.support.myapp.emails.helper", "tests.support.deployed_later.jobs.run"):
+            registry.unregister(type_name(path))
+            backend_module._registered_paths.pop(type_name(path), None)
+            backend_module._import_logged.discard(path)
+
+    forget()
+    yield forget
+    forget()
+    sys.modules.pop("tests.support.deployed_later", None)
+    sys.modules.pop("tests.support.deployed_later.jobs", None)
+
+
+def hostile(job_type: str, **payload) -> Job:
+    """A task's job changed in the database to name what a hostile payload would."""
+    job = job_of(tasks.add.enqueue(1, 2))
+    Job.objects.filter(pk=job.pk).update(type=job_type, payload={**job.payload, **payload})
+    return job_of(job)
+
+
+def test_a_task_outside_any_tasks_module_runs_on_a_pool_that_never_imported_it(unmet, pool_runtime):
+    from tests.support.myapp import emails
+
+    result = emails.send_welcome.enqueue("ada@example.org")
+    unmet()  # the pool's process has neither the module nor the type
+    runtime = pool_runtime("tasks")
+    assert type_name(WELCOME) not in runtime.types
+    runtime.wake()
+    job = job_of(result)
+    assert (job.state, job.attempts) == (State.DONE, 1)
+    assert type_name(WELCOME) in runtime.types and "tests.support.myapp.emails" in sys.modules
+    from tests.support.myapp import emails as again
+
+    read = again.send_welcome.get_result(result.id)
+    assert (read.status, read.return_value["subject"]) == (TaskResultStatus.SUCCESSFUL, "Welcome, ada")
+
+
+@pytest.mark.parametrize(
+    ("job_type", "payload", "reason"),
+    [
+        # Another module's task under a type: the type names the task, not the payload.
+        (type_name(WELCOME), {"task": "tests.support.tasksapp.tasks.add"}, "not the one of job type"),
+        # A plain function beside the tasks: imported, never run.
+        (type_name("tests.support.myapp.emails.helper"), {"task": "tests.support.myapp.emails.helper"}, "not a task"),
+        (type_name("os.system"), {"task": "os.system", "args": ["touch /tmp/x"]}, "standard library"),
+        (type_name(WELCOME), {"task": WELCOME, "backend": "elsewhere"}, "backend 'elsewhere'"),
+        (type_name(WELCOME), {"task": WELCOME, "backend": ["default"]}, "backend ['default']"),
+    ],
+)
+def test_a_payload_naming_what_is_not_its_task_is_refused_and_nothing_runs(
+    unmet, pool_runtime, tmp_path, job_type, payload, reason
+):
+    marker = tmp_path / "ran"
+    if payload["task"].endswith("helper"):
+        payload = {**payload, "args": [str(marker)]}
+    job = hostile(job_type, **payload)
+    pool_runtime("tasks").wake()
+    job = job_of(job)
+    assert (job.state, job.error_class) == (State.DEAD, "jobs.errors.PermanentError")
+    assert reason in job.error_message
+    assert not marker.exists(), "the plain function ran"
+    assert job_type not in {t.name for t in registry.all()}
+
+
+def test_a_task_whose_module_is_not_deployed_waits_for_it_without_using_its_retries(
+    unmet, pool_runtime, tmp_path, monkeypatch, caplog
+):
+    """A deployment's error, not the task's: deferred (its attempt released, no retry used), logged
+    once with the import's error, and run once the module is there; past the deferred jobs' useful
+    life it ends dead with an importable class."""
+    path = "tests.support.deployed_later.jobs.run"
+    job = hostile(type_name(path), task=path, args=[], kwargs={})
+    runtime = pool_runtime("tasks")
+    for _ in range(2):
+        runtime.wake()
+        leases.reorder(job.pk, due_at=job.due_at)  # due again at once (the wait is 60 s)
+    waiting = job_of(job)
+    assert (waiting.state, waiting.attempts) == (State.PLANNED, 0)
+    released = list(waiting.attempt_log.order_by("lease_version").values_list("outcome", "error_message"))
+    assert [outcome for outcome, _ in released] == ["released", "released"]
+    assert "cannot be imported here: ModuleNotFoundError" in released[0][1]
+    logged = [r for r in caplog.records if "cannot be imported in this process" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info, "the import's error once per process, with its traceback"
+
+    # Deployed: the module on the path, and the next try runs it.
+    package = tmp_path / "tests" / "support" / "deployed_later"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text(
+        "try:\n    from django.tasks import task\nexcept ImportError:\n    from django_tasks import task\n\n"
+        "@task\ndef run():\n    return 'deployed'\n"
+    )
+    import tests.support
+
+    monkeypatch.setattr(tests.support, "__path__", [*tests.support.__path__, str(tmp_path / "tests" / "support")])
+    leases.reorder(job.pk, due_at=job.due_at)
+    runtime.wake()
+    assert (job_of(job).state, job_of(job).attempts) == (State.DONE, 1)
+
+    # Never deployed, past the deferred jobs' useful life: dead, with a class that imports.
+    other = hostile(type_name("tests.support.myapp.missing.run"), task="tests.support.myapp.missing.run")
+    Job.objects.filter(pk=other.pk).update(created_at=other.created_at - timedelta(days=8))  # 7 by default
+    runtime.wake()
+    dead = job_of(other)
+    assert (dead.state, dead.error_class) == (State.DEAD, "workers.runtime.tasks.TaskNotImportable")
+    assert "deferred past its useful life" in dead.error_message
+
+
+def test_a_job_of_a_type_no_app_can_resolve_fails_with_an_importable_class(pool_runtime, make_job):
+    job = make_job(pool="tasks")
+    Job.objects.filter(pk=job.pk).update(type="nobody_knows_this")
+    pool_runtime("tasks").wake()
+    dead = job_of(job)
+    assert (dead.state, dead.error_class) == (State.DEAD, "workers.runtime.registry.UnknownJobType")
+
+
+def test_task_types_that_would_collide_are_refused_when_defined():
+    long_path = "tests.support.myapp." + "very_long_module_name." * 4 + "send"
+    assert len(type_name(long_path)) == 64 and type_name(long_path) != type_name(long_path + "x")
+    name = type_name(tasks.add.module_path)
+    colliding = "tests.support__tasksapp.tasks.add"  # the same type name: dots and "__" are one
+    assert type_name(colliding) == name
+    backend_module._registered_paths[name] = colliding  # as if that task had been defined first
+    try:
+        with pytest.raises(InvalidTaskError, match="rename one of them"):
+            tasks.add.get_backend().validate_task(tasks.add)
+    finally:
+        backend_module._registered_paths[name] = tasks.add.module_path

@@ -114,7 +114,7 @@ def test_a_job_of_a_type_the_pool_does_not_know_goes_dead(pool_runtime):
     stray = insert.job_insert(type="retired_type", pool="analysis", payload={}, idempotency_key="x", actor="test").job
     pool_runtime().wake()
     stray = reload(stray)
-    assert (stray.state, stray.error_class) == (State.DEAD, "UnknownJobType")
+    assert (stray.state, stray.error_class) == (State.DEAD, "workers.runtime.registry.UnknownJobType")
 
 
 def test_heartbeats_keep_a_long_job_leased(job_type_factory, pool_runtime):

@@ -38,7 +38,7 @@ from workers.runtime.claim_front import ClaimFront
 from workers.runtime.context import Done, Interrupted, JobContext, NeedsReview, Skipped, Spawned, Stored
 from workers.runtime.metrics import WORKER_JOBS, WORKER_WAKEUPS
 from workers.runtime.models import Pool, WorkerProcess
-from workers.runtime.registry import JobType, registry
+from workers.runtime.registry import JobType, UnknownJobType, registry
 from workers.runtime.services import job_submit, jobs_spawn_many
 
 logger = logging.getLogger("leitstand.worker")
@@ -171,9 +171,10 @@ class PoolRuntime:
             raise ValueError(refusal)
         self.pool = pool
         self.worker = leases.WorkerIdentity.of_this_process(pool)
-        self.types = {t.name: t for t in registry.for_pool(pool)}
-        self.lease_by_type = {name: t.lease_seconds for name, t in self.types.items()}
-        self.versions = {name: t.processing_version for name, t in self.types.items()}
+        self._types_set({t.name: t for t in registry.for_pool(pool)})
+        # Why a job's type could not be made known when it was claimed (job ID → the error): its
+        # attempt ends with it (_run_one).
+        self._unmet: dict = {}
         self.flow_limit = registry.flow_limit(pool)  # a key's running limit unless an operator set its own
         # An attempt keeps its handler's warnings (jobs/logs.py); the runtime's own line about how it
         # ended is not one of them: the attempt shows its outcome and error itself.
@@ -196,6 +197,27 @@ class PoolRuntime:
         self._heartbeat_thread: threading.Thread | None = None
         self._closed = threading.Event()
         self._stop_recorded = False
+
+    def _types_set(self, types: dict[str, JobType]) -> None:
+        # Replaced whole, never changed in place: the claim loop reads them while job threads run.
+        self.types = types
+        self.lease_by_type = {name: t.lease_seconds for name, t in types.items()}
+        self.versions = {name: t.processing_version for name, t in types.items()}
+
+    def _meet(self, claimed: list[leases.ClaimedJob]) -> None:
+        """Make the types of claimed jobs known that this process has not met yet, by their apps'
+        resolvers (a Django task's module imported by its path: workers/runtime/tasks.py) — before the
+        jobs are held, so each is heartbeated and its timeout watched like any other. A type that cannot
+        be made known leaves its error for its jobs' attempts to end with."""
+        for name in {job.type for job in claimed} - set(self.types):
+            jobs = [job for job in claimed if job.type == name]
+            try:
+                job_type = registry.resolve(name, jobs[0].payload)
+            except Exception as exc:
+                self._unmet.update(dict.fromkeys((job.id for job in jobs), exc))
+                continue
+            if job_type.pool == self.pool or job_type.may_choose_pool:
+                self._types_set({**self.types, name: job_type})
 
     # --- one wake-up ------------------------------------------------------------------------
 
@@ -278,6 +300,7 @@ class PoolRuntime:
                 if is_open and len(running) < self.in_flight and now >= next_claim_at:
                     wanted = self.in_flight - len(running)
                     claimed = self.front.claim(self._claim, wanted)
+                    self._meet(claimed)
                     report.claimed += len(claimed)
                     report.batches += bool(claimed)
                     shared = self._shared_now()
@@ -365,6 +388,7 @@ class PoolRuntime:
     def _unhold(self, job_id) -> None:
         with self.held_lock:
             self.held.pop(job_id, None)
+        self._unmet.pop(job_id, None)
 
     def batch_size(self) -> int:
         """How many jobs one claim takes: enough to fill the batch budget at the measured run time."""
@@ -377,6 +401,7 @@ class PoolRuntime:
         # Every job of the batch is in hand from its claim until its result is written, so the
         # heartbeat thread keeps the leases of those still waiting their turn alive too.
         shared: dict = {}  # what the batch's jobs share (JobContext.shared)
+        self._meet(claimed)
         contexts = {job.id: self._context(job, shared) for job in claimed}
         with self.held_lock:
             for job in claimed:
@@ -402,9 +427,8 @@ class PoolRuntime:
                     completions.append(completion)
             self._complete(completions, report)
         finally:
-            with self.held_lock:
-                for job in claimed:
-                    self.held.pop(job.id, None)
+            for job in claimed:
+                self._unhold(job.id)
 
     @contextmanager
     def _attempt_scope(self, job: leases.ClaimedJob, context: JobContext) -> Iterator[None]:
@@ -461,15 +485,12 @@ class PoolRuntime:
     def _run_one(self, job: leases.ClaimedJob, context: JobContext, report: WakeupReport) -> leases.Completion | None:
         job_type = self.types.get(job.type)
         if job_type is None:
-            self._fail(
-                job,
-                context,
-                ErrorKind.PERMANENT,
-                "UnknownJobType",
-                f"no handler for job type {job.type!r} in pool {self.pool}",
-                0,
-                report,
-            )
+            unmet = self._unmet.pop(job.id, None) or UnknownJobType(job.type, sorted(self.types))
+            if isinstance(unmet, Deferred):  # e.g. a task's module not deployed on this host yet
+                self._defer(job, context, unmet, report)
+            else:
+                kind = ErrorKind.PERMANENT if isinstance(unmet, UnknownJobType) else classify(unmet)
+                self._fail(job, context, kind, error_class_name(unmet), str(unmet), 0, report)
             return None
         if context.should_stop():  # its lease was lost while it waited for its turn
             return self._interrupted(job, context, report)
@@ -499,16 +520,7 @@ class PoolRuntime:
         except Interrupted:
             return self._interrupted(job, context, report)
         except Deferred as deferred:
-            if _past_useful_life(job.id):
-                # A deferral uses no retry budget: without an end, a job could wait for good.
-                hours = options.current().deferred_life_hours
-                reason = f"deferred past its useful life ({hours:g} h, LEITSTAND_DEFERRED_LIFE_HOURS): {deferred}"
-                self._fail(job, context, ErrorKind.PERMANENT, "DeferredPastUsefulLife", reason, 0, report)
-                return None
-            self._flush_steps(job, context, report)
-            self._release(
-                job, f"deferred: {deferred}", report, delay=_seconds(deferred.retry_after) or 0.0, context=context
-            )
+            self._defer(job, context, deferred, report)
             return None
         except KeyboardInterrupt:
             raise  # a signal to the process, not the handler's doing: the process ends as it asked
@@ -570,6 +582,19 @@ class PoolRuntime:
             report,
         )
         return None
+
+    def _defer(self, job, context, deferred: Deferred, report) -> None:
+        """Hand the job back for later, using no retry budget — unless it was created longer ago than
+        the deferred jobs' useful life: without an end, a job could wait for good."""
+        if _past_useful_life(job.id):
+            hours = options.current().deferred_life_hours
+            reason = f"deferred past its useful life ({hours:g} h, LEITSTAND_DEFERRED_LIFE_HOURS): {deferred}"
+            error_class = deferred.past_life_class or error_class_name(deferred)
+            self._fail(job, context, ErrorKind.PERMANENT, error_class, reason, 0, report)
+            return
+        self._flush_steps(job, context, report)
+        delay = _seconds(deferred.retry_after) or 0.0
+        self._release(job, f"deferred: {deferred}", report, delay=delay, context=context)
 
     def _interrupted(self, job, context, report) -> None:
         if context.stop_reason == TIMED_OUT:

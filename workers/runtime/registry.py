@@ -9,6 +9,7 @@ declaration; the timing invariants between these numbers are Django system check
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -110,9 +111,18 @@ class JobType:
             raise ImproperlyConfigured(f"job type {self.name!r} is incomplete: " + "; ".join(problems))
 
 
+# How an app makes a job type known in a process that has not met it yet: given the type's name and
+# a job's payload, it registers the type (e.g. by importing the module that defines it) or raises
+# (jobs.errors.PermanentError: the job can never run; a jobs.errors.Deferred: not here, not now —
+# handed back without using a retry; anything else fails the attempt as its class says).
+Resolver = Callable[[str, dict], None]
+
+
 class Registry:
     def __init__(self) -> None:
         self._types: dict[str, JobType] = {}
+        self._resolvers: dict[str, Resolver] = {}
+        self._resolving = threading.Lock()
 
     def register(self, job_type: JobType) -> JobType:
         if job_type.name in self._types:
@@ -128,6 +138,24 @@ class Registry:
 
     def known(self, name: str) -> bool:
         return name in self._types
+
+    def resolver_register(self, prefix: str, resolver: Resolver) -> None:
+        """Types named ``prefix…`` that this process has not registered are resolved by ``resolver``
+        when a pool meets one (Django tasks: ``task__``, by importing the task's module)."""
+        self._resolvers[prefix] = resolver
+
+    def resolve(self, name: str, payload) -> JobType:
+        """The type ``name``, made known first by the resolver of its prefix when it is not yet (one
+        resolution at a time: the threads of a pool with many jobs in flight meet a type once)."""
+        if name in self._types:
+            return self._types[name]
+        resolver = next((r for prefix, r in self._resolvers.items() if name.startswith(prefix)), None)
+        if resolver is None:
+            return self.get(name)  # UnknownJobType
+        with self._resolving:
+            if name not in self._types:
+                resolver(name, payload if isinstance(payload, dict) else {})
+        return self.get(name)
 
     def all(self) -> list[JobType]:
         return sorted(self._types.values(), key=lambda t: t.name)

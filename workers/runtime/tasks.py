@@ -8,8 +8,16 @@ dead-letter queue and its review (docs/operations.md, "Django tasks").
 
 - **A job type per task**, registered when the task is defined (``@task`` validates it with its
   backend: the backend registers ``task__<module path, dots as __>``), in every process that
-  imports the module; every pool process imports the installed apps' ``tasks`` modules at start
-  (``tasks_discover``), so it knows the types it may claim.
+  imports the module. Every pool process imports the installed apps' ``tasks`` modules at start
+  (``tasks_discover``); a task anywhere else (``myapp/emails.py``, an app that is importable but not
+  installed) is met by its path: a pool that claims a job of a task type it does not know imports the
+  module its job names (``task_resolve``) and runs only a ``Task`` of this backend whose own module
+  path is exactly the recorded one — never another callable, never a module of the standard library.
+  A module that cannot be imported here is a deployment's error, not the task's: the job is deferred
+  (``TaskNotImportable``, no retry used) and tried again after ``IMPORT_RETRY_SECONDS`` on whichever
+  host takes it, so deploying the module is all it takes; past the deferred jobs' useful life
+  (``LEITSTAND_DEFERRED_LIFE_HOURS``) it ends dead with that class. Each path's import error is
+  logged once per process.
 - **Queues are pools.** ``queue_name`` names the pool that runs the task: ``default`` is
   ``OPTIONS["DEFAULT_POOL"]`` (the ``tasks`` pool); another must be listed in ``QUEUES`` and be a
   pool a job may be sent to (never ``notify`` or ``control``, whatever ``QUEUES`` lists: such a
@@ -35,8 +43,16 @@ dead-letter queue and its review (docs/operations.md, "Django tasks").
 
 from __future__ import annotations
 
+import builtins
+import hashlib
+import importlib
+import importlib.util
 import json
 import logging
+import os
+import sys
+import sysconfig
+import threading
 import traceback
 import uuid
 from typing import Any
@@ -47,20 +63,22 @@ from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules, import_string
 
 try:  # Django 6.0 and later
-    from django.tasks import TaskContext, TaskResult, TaskResultStatus
+    from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask as InvalidTaskError
     from django.tasks.exceptions import TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 except ImportError:  # Django 5.2: the backport of the same framework
-    from django_tasks import TaskContext, TaskResult, TaskResultStatus
+    from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django_tasks.backends.base import BaseTaskBackend
-    from django_tasks.base import TaskError
+    from django_tasks.base import Task, TaskError
     from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 
-from jobs.errors import PermanentError
+from jobs.errors import Deferred, PermanentError
 from jobs.models import Attempt, Effect, Job, State
 from jobs.retry import RetryPolicy
 from workers.runtime import options
@@ -95,12 +113,28 @@ _DEFAULTS = {
     "RETRY_BASE_SECONDS": 2.0,
     "RETRY_CAP_SECONDS": 600.0,
     "ENQUEUE_ON_COMMIT": True,
+    # How long a job whose task's module cannot be imported here waits before it is tried again.
+    "IMPORT_RETRY_SECONDS": 60.0,
 }
+HASH_DIGITS = 12
+
+
+class TaskNotImportable(Deferred):
+    """A task's module cannot be imported in this process (not deployed on this host yet, or it fails
+    when imported): a deployment's error, so its job waits for a host that has it, using no retry; past
+    the deferred jobs' useful life its job ends dead with this class."""
+
+    past_life_class = None  # it ends as itself: workers.runtime.tasks.TaskNotImportable
 
 
 def type_name(module_path: str) -> str:
-    """The job type of a task: ``tests.tasksapp.tasks.add`` is ``task__tests__tasksapp__tasks__add``."""
-    return TYPE_PREFIX + module_path.replace(".", "__")
+    """The job type of a task: ``tests.tasksapp.tasks.add`` is ``task__tests__tasksapp__tasks__add``; a
+    path too long for a job type keeps its start and ends in 12 hex digits of the path's SHA-256."""
+    name = TYPE_PREFIX + module_path.replace(".", "__")
+    if len(name) <= TYPE_LENGTH:
+        return name
+    digest = hashlib.sha256(module_path.encode()).hexdigest()[:HASH_DIGITS]
+    return f"{name[: TYPE_LENGTH - HASH_DIGITS - 1]}_{digest}"
 
 
 def lane(priority: int) -> int:
@@ -143,8 +177,13 @@ class LeitstandBackend(BaseTaskBackend):
     def validate_task(self, task) -> None:
         super().validate_task(task)
         name = type_name(task.module_path)
-        if len(name) > TYPE_LENGTH:
-            raise InvalidTaskError(f"the task's job type {name!r} is longer than {TYPE_LENGTH} characters")
+        if not all(part.isidentifier() for part in task.module_path.split(".")):
+            raise InvalidTaskError(f"{task.module_path!r} is not an import path: a pool could not import the task")
+        if _registered_paths.setdefault(name, task.module_path) != task.module_path:
+            raise InvalidTaskError(
+                f"task {task.module_path!r} would be job type {name!r}, which is task "
+                f"{_registered_paths[name]!r}'s: rename one of them"
+            )
         if self.pool(task.queue_name) in SYSTEM_POOLS:
             raise InvalidTaskError(f"queue {task.queue_name!r}: a pool of the system's own work never runs a task")
         if refusal := options.current().pool_refusal(self.pool(task.queue_name)):
@@ -180,8 +219,10 @@ class LeitstandBackend(BaseTaskBackend):
 
     def enqueue(self, task, args, kwargs) -> TaskResult:
         self.validate_task(task)
-        # What JSON cannot hold raises the encoder's TypeError here, before a job exists.
-        arguments = json.loads(json.dumps({"args": list(args), "kwargs": dict(kwargs)}, allow_nan=False))
+        # What JSON cannot hold raises TypeError here (Django's normalize_json, as its own backends do;
+        # a NaN the encoder's ValueError), before a job exists.
+        arguments = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
+        json.dumps(arguments, allow_nan=False)
         pool = self.pool(task.queue_name)
         with transaction.atomic():
             submission = job_submit(
@@ -198,7 +239,7 @@ class LeitstandBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         job = Job.objects.filter(pk=_as_id(result_id), type__startswith=TYPE_PREFIX).first()
-        if job is None or job.payload.get("backend") != self.alias:
+        if job is None or job.payload.get("backend") != self.alias or _path_of(job) is None:
             raise TaskResultDoesNotExist(result_id)
         return self._result(job)
 
@@ -228,6 +269,93 @@ class LeitstandBackend(BaseTaskBackend):
 
 
 _FAILED_OUTCOMES = (Attempt.Outcome.FAILED, Attempt.Outcome.DEAD)
+# Job type → the task path that registered it in this process: two paths whose types collide (``a.b__c``
+# and ``a__b.c``) are refused when the second is defined.
+_registered_paths: dict[str, str] = {}
+# The paths whose import error this process has logged (once each, with its traceback).
+_import_logged: set[str] = set()
+_import_logged_lock = threading.Lock()
+
+
+def _path_of(job: Job) -> str | None:
+    """The task path a job names, if it is the one its type was named for."""
+    path = job.payload.get("task") if isinstance(job.payload, dict) else None
+    return path if isinstance(path, str) and type_name(path) == job.type else None
+
+
+def task_resolve(name: str, payload: dict) -> None:
+    """Make the task type ``name`` known in this process (the registry's resolver for ``task__``
+    types, asked by a pool that claimed a job of a type it has not met): import the module the job's
+    payload names and find there a ``Task`` of this backend whose own module path is the recorded one
+    — defining it registered its type. Refused (PermanentError: the job ends dead, nothing run) when the
+    payload names a path its type was not named for, a module of the standard library, an unknown
+    backend, or an object that is not such a task; deferred (TaskNotImportable) when the module cannot
+    be imported here."""
+    path = payload.get("task")
+    if not isinstance(path, str) or type_name(path) != name:
+        raise PermanentError(f"the payload names task {path!r}, not the one of job type {name}")
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name or not all(part.isidentifier() for part in path.split(".")):
+        raise PermanentError(f"{path!r} is not a task's import path")
+    if _in_standard_library(module_name.partition(".")[0]):
+        raise PermanentError(f"{path!r} is in Python's standard library: no task lives there")
+    alias = payload.get("backend")
+    if not isinstance(alias, str) or not isinstance(backend := _backend(alias), LeitstandBackend):
+        raise PermanentError(f"the payload names backend {alias!r}, which is not a Leitstand tasks backend here")
+    retry = float(backend.settings["IMPORT_RETRY_SECONDS"])
+    try:
+        module = importlib.import_module(module_name)
+    except (Exception, SystemExit) as failed:  # noqa: BLE001 (whatever the module raises: not deployed, broken)
+        _import_log(path, failed)
+        raise TaskNotImportable(
+            f"task {path!r} cannot be imported here: {type(failed).__name__}: {failed}", retry
+        ) from None
+    found = getattr(module, attribute, None)
+    if found is None and not registry.known(name):
+        # The module imports but has no such name: an older release of it here.
+        raise TaskNotImportable(f"task {path!r} cannot be imported here: {module_name} has no {attribute!r}", retry)
+    if not isinstance(found, Task) or found.module_path != path:
+        raise PermanentError(f"{path!r} is not a task (decorate it with @task): nothing was run")
+    if not isinstance(found.get_backend(), LeitstandBackend):
+        raise PermanentError(f"task {path!r} belongs to backend {found.backend!r}, not to a Leitstand tasks backend")
+    if not registry.known(name):
+        found.get_backend().validate_task(found)  # registers its type (refuses what its backend refuses)
+
+
+def _in_standard_library(top: str) -> bool:
+    """Whether ``top`` would be found in Python's standard library (an app of the same name found first
+    on the path is not)."""
+    if top not in sys.stdlib_module_names:
+        return False
+    spec = importlib.util.find_spec(top)
+    origin = getattr(spec, "origin", None)
+    if spec is None or origin in (None, "built-in", "frozen"):
+        return True
+    library = [os.path.realpath(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib")]
+    return any(os.path.realpath(origin).startswith(folder + os.sep) for folder in library)
+
+
+def _backend(alias: str):
+    """The configured tasks backend ``alias``, or None when TASKS has none of that name."""
+    try:
+        return task_backends[alias]
+    except ImproperlyConfigured:  # Django's InvalidTaskBackend(Error)
+        return None
+
+
+def _import_log(path: str, failed: BaseException) -> None:
+    with _import_logged_lock:
+        if path in _import_logged:
+            return
+        _import_logged.add(path)
+    logger.error(
+        "task %s cannot be imported in this process (deploy its module here): its jobs wait and are tried again",
+        path,
+        exc_info=(type(failed), failed, failed.__traceback__),
+    )
+
+
+registry.resolver_register(TYPE_PREFIX, task_resolve)
 
 
 def tasks_discover(backends: dict) -> None:
@@ -246,7 +374,7 @@ def task_run(context: JobContext):
     if not isinstance(path, str) or type_name(path) != context.job_type:
         # Only the task its type was registered for: a payload cannot send the handler elsewhere.
         raise PermanentError(f"the payload names task {path!r}, not the one of job type {context.job_type}")
-    task = _task_of(path)
+    task = _task_of(path)  # its module was imported when its type was registered here
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise PermanentError("the payload's args must be a list and its kwargs an object")
@@ -259,16 +387,16 @@ def task_run(context: JobContext):
                 value = task.call(TaskContext(task_result=result), *args, **kwargs)
             else:
                 value = task.call(*args, **kwargs)
-        except Exception as raised:
+        except (Exception, SystemExit) as raised:  # SystemExit: its attempt fails, the worker goes on
             logger.exception("task %s raised", task.module_path)  # its traceback kept on the attempt
             _finished(backend, result, raised=raised)
             raise
     try:
-        value = json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as refused:
-        error = PermanentError(f"the task's return value is not JSON: {refused}")
-        _finished(backend, result, raised=error)
-        raise error from None
+        value = normalize_json(value)  # as Django's own backends store it
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as refused:  # its attempt fails with the error, as Django's do
+        _finished(backend, result, raised=refused)
+        raise
     context.effect(_return_key(context.job_id), lambda: {"value": value}, kind="task_return")
     _finished(backend, result, value=value)
     return Done(reason=f"task {task.module_path} returned")
@@ -304,17 +432,21 @@ def _finished(backend, result: TaskResult, *, value=None, raised: BaseException 
 def _task_of(module_path: str):
     try:
         task = import_string(module_path)
-    except ImportError:
-        raise PermanentError(f"no task {module_path!r} can be imported here") from None
-    if not hasattr(task, "module_path") or not hasattr(task, "call"):
+    except ImportError as failed:
+        retry = _DEFAULTS["IMPORT_RETRY_SECONDS"]
+        raise TaskNotImportable(f"task {module_path!r} cannot be imported here: {failed}", retry) from None
+    if not isinstance(task, Task) or task.module_path != module_path:
         raise PermanentError(f"{module_path!r} is not a task (decorate it with @task)")
     return task
 
 
 def _error(attempt: Attempt) -> TaskError:
-    """A failed attempt as Django's ``TaskError``: its exception's class (builtins named as such) and
-    the traceback its attempt kept (its last 8,000 characters; the message where none was kept)."""
-    path = attempt.error_class if "." in attempt.error_class else f"builtins.{attempt.error_class}"
+    """A failed attempt as Django's ``TaskError``: its exception's class (builtins named as such; the
+    runtime's own names, e.g. ``NeedsReview``, as they are) and the traceback its attempt kept (its last
+    8,000 characters; the message where none was kept)."""
+    name = attempt.error_class
+    is_builtin = "." not in name and isinstance(getattr(builtins, name, None), type)
+    path = f"builtins.{name}" if is_builtin else name
     kept = [line["exception"] for line in (attempt.log_lines or {}).get("lines", []) if line.get("exception")]
     return TaskError(exception_class_path=path, traceback=kept[-1] if kept else attempt.error_message)
 
