@@ -21,7 +21,7 @@ from dashboard.models import ConsoleSnapshot
 from dashboard.operations.stuck import stuck_count
 from history.storage import storage_figures
 from jobs import reads
-from jobs.models import LeitstandNow, database_now
+from jobs.models import Job, LeitstandNow, database_now
 from workers.pipeline.schedules import sources_overdue
 from workers.runtime.registry import registry
 
@@ -96,6 +96,9 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
     for declared in registry.all():
         if declared.name in types:
             types[declared.name]["pool"] = declared.pool
+    for name, figures in types.items():
+        if not figures["pool"]:  # a type only pools met (a Django task by its path): its jobs say where
+            figures["pool"] = Job.objects.filter(type=name).values_list("pool", flat=True).first() or ""
     (stale_1h,) = reads.row("stale_writes_last_hour", now=now)
     return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h, "terminal": terminal}
 

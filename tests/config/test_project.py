@@ -156,7 +156,7 @@ def test_the_commands_the_demo_prints_work_as_printed_in_a_new_shell():
     demo = (PROJECT_ROOT / "scripts" / "demo").read_text()
     printed = demo[demo.index("  try ") : demo.index("\nMSG")]
     commands = [line.strip() for line in printed.splitlines() if "manage.py" in line and " db stop" not in line]
-    assert len(commands) == 3
+    assert len(commands) == 4
     clean = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "DATABASE_URL": child_env()["DATABASE_URL"]}
     clean["LEITSTAND_PGBOUNCER"] = os.environ.get("LEITSTAND_PGBOUNCER", "")  # how to reach that database
     for command in commands:

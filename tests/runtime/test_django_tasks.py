@@ -368,3 +368,15 @@ def test_task_types_that_would_collide_are_refused_when_defined():
             tasks.add.get_backend().validate_task(tasks.add)
     finally:
         backend_module._registered_paths[name] = tasks.add.module_path
+
+
+def test_the_home_names_the_pool_of_a_task_type_only_a_pool_met(unmet, db_clock):
+    """The control process never imports a task's module: the home's pipeline view reads its pool
+    from its jobs."""
+    from dashboard.operations.snapshot import pipeline_figures
+    from tests.support.myapp import emails
+
+    emails.send_welcome.enqueue("x@example.org")
+    unmet()  # as in the control process: the type is not registered there
+    figures = pipeline_figures(db_clock.now())["types"][type_name(WELCOME)]
+    assert (figures["pool"], figures["states"]) == ("tasks", {"planned": 1})
