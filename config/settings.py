@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import dj_database_url
+import django
 from django.core.exceptions import ImproperlyConfigured
 
 from config import db_roles
@@ -57,13 +58,14 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # PostgreSQL's fields (ArrayField): Django 6.0 checks that the app is installed when a model uses them.
+    "django.contrib.postgres",
     "django_fsm",
     "django_q",
     "axes",
     "django_prometheus",
     "ninja",  # the API docs' Swagger UI from its own static files, not a CDN
     "django_htmx",  # the console's live parts: htmx, vendored as a static file
-    "django_tasks",  # Django's Tasks framework (the backport on 5.2): its checks; TASKS below
     "config.apps.ConfigApp",
     "jobs",
     "workers",
@@ -73,6 +75,8 @@ INSTALLED_APPS = [
     "history",
     "dashboard",
 ]
+if django.VERSION < (6, 0):  # Django's Tasks framework from the backport (its checks; TASKS below); 6.0 has its own
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("config.apps.ConfigApp"), "django_tasks")
 if DEBUG:  # development only: manage.py cluster (the network-namespace cluster and its drill)
     INSTALLED_APPS.append("devtools")
 
