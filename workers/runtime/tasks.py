@@ -311,8 +311,7 @@ def task_resolve(name: str, payload: dict) -> None:
             f"task {path!r} cannot be imported here: {type(failed).__name__}: {failed}", retry
         ) from None
     found = getattr(module, attribute, None)
-    if found is None and not registry.known(name):
-        # The module imports but has no such name: an older release of it here.
+    if found is None:  # the module imports but has no such name: an older release of it here
         raise TaskNotImportable(f"task {path!r} cannot be imported here: {module_name} has no {attribute!r}", retry)
     if not isinstance(found, Task) or found.module_path != path:
         raise PermanentError(f"{path!r} is not a task (decorate it with @task): nothing was run")
