@@ -1154,7 +1154,13 @@ TASKS = {
         "OPTIONS": {
             "MAX_ATTEMPTS": env_int(
                 "LEITSTAND_TASK_MAX_ATTEMPTS", 3, minimum=1, doc="attempts of a Django task before it is dead"
-            )
+            ),
+            "MODULES": env_list(
+                "LEITSTAND_TASK_MODULES",
+                [],
+                doc="packages whose modules may hold Django tasks besides the installed apps' (a pool imports "
+                "only a task under one of them or an installed app)",
+            ),
         },
     }
 }

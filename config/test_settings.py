@@ -60,7 +60,15 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.support.tasksapp"]  # noqa: F405
 if "devtools" not in INSTALLED_APPS:  # manage.py cluster: the cluster drill's command
     INSTALLED_APPS.append("devtools")
-TASKS = {"default": {**TASKS["default"], "QUEUES": ["default", "synthetic"]}}  # noqa: F405
+# tests/support/myapp: importable, not installed, its tasks outside any tasks module (listed as a
+# team lists such packages in LEITSTAND_TASK_MODULES).
+TASKS = {
+    "default": {
+        **TASKS["default"],  # noqa: F405
+        "QUEUES": ["default", "synthetic"],
+        "OPTIONS": {**TASKS["default"]["OPTIONS"], "MODULES": ["tests.support.myapp"]},  # noqa: F405
+    }
+}
 # A team's own URLs in front of Leitstand's, for the web server a process test starts
 # (tests/processes/test_django_tasks.py: a task enqueued by a team's view).
 if os.environ.get("LEITSTAND_TEST_URLCONF"):

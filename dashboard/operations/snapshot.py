@@ -98,7 +98,9 @@ def pipeline_figures(now, previous: dict | None = None) -> dict:
             types[declared.name]["pool"] = declared.pool
     for name, figures in types.items():
         if not figures["pool"]:  # a type only pools met (a Django task by its path): its jobs say where
-            figures["pool"] = Job.objects.filter(type=name).values_list("pool", flat=True).first() or ""
+            figures["pool"] = next(
+                iter(Job.objects.filter(type=name).order_by().values_list("pool", flat=True)[:1]), ""
+            )
     (stale_1h,) = reads.row("stale_writes_last_hour", now=now)
     return {"types": dict(sorted(types.items())), "stale_writes_1h": stale_1h, "terminal": terminal}
 

@@ -241,16 +241,15 @@ def unmet():
     def forget() -> None:
         for name in [name for name in sys.modules if name.startswith("tests.support.myapp")]:
             del sys.modules[name]
-        for path in (WELCOME, "tests.support.myapp.emails.helper", "tests.support.deployed_later.jobs.run"):
+        for path in (WELCOME, "tests.support.myapp.emails.helper", "tests.support.myapp.later.run"):
             registry.unregister(type_name(path))
             backend_module._registered_paths.pop(type_name(path), None)
             backend_module._import_logged.discard(path)
+        backend_module._import_failed.clear()
 
     forget()
     yield forget
     forget()
-    sys.modules.pop("tests.support.deployed_later", None)
-    sys.modules.pop("tests.support.deployed_later.jobs", None)
 
 
 def hostile(job_type: str, **payload) -> Job:
@@ -284,7 +283,12 @@ def test_a_task_outside_any_tasks_module_runs_on_a_pool_that_never_imported_it(u
         (type_name(WELCOME), {"task": "tests.support.tasksapp.tasks.add"}, "not the one of job type"),
         # A plain function beside the tasks: imported, never run.
         (type_name("tests.support.myapp.emails.helper"), {"task": "tests.support.myapp.emails.helper"}, "not a task"),
-        (type_name("os.system"), {"task": "os.system", "args": ["touch /tmp/x"]}, "standard library"),
+        (type_name("os.system"), {"task": "os.system", "args": ["touch /tmp/x"]}, "not under an installed app"),
+        # A module that acts when imported (CPython's test runner, any package's __main__): never imported.
+        (type_name("test.__main__.x"), {"task": "test.__main__.x"}, "not a task's import path"),
+        (type_name("jobs.__init__.x"), {"task": "jobs.__init__.x"}, "not a task's import path"),
+        # An installed app's module that is no task (imported, as Django's autodiscovery would).
+        (type_name("jobs.errors.classify"), {"task": "jobs.errors.classify"}, "not a task"),
         (type_name(WELCOME), {"task": WELCOME, "backend": "elsewhere"}, "backend 'elsewhere'"),
         (type_name(WELCOME), {"task": WELCOME, "backend": ["default"]}, "backend ['default']"),
     ],
@@ -310,10 +314,10 @@ def test_a_task_whose_module_is_not_deployed_waits_for_it_without_using_its_retr
     """A deployment's error, not the task's: deferred (its attempt released, no retry used), logged
     once with the import's error, and run once the module is there; past the deferred jobs' useful
     life it ends dead with an importable class."""
-    path = "tests.support.deployed_later.jobs.run"
+    path = "tests.support.myapp.later.run"
     job = hostile(type_name(path), task=path, args=[], kwargs={})
     runtime = pool_runtime("tasks")
-    for _ in range(2):
+    for _ in range(2):  # the second time without importing it again (remembered for IMPORT_RETRY_SECONDS)
         runtime.wake()
         leases.reorder(job.pk, due_at=job.due_at)  # due again at once (the wait is 60 s)
     waiting = job_of(job)
@@ -325,16 +329,14 @@ def test_a_task_whose_module_is_not_deployed_waits_for_it_without_using_its_retr
     assert len(logged) == 1 and logged[0].exc_info, "the import's error once per process, with its traceback"
 
     # Deployed: the module on the path, and the next try runs it.
-    package = tmp_path / "tests" / "support" / "deployed_later"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "jobs.py").write_text(
+    (tmp_path / "later.py").write_text(
         "try:\n    from django.tasks import task\nexcept ImportError:\n    from django_tasks import task\n\n"
         "@task\ndef run():\n    return 'deployed'\n"
     )
-    import tests.support
+    import tests.support.myapp
 
-    monkeypatch.setattr(tests.support, "__path__", [*tests.support.__path__, str(tmp_path / "tests" / "support")])
+    backend_module._import_failed.clear()  # a minute later: IMPORT_RETRY_SECONDS has passed
+    monkeypatch.setattr(tests.support.myapp, "__path__", [*tests.support.myapp.__path__, str(tmp_path)])
     leases.reorder(job.pk, due_at=job.due_at)
     runtime.wake()
     assert (job_of(job).state, job_of(job).attempts) == (State.DONE, 1)
@@ -380,3 +382,49 @@ def test_the_home_names_the_pool_of_a_task_type_only_a_pool_met(unmet, db_clock)
     unmet()  # as in the control process: the type is not registered there
     figures = pipeline_figures(db_clock.now())["types"][type_name(WELCOME)]
     assert (figures["pool"], figures["states"]) == ("tasks", {"planned": 1})
+
+
+def test_one_jobs_hostile_payload_does_not_refuse_the_others_of_its_type(unmet, pool_runtime):
+    from tests.support.myapp import emails
+
+    good = emails.send_welcome.enqueue("ada@example.org")
+    bad = job_of(emails.send_welcome.enqueue("eve@example.org"))
+    Job.objects.filter(pk=bad.pk).update(payload={**bad.payload, "backend": "elsewhere"})
+    unmet()
+    pool_runtime("tasks").wake()  # both claimed together, the hostile one first in line
+    assert (job_of(bad).state, job_of(good).state) == (State.DEAD, State.DONE)
+
+
+def test_a_task_job_in_a_pool_its_backend_never_uses_is_refused(unmet, pool_runtime):
+    from tests.support.myapp import emails
+    from workers.runtime.services import job_submit
+
+    payload = {**job_of(emails.send_welcome.enqueue("x@example.org")).payload, "pool": "analysis"}
+    job = job_submit(job_type=type_name(WELCOME), payload=payload, idempotency_key="elsewhere", actor="test").job
+    unmet()
+    assert job.pool == "analysis"  # a row written to run a task in a pool its backend never uses
+    pool_runtime("analysis").wake()
+    refused = job_of(job)
+    assert (refused.state, refused.error_class) == (State.DEAD, "jobs.errors.PermanentError")
+    assert "pool 'analysis' runs no task" in refused.error_message
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"task": "tests.support.myapp.emails.helper"},  # a plain function
+        {"task": "test.__main__.x"},  # a module that acts when imported
+        {"task": "tests.support.myapp.emails.send_welcome", "backend": 7},
+    ],
+)
+def test_get_result_reads_no_job_row_that_names_what_a_pool_would_refuse(unmet, payload):
+    job = hostile(type_name(payload["task"]), **payload)
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(str(job.pk))
+
+
+def test_get_result_reads_no_job_whose_payload_is_not_an_object():
+    job = job_of(tasks.add.enqueue(1, 2))
+    Job.objects.filter(pk=job.pk).update(payload=["not", "an", "object"])
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(str(job.pk))

@@ -31,7 +31,7 @@ from django.db import close_old_connections, connection
 from django_fsm import TransitionNotAllowed
 
 from jobs import leases, logs, tracing
-from jobs.errors import Deferred, ErrorKind, TransientError, classify, error_class_name
+from jobs.errors import Deferred, ErrorKind, PermanentError, TransientError, classify, error_class_name
 from jobs.models import Job, LeitstandNow
 from workers.runtime import dispatch, lifecycle, options
 from workers.runtime.claim_front import ClaimFront
@@ -207,17 +207,24 @@ class PoolRuntime:
     def _meet(self, claimed: list[leases.ClaimedJob]) -> None:
         """Make the types of claimed jobs known that this process has not met yet, by their apps'
         resolvers (a Django task's module imported by its path: workers/runtime/tasks.py) — before the
-        jobs are held, so each is heartbeated and its timeout watched like any other. A type that cannot
-        be made known leaves its error for its jobs' attempts to end with."""
+        jobs are held, so each is heartbeated and its timeout watched like any other. A job whose
+        payload its type's resolver refuses ends with that refusal, and the next job of the type is
+        tried; when the type cannot be made known here (its module not deployed), every job of it
+        claimed ends with why."""
         for name in {job.type for job in claimed} - set(self.types):
             jobs = [job for job in claimed if job.type == name]
-            try:
-                job_type = registry.resolve(name, jobs[0].payload)
-            except Exception as exc:
-                self._unmet.update(dict.fromkeys((job.id for job in jobs), exc))
-                continue
-            if job_type.pool == self.pool or job_type.may_choose_pool:
-                self._types_set({**self.types, name: job_type})
+            for index, job in enumerate(jobs):
+                try:
+                    job_type = registry.resolve(name, job.payload, self.pool)
+                except PermanentError as refused:  # this job's payload: the others may be fine
+                    self._unmet[job.id] = refused
+                    continue
+                except Exception as failed:  # the type itself, here and now
+                    self._unmet.update(dict.fromkeys((other.id for other in jobs[index:]), failed))
+                    break
+                if job_type.pool == self.pool or job_type.may_choose_pool:
+                    self._types_set({**self.types, name: job_type})
+                break
 
     # --- one wake-up ------------------------------------------------------------------------
 

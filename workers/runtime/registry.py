@@ -111,11 +111,11 @@ class JobType:
             raise ImproperlyConfigured(f"job type {self.name!r} is incomplete: " + "; ".join(problems))
 
 
-# How an app makes a job type known in a process that has not met it yet: given the type's name and
-# a job's payload, it registers the type (e.g. by importing the module that defines it) or raises
+# How an app makes a job type known in a process that has not met it yet: given the type's name, a
+# job's payload and the pool that claimed it, it registers the type (e.g. by importing the module that defines it) or raises
 # (jobs.errors.PermanentError: the job can never run; a jobs.errors.Deferred: not here, not now —
 # handed back without using a retry; anything else fails the attempt as its class says).
-Resolver = Callable[[str, dict], None]
+Resolver = Callable[[str, dict, str], None]
 
 
 class Registry:
@@ -144,9 +144,10 @@ class Registry:
         when a pool meets one (Django tasks: ``task__``, by importing the task's module)."""
         self._resolvers[prefix] = resolver
 
-    def resolve(self, name: str, payload) -> JobType:
-        """The type ``name``, made known first by the resolver of its prefix when it is not yet (one
-        resolution at a time: the threads of a pool with many jobs in flight meet a type once)."""
+    def resolve(self, name: str, payload, pool: str) -> JobType:
+        """The type ``name``, made known first by the resolver of its prefix when it is not yet, for a
+        job with ``payload`` that ``pool`` claimed (one resolution at a time: the threads of a pool with
+        many jobs in flight meet a type once)."""
         if name in self._types:
             return self._types[name]
         resolver = next((r for prefix, r in self._resolvers.items() if name.startswith(prefix)), None)
@@ -154,7 +155,7 @@ class Registry:
             return self.get(name)  # UnknownJobType
         with self._resolving:
             if name not in self._types:
-                resolver(name, payload if isinstance(payload, dict) else {})
+                resolver(name, payload if isinstance(payload, dict) else {}, pool)
         return self.get(name)
 
     def all(self) -> list[JobType]:

@@ -53,6 +53,7 @@ import os
 import sys
 import sysconfig
 import threading
+import time
 import traceback
 import uuid
 from typing import Any
@@ -60,7 +61,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
-from django.utils.module_loading import autodiscover_modules, import_string
+from django.utils.module_loading import autodiscover_modules
 
 try:  # Django 6.0 and later
     from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus, task_backends
@@ -115,7 +116,11 @@ _DEFAULTS = {
     "ENQUEUE_ON_COMMIT": True,
     # How long a job whose task's module cannot be imported here waits before it is tried again.
     "IMPORT_RETRY_SECONDS": 60.0,
+    # Packages whose modules may hold tasks besides the installed apps' (a pool imports no other).
+    "MODULES": (),
 }
+MAX_PATH_CHARS = 300
+_MISSING = object()
 HASH_DIGITS = 12
 
 
@@ -233,18 +238,25 @@ class LeitstandBackend(BaseTaskBackend):
                 priority=lane(task.priority),
                 due_at=task.run_after,
             )
-            result = self._result(submission.job)
+            result = self._result(submission.job, task)
             task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
         job = Job.objects.filter(pk=_as_id(result_id), type__startswith=TYPE_PREFIX).first()
-        if job is None or job.payload.get("backend") != self.alias or _path_of(job) is None:
+        if job is None or not isinstance(job.payload, dict) or job.payload.get("backend") != self.alias:
             raise TaskResultDoesNotExist(result_id)
-        return self._result(job)
+        path = _path_of(job)
+        try:
+            # Every check a pool makes before it imports (a job row could name anything).
+            task = _task_checked(path, self.alias) if path is not None else None
+        except (PermanentError, TaskNotImportable) as unreadable:
+            raise TaskResultDoesNotExist(f"{result_id}: {unreadable}") from None
+        if task is None:
+            raise TaskResultDoesNotExist(result_id)
+        return self._result(job, task)
 
-    def _result(self, job: Job) -> TaskResult:
-        task = _task_of(job.payload["task"])
+    def _result(self, job: Job, task) -> TaskResult:
         attempts = list(Attempt.objects.filter(job=job).order_by("lease_version"))
         started = [a.started_at for a in attempts if a.started_at]
         status = STATUS.get(job.state, TaskResultStatus.FAILED)
@@ -272,9 +284,13 @@ _FAILED_OUTCOMES = (Attempt.Outcome.FAILED, Attempt.Outcome.DEAD)
 # Job type → the task path that registered it in this process: two paths whose types collide (``a.b__c``
 # and ``a__b.c``) are refused when the second is defined.
 _registered_paths: dict[str, str] = {}
-# The paths whose import error this process has logged (once each, with its traceback).
+# The paths whose import error this process has logged (once each, with its traceback; at most
+# MAX_LOGGED_PATHS: the paths come from job rows), and the modules that failed to import, with until
+# when that answer stands (monotonic) and why.
+MAX_LOGGED_PATHS = 1000
 _import_logged: set[str] = set()
 _import_logged_lock = threading.Lock()
+_import_failed: dict[str, tuple[float, str]] = {}
 
 
 def _path_of(job: Job) -> str | None:
@@ -283,42 +299,71 @@ def _path_of(job: Job) -> str | None:
     return path if isinstance(path, str) and type_name(path) == job.type else None
 
 
-def task_resolve(name: str, payload: dict) -> None:
+def task_resolve(name: str, payload: dict, pool: str) -> None:
     """Make the task type ``name`` known in this process (the registry's resolver for ``task__``
-    types, asked by a pool that claimed a job of a type it has not met): import the module the job's
-    payload names and find there a ``Task`` of this backend whose own module path is the recorded one
-    — defining it registered its type. Refused (PermanentError: the job ends dead, nothing run) when the
-    payload names a path its type was not named for, a module of the standard library, an unknown
-    backend, or an object that is not such a task; deferred (TaskNotImportable) when the module cannot
+    types, asked by a pool that claimed a job of a type it has not met): find the task the job's
+    payload names (``_task_checked``) — defining it registered its type. Refused (PermanentError: the
+    job ends dead, nothing run) when the payload names a path its type was not named for, or the job
+    sits in a pool its backend never sends tasks to; deferred (TaskNotImportable) when the module cannot
     be imported here."""
     path = payload.get("task")
     if not isinstance(path, str) or type_name(path) != name:
-        raise PermanentError(f"the payload names task {path!r}, not the one of job type {name}")
-    module_name, _, attribute = path.rpartition(".")
-    if not module_name or not all(part.isidentifier() for part in path.split(".")):
-        raise PermanentError(f"{path!r} is not a task's import path")
-    if _in_standard_library(module_name.partition(".")[0]):
-        raise PermanentError(f"{path!r} is in Python's standard library: no task lives there")
+        raise PermanentError(f"the payload names task {str(path)[:MAX_PATH_CHARS]!r}, not the one of job type {name}")
     alias = payload.get("backend")
-    if not isinstance(alias, str) or not isinstance(backend := _backend(alias), LeitstandBackend):
-        raise PermanentError(f"the payload names backend {alias!r}, which is not a Leitstand tasks backend here")
+    backend = _backend(alias) if isinstance(alias, str) else None
+    if not isinstance(backend, LeitstandBackend):
+        raise PermanentError(f"the payload names backend {alias!r:.100}, which is not a Leitstand tasks backend here")
+    if pool in SYSTEM_POOLS or pool not in {backend.pool(queue) for queue in (DEFAULT_QUEUE, *(backend.queues or ()))}:
+        raise PermanentError(f"pool {pool!r} runs no task of backend {alias!r}")
+    found = _task_checked(path, alias)
+    if not registry.known(name):
+        backend.validate_task(found)  # registers its type (refuses what its backend refuses)
+
+
+def _task_checked(path: str, alias: str):
+    """The ``Task`` at ``path`` of backend ``alias``, found only where tasks may live: under an installed
+    app or a package the backend's ``MODULES`` lists, never Python's standard library, no name that
+    starts with ``_`` (``__main__``, ``__init__``: modules that act when imported). Importing it
+    defines it: a pool and ``get_result`` alike. PermanentError for what can never be a task of this
+    backend; TaskNotImportable when the module cannot be imported here (remembered for
+    ``IMPORT_RETRY_SECONDS``, so a broken module is not imported again on every claim)."""
+    shown = repr(path[:MAX_PATH_CHARS])
+    parts = path.split(".")
+    if len(path) > MAX_PATH_CHARS or len(parts) < 2 or not all(p.isidentifier() and p[0] != "_" for p in parts):
+        raise PermanentError(f"{shown} is not a task's import path")
+    backend = _backend(alias) if isinstance(alias, str) else None
+    if not isinstance(backend, LeitstandBackend):
+        raise PermanentError(f"backend {alias!r:.100} is not a Leitstand tasks backend here")
+    if not _in_task_packages(path, backend.settings["MODULES"]) or _in_standard_library(parts[0]):
+        raise PermanentError(f"{shown} is not under an installed app or LEITSTAND_TASK_MODULES: no task is read there")
+    module_name, attribute = path.rpartition(".")[::2]
     retry = float(backend.settings["IMPORT_RETRY_SECONDS"])
+    failed = _import_failed.get(module_name)
+    if failed is not None and time.monotonic() < failed[0]:
+        raise TaskNotImportable(failed[1], retry)
     try:
         module = importlib.import_module(module_name)
-    except (Exception, SystemExit) as failed:  # noqa: BLE001 (whatever the module raises: not deployed, broken)
-        _import_log(path, failed)
-        raise TaskNotImportable(
-            f"task {path!r} cannot be imported here: {type(failed).__name__}: {failed}", retry
-        ) from None
-    found = getattr(module, attribute, None)
-    if found is None:  # the module imports but has no such name: an older release of it here
-        raise TaskNotImportable(f"task {path!r} cannot be imported here: {module_name} has no {attribute!r}", retry)
+    except (Exception, SystemExit) as error:  # whatever the module raises: not deployed here, or broken
+        message = f"task {shown} cannot be imported here: {type(error).__name__}: {str(error)[:300]}"
+        _import_log(path, error)
+        _import_failed[module_name] = (time.monotonic() + retry, message)
+        raise TaskNotImportable(message, retry) from None
+    found = getattr(module, attribute, _MISSING)
+    if found is _MISSING:  # the module imports but has no such name: an older release of it here
+        raise TaskNotImportable(f"task {shown} cannot be imported here: {module_name} has no {attribute!r}", retry)
     if not isinstance(found, Task) or found.module_path != path:
-        raise PermanentError(f"{path!r} is not a task (decorate it with @task): nothing was run")
-    if not isinstance(found.get_backend(), LeitstandBackend):
-        raise PermanentError(f"task {path!r} belongs to backend {found.backend!r}, not to a Leitstand tasks backend")
-    if not registry.known(name):
-        found.get_backend().validate_task(found)  # registers its type (refuses what its backend refuses)
+        raise PermanentError(f"{shown} is not a task (decorate it with @task): nothing was run")
+    if found.backend != alias or not isinstance(found.get_backend(), LeitstandBackend):
+        raise PermanentError(f"task {shown} belongs to backend {found.backend!r}, not to {alias!r}")
+    return found
+
+
+def _in_task_packages(path: str, listed) -> bool:
+    """Whether ``path`` lies under an installed app's package or one of ``listed``."""
+    from django.apps import apps
+
+    packages = [config.name for config in apps.get_app_configs()] + list(listed)
+    return any(path.startswith(package + ".") for package in packages)
 
 
 def _in_standard_library(top: str) -> bool:
@@ -344,7 +389,7 @@ def _backend(alias: str):
 
 def _import_log(path: str, failed: BaseException) -> None:
     with _import_logged_lock:
-        if path in _import_logged:
+        if path in _import_logged or len(_import_logged) >= MAX_LOGGED_PATHS:
             return
         _import_logged.add(path)
     logger.error(
@@ -373,12 +418,12 @@ def task_run(context: JobContext):
     if not isinstance(path, str) or type_name(path) != context.job_type:
         # Only the task its type was registered for: a payload cannot send the handler elsewhere.
         raise PermanentError(f"the payload names task {path!r}, not the one of job type {context.job_type}")
-    task = _task_of(path)  # its module was imported when its type was registered here
+    task = _task_checked(path, payload.get("backend"))  # imported already: its type was registered here
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise PermanentError("the payload's args must be a list and its kwargs an object")
     backend = task.get_backend()
-    result = _running(backend._result(Job.objects.get(pk=context.job_id)))
+    result = _running(backend._result(Job.objects.get(pk=context.job_id), task))
     task_started.send(type(backend), task_result=result)
     with context.step("task"):
         try:
@@ -426,17 +471,6 @@ def _finished(backend, result: TaskResult, *, value=None, raised: BaseException 
             )
         )
     task_finished.send(type(backend), task_result=result)
-
-
-def _task_of(module_path: str):
-    try:
-        task = import_string(module_path)
-    except ImportError as failed:
-        retry = _DEFAULTS["IMPORT_RETRY_SECONDS"]
-        raise TaskNotImportable(f"task {module_path!r} cannot be imported here: {failed}", retry) from None
-    if not isinstance(task, Task) or task.module_path != module_path:
-        raise PermanentError(f"{module_path!r} is not a task (decorate it with @task)")
-    return task
 
 
 def _error(attempt: Attempt) -> TaskError:
