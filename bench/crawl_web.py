@@ -1,8 +1,11 @@
 """The crawl at the politeness limit: many slow hosts, each crawled as fast as its politeness allows.
 
 Run: .venv/bin/python -m bench.crawl_web [--hosts 100] [--pages 20] [--latency-ms 100] [--delay 0.5]
-[--workers N] [--skip-bare] [--timeout 600] [--port 8200]
-(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set).
+[--workers N] [--skip-bare] [--timeout 600] [--port 8200] [--statements]
+(uses a throwaway embedded PostgreSQL unless DATABASE_URL is set). ``--statements`` logs every
+statement of Leitstand's run and prints, per page, each statement's count, time, p50 and p99
+(``bench/statement_log.py``; the embedded server only; a statement's time under load includes its
+wait for a core, so the count is the figure to trust, and an ``EXPLAIN ANALYZE`` the cost).
 
 The web is simulated by a process of its own (``bench/simweb.py``, asyncio; its CPU is not
 Leitstand's): ``--hosts`` loopback hosts (127.0.1.1, 127.0.1.2, …; 250 to a /24, then 127.0.2.x …) on
@@ -59,8 +62,10 @@ import psutil
 from django.conf import settings
 from django.db import connection
 
+from bench import statement_log
 from bench.simweb import host_addresses, tree_depth
 from bench.throughput import ROOT, database_costs, per_job, pool_env  # sets Django up
+from config import test_settings
 from jobs.models import Batch, database_now
 from workers.pipeline.extraction import extract
 from workers.pipeline.models import HostState, RobotsFile, Source, url_in_scope
@@ -429,10 +434,13 @@ def leitstand(args: argparse.Namespace, workers: int, logs: Path) -> dict:
                     monitor.peak_pss.clear()
                     run = f"crawl-web-{tag}"
                     costs_before = database_costs()
+                    statements = _statements_on() if args.statements else None
                     started = time.monotonic()
                     crawl_start(actor="bench", sources=sources, run=run)
                     batch = Batch.objects.get(key=f"crawl-run:{run}")
                     polls, own_backends = poll_run(batch.pk, monitor, started + args.timeout)
+                    if statements is not None:
+                        statement_log.off(statements[0])
                     costs_after = database_costs()
                     peak_rss = dict(monitor.peak_rss)
                     peak_pss = dict(monitor.peak_pss)
@@ -456,7 +464,16 @@ def leitstand(args: argparse.Namespace, workers: int, logs: Path) -> dict:
         "load": load,
         "postmaster": postmaster,
         "finished": polls[-1].total > 0 and polls[-1].terminal == polls[-1].total,
+        "statements": statements,
     }
+
+
+def _statements_on() -> tuple:
+    """Every statement of the run logged by the embedded server (``--statements``): the server and
+    where in its log the run begins."""
+    server = test_settings._server
+    log = statement_log.on(server)
+    return server, log, log.stat().st_size
 
 
 def poll_run(batch: int, monitor: Monitor, deadline: float) -> tuple[list[Polled], set[int]]:
@@ -654,7 +671,15 @@ def main() -> None:
     parser.add_argument("--skip-bare", action="store_true", help="no bare polite crawler baseline")
     parser.add_argument("--timeout", type=float, default=600, help="seconds a crawl may take at most")
     parser.add_argument("--port", type=int, default=8200, help="the simulated web's port")
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="log every statement of Leitstand's run and print where the database time goes per page "
+        "(the embedded server only; logging slows the server: the figures of such a run are not its speed)",
+    )
     args = parser.parse_args()
+    if args.statements and not hasattr(test_settings, "_server"):
+        parser.error("--statements needs the embedded server: unset DATABASE_URL")
     if args.pages < 1 or args.hosts < 1 or args.delay < 0 or args.latency_ms < 0:
         parser.error("--hosts and --pages must be positive, --delay and --latency-ms not negative")
     from django.core.management import call_command
@@ -838,6 +863,11 @@ def main() -> None:
             print(f"  short gap  {host:<12} {earlier:<12} → {later:<12} {gap * 1000:7.1f} ms start to start")
         for host, earlier, later, early in found.overlaps[:SHOWN_VIOLATIONS]:
             print(f"  overlap    {host:<12} {later:<12} arrived {early * 1000:7.1f} ms before {earlier} was answered")
+
+    if result["statements"] is not None:
+        _, log, offset = result["statements"]
+        print(f"\nwhere the database time went, per page crawled (every statement of the run, {log}):")
+        print(statement_log.summary(log, offset, per=ours["pages"]))
 
 
 if __name__ == "__main__":
