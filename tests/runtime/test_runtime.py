@@ -292,3 +292,36 @@ def test_text_from_hostile_pages_never_breaks_a_write(job_type_factory, pool_run
     assert StepEvent.objects.get(job=done).data == {"url": "http://x/\ufffda", "title": "a\ufffdb"}
     assert (dead.state, dead.error_message) == (State.DEAD, "bad byte \ufffd in page")
     assert StepEvent.objects.get(job=dead).step == "fetch\ufffd"
+
+
+def test_a_childs_subject_the_handler_gives_spares_the_declarations_read(job_type_factory, pool_runtime):
+    """A handler that knows what its child is about (the crawl: an analysis child's image URL) hands
+    it over; the child type's declared subject (the analysis reads its candidate's URL) is asked only
+    for children without one. An API client's submission never chooses its own subject."""
+    asked = []
+
+    def declared_subject(payload):
+        asked.append(payload["n"])
+        return f"declared {payload['n']}"
+
+    child_type = job_type_factory(lambda ctx: Stored(), subject=declared_subject)
+
+    def parent_handler(ctx):
+        ctx.spawn_many(
+            [Child(child_type.name, {"n": 1}, "one", subject="given 1"), Child(child_type.name, {"n": 2}, "two")]
+        )
+        return Stored()
+
+    parent = submit(job_type_factory(parent_handler))
+    pool_runtime().wake()
+    subjects = dict(Job.objects.filter(parent=parent).values_list("idempotency_key", "subject"))
+    assert subjects == {"one": "given 1", "two": "declared 2"}
+    assert asked == [2]
+    from workers.runtime.services import jobs_submit_many
+
+    jobs_submit_many(
+        [{"job_type": child_type.name, "payload": {"n": 3}, "idempotency_key": "three", "subject": "chosen"}],
+        actor="test",
+        correlation_id="c",
+    )
+    assert Job.objects.get(idempotency_key="three").subject == "declared 3"

@@ -128,9 +128,7 @@ def jobs_spawn_many(
     not raised: the others are still created; so is a child its checks refuse (``refused``: why)."""
     refusals = spawn_refusals(jobs, correlation_id=correlation_id)
     kept = [job for job, refused in zip(jobs, refusals) if not refused]
-    prepared = [
-        {**row, "subject": job["subject"]} if job.get("subject") else row for row, job in zip(_prepared(kept), kept)
-    ]
+    prepared = _prepared(kept, given_subjects=True)
     with transaction.atomic():
         parent = leases.lease_lock_if_held(parent_id, parent_lease_version)
         if parent is not None:
@@ -189,10 +187,11 @@ def _wake_after_commit(prepared: list[dict], submitted: list[job_services.BulkSu
         dispatch.wakeup_after_commit(pool)
 
 
-def _prepared(jobs: list[dict], *, client: Client | None = None) -> list[dict]:
+def _prepared(jobs: list[dict], *, client: Client | None = None, given_subjects: bool = False) -> list[dict]:
     """Each job's registered type checked (its payload parsed) and its pool, priority, retry budget,
     schema version, subject and flow key filled in from the declaration; a refusal names
-    ``jobs[i].field``."""
+    ``jobs[i].field``. ``given_subjects``: a job's own ``subject`` stands where it has one (a handler
+    that knows what its child is about spares the declaration's read: an analysis child's image URL)."""
     prepared = []
     for index, job in enumerate(jobs):
         try:
@@ -210,7 +209,9 @@ def _prepared(jobs: list[dict], *, client: Client | None = None) -> list[dict]:
                 "max_attempts": declared.retry.max_attempts,
                 "schema_version": declared.schema_version,
                 "request_hash": job.get("request_hash", ""),
-                "subject": declared.subject_of(job["payload"]),
+                "subject": job["subject"]
+                if given_subjects and job.get("subject")
+                else declared.subject_of(job["payload"]),
                 "flow_key_declaration": declared.flow_key,
             }
         )
