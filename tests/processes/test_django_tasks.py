@@ -14,7 +14,7 @@ from django.db import transaction
 
 from jobs.models import Attempt, Job, State
 from tests.support.db import child_env
-from tests.support.pools import PoolProcesses, wait_for
+from tests.support.pools import wait_for
 from tests.support.servers import free_port, production_server, wait_until_answers
 from tests.support.tasksapp import tasks
 from workers.runtime.tasks import TaskResultStatus, type_name
@@ -22,16 +22,7 @@ from workers.runtime.tasks import TaskResultStatus, type_name
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(scope="module")
-def pools(django_db_setup, django_db_blocker, tmp_path_factory):
-    processes = PoolProcesses(str(tmp_path_factory.mktemp("run")))  # leases of 2 s (FAST_TIMING)
-    processes.start("control")  # promotes retries when due
-    processes.start("tasks")
-    yield processes
-    processes.stop_all()
-
-
-def test_tasks_run_on_a_pool_and_their_results_are_read(pools, client):
+def test_tasks_run_on_a_pool_and_their_results_are_read(tasks_pools, client):
     with transaction.atomic():
         added = tasks.add.enqueue(2, 40)
         context = tasks.attempt_of.enqueue(note="from a process")
@@ -83,7 +74,7 @@ def test_tasks_run_on_a_pool_and_their_results_are_read(pools, client):
     ]
 
 
-def test_the_more_urgent_task_starts_first(pools):
+def test_the_more_urgent_task_starts_first(tasks_pools):
     from workers.runtime.services import pool_pause, pool_resume
 
     pool_pause(pool="tasks", actor="test", reason="queue both first")
@@ -96,7 +87,7 @@ def test_the_more_urgent_task_starts_first(pools):
     assert started[urgent.id] <= min(started[r.id] for r in bulk)
 
 
-def test_a_task_of_an_app_not_installed_is_enqueued_by_the_web_server_and_run_by_a_pool(pools, tmp_path):
+def test_a_task_of_an_app_not_installed_is_enqueued_by_the_web_server_and_run_by_a_pool(tasks_pools, tmp_path):
     """tests/support/myapp is importable but not installed, and its task lives in ``emails.py``: the
     team's view enqueues it in the production web server; the tasks pool, which never imported the
     module, meets its type in a claim, imports it by its path and runs it; the result is read here."""
@@ -130,7 +121,7 @@ def test_a_task_of_an_app_not_installed_is_enqueued_by_the_web_server_and_run_by
     assert (job.type, job.pool) == (type_name("tests.support.myapp.emails.send_welcome"), "tasks")
 
 
-def test_a_payload_naming_a_plain_function_is_refused_by_a_real_pool_and_nothing_runs(pools, tmp_path):
+def test_a_payload_naming_a_plain_function_is_refused_by_a_real_pool_and_nothing_runs(tasks_pools, tmp_path):
     marker = tmp_path / "ran"
     path = "tests.support.myapp.emails.helper"
     job = Job.objects.get(pk=tasks.add.enqueue(1, 2).id)

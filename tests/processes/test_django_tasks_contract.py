@@ -49,7 +49,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from jobs.models import Attempt, Job
-from tests.support.pools import PoolProcesses, wait_for
+from tests.support.pools import wait_for
 from tests.support.tasksapp import contract
 from workers.runtime.tasks import (
     InvalidTaskError,
@@ -79,19 +79,10 @@ WAIT = 30  # seconds: the longest any one wait here may take
 PRIORITY_REFUSED = re.escape(f"priority must be a whole number between {TASK_MIN_PRIORITY} and {TASK_MAX_PRIORITY}")
 
 
-@pytest.fixture(scope="module")
-def pools(django_db_setup, django_db_blocker, tmp_path_factory):
-    processes = PoolProcesses(str(tmp_path_factory.mktemp("run")))  # leases of 2 s (FAST_TIMING)
-    processes.start("control")  # promotes retries when due
-    processes.start("tasks")
-    yield processes
-    processes.stop_all()
-
-
-def finished(pools, result, timeout: float = WAIT):
+def finished(tasks_pools, result, timeout: float = WAIT):
     """Wait for the pool to finish ``result``'s task, then read it again (``refresh``)."""
     wait_for(
-        lambda: pools.check_running() and result.task.get_result(result.id).is_finished,
+        lambda: tasks_pools.check_running() and result.task.get_result(result.id).is_finished,
         timeout=timeout,
         message=f"task {result.task.module_path} ({result.id}) to finish",
     )
@@ -149,7 +140,7 @@ def test_using_priority():
     assert job.priority == lane(1)
 
 
-def test_using_queue_name(pools):
+def test_using_queue_name(tasks_pools):
     assert contract.noop_task.queue_name == DEFAULT_TASK_QUEUE_NAME
     assert contract.noop_task.using(queue_name="synthetic").queue_name == "synthetic"
     assert contract.noop_task.queue_name == DEFAULT_TASK_QUEUE_NAME
@@ -158,7 +149,7 @@ def test_using_queue_name(pools):
         other = contract.noop_task.using(queue_name="synthetic").enqueue()
         default = contract.noop_task.enqueue()
     assert Job.objects.get(pk=other.id).pool == "synthetic"
-    finished(pools, default)
+    finished(tasks_pools, default)
     assert default.status == TaskResultStatus.SUCCESSFUL
     other.refresh()
     assert (other.status, other.worker_ids) == (TaskResultStatus.READY, [])
@@ -287,7 +278,7 @@ def test_enqueue_task_ready_before_it_runs():
         transaction.set_rollback(True)
 
 
-def test_refresh_result(pools):
+def test_refresh_result(tasks_pools):
     with transaction.atomic():
         result = contract.calculate_meaning_of_life.enqueue()
         original = fields(result)
@@ -296,11 +287,11 @@ def test_refresh_result(pools):
         async_to_sync(result.arefresh)()
         assert fields(result) == original
     assert result.status == TaskResultStatus.READY
-    finished(pools, result)  # refresh() reads the finished task
+    finished(tasks_pools, result)  # refresh() reads the finished task
     assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 42)
 
 
-def test_refresh_result_async(pools):
+def test_refresh_result_async(tasks_pools):
     result = async_to_sync(default_task_backend.aenqueue)(contract.calculate_meaning_of_life, (), {})
     wait_for(lambda: contract.calculate_meaning_of_life.get_result(result.id).is_finished, timeout=WAIT)
     assert result.status == TaskResultStatus.READY
@@ -309,32 +300,32 @@ def test_refresh_result_async(pools):
     assert_ran(result)
 
 
-def test_get_result(pools):
+def test_get_result(tasks_pools):
     with transaction.atomic():
         result = default_task_backend.enqueue(contract.noop_task, (), {})
         assert fields(contract.noop_task.get_result(result.id)) == fields(result)
-    finished(pools, result)
+    finished(tasks_pools, result)
     assert fields(contract.noop_task.get_result(result.id)) == fields(result)
     assert result.status == TaskResultStatus.SUCCESSFUL
 
 
-def test_get_result_async(pools):
+def test_get_result_async(tasks_pools):
     with transaction.atomic():
         result = async_to_sync(default_task_backend.aenqueue)(contract.noop_task, (), {})
         assert fields(async_to_sync(contract.noop_task.aget_result)(result.id)) == fields(result)
-    finished(pools, result)
+    finished(tasks_pools, result)
     assert fields(async_to_sync(contract.noop_task.aget_result)(result.id)) == fields(result)
     assert result.status == TaskResultStatus.SUCCESSFUL
 
 
-def test_waits_until_transaction_commit(pools):
+def test_waits_until_transaction_commit(tasks_pools):
     with transaction.atomic():
         result = contract.noop_task.enqueue()
         assert result.enqueued_at is not None and result.status == TaskResultStatus.READY
         time.sleep(1.5)  # the pool polls every 0.05 s: it would have claimed a job it could see
         assert not Attempt.objects.filter(job_id=result.id).exists(), "a pool ran it before the commit"
         assert contract.noop_task.get_result(result.id).status == TaskResultStatus.READY
-    finished(pools, result)
+    finished(tasks_pools, result)
     assert result.status == TaskResultStatus.SUCCESSFUL
 
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -348,19 +339,19 @@ def test_waits_until_transaction_commit(pools):
 # --- run by the pool (the immediate backend's checks, once it finished) -----------------------------
 
 
-def test_module_path(pools):
+def test_module_path(tasks_pools):
     """The pool runs a task it has met by its module path only (contract.py is no ``tasks`` module)."""
     assert contract.noop_task.module_path == "tests.support.tasksapp.contract.noop_task"
     assert import_string(contract.noop_task.module_path) is contract.noop_task
     result = contract.noop_task.enqueue()
     assert Job.objects.get(pk=result.id).payload["task"] == contract.noop_task.module_path
-    finished(pools, result)
+    finished(tasks_pools, result)
     assert (result.status, result.errors) == (TaskResultStatus.SUCCESSFUL, [])
 
 
-def test_enqueue_task(pools):
+def test_enqueue_task(tasks_pools):
     for each in (contract.noop_task, contract.noop_task_from_bare_decorator):
-        result = finished(pools, each.enqueue(1, two=3))
+        result = finished(tasks_pools, each.enqueue(1, two=3))
         assert result.status == TaskResultStatus.SUCCESSFUL, result.errors
         assert result.is_finished is True
         assert_ran(result)
@@ -368,8 +359,8 @@ def test_enqueue_task(pools):
         assert (result.task, result.args, result.kwargs, result.attempts) == (each, [1], {"two": 3}, 1)
 
 
-def test_enqueue_task_async(pools):
-    result = finished(pools, async_to_sync(contract.noop_task.aenqueue)())
+def test_enqueue_task_async(tasks_pools):
+    result = finished(tasks_pools, async_to_sync(contract.noop_task.aenqueue)())
     assert result.status == TaskResultStatus.SUCCESSFUL, result.errors
     assert result.is_finished is True
     assert_ran(result)
@@ -385,8 +376,8 @@ def test_enqueue_task_async(pools):
     ],
     ids=["ValueError", "SystemExit"],
 )
-def test_catches_exception(pools, failing, exception, message):
-    result = finished(pools, failing.enqueue())
+def test_catches_exception(tasks_pools, failing, exception, message):
+    result = finished(tasks_pools, failing.enqueue())
     errors = worker_lines(result, "ERROR")
     assert len(errors) == 1, errors
     assert message in text(errors[0])
@@ -404,8 +395,8 @@ def test_catches_exception(pools, failing, exception, message):
     assert (result.task, result.args, result.kwargs) == (failing, [], {})
 
 
-def test_complex_exception(pools):
-    result = finished(pools, contract.complex_exception.enqueue())
+def test_complex_exception(tasks_pools):
+    result = finished(tasks_pools, contract.complex_exception.enqueue())
     assert worker_lines(result, "ERROR")
     assert result.status == TaskResultStatus.FAILED
     with pytest.raises(ValueError, match="Task failed"):
@@ -417,8 +408,8 @@ def test_complex_exception(pools):
     assert (result.task, result.args, result.kwargs) == (contract.complex_exception, [], {})
 
 
-def test_complex_return_value(pools):
-    result = finished(pools, contract.complex_return_value.enqueue())
+def test_complex_return_value(tasks_pools):
+    result = finished(tasks_pools, contract.complex_return_value.enqueue())
     assert worker_lines(result, "ERROR")
     assert result.status == TaskResultStatus.FAILED
     assert_ran(result)
@@ -428,37 +419,39 @@ def test_complex_return_value(pools):
     assert "Unsupported type" in result.errors[0].traceback
 
 
-def test_result(pools):
-    result = finished(pools, default_task_backend.enqueue(contract.calculate_meaning_of_life, [], {}))
+def test_result(tasks_pools):
+    result = finished(tasks_pools, default_task_backend.enqueue(contract.calculate_meaning_of_life, [], {}))
     assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 42)
 
 
-def test_result_async(pools):
-    result = finished(pools, async_to_sync(default_task_backend.aenqueue)(contract.calculate_meaning_of_life, [], {}))
+def test_result_async(tasks_pools):
+    result = finished(
+        tasks_pools, async_to_sync(default_task_backend.aenqueue)(contract.calculate_meaning_of_life, [], {})
+    )
     assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 42)
 
 
-def test_enqueue_logs(pools, caplog):
+def test_enqueue_logs(tasks_pools, caplog):
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     result = contract.noop_task.enqueue()
     here = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert len(here) == 1, here
     assert "enqueued" in here[0] and result.id in here[0]
 
-    finished(pools, result)
+    finished(tasks_pools, result)
     there = [line["message"] for line in worker_lines(result)]
     assert len(there) == 2, there  # with the enqueuing process's line, Django's three
     assert "state=RUNNING" in there[0] and result.id in there[0]
     assert "state=SUCCESSFUL" in there[1] and result.id in there[1]
 
 
-def test_failed_logs(pools, caplog):
+def test_failed_logs(tasks_pools, caplog):
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     result = contract.failing_task_value_error.enqueue()
     here = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert len(here) == 1 and "enqueued" in here[0], here
 
-    finished(pools, result)
+    finished(tasks_pools, result)
     there = worker_lines(result)
     assert len(there) == 2, there
     assert "state=RUNNING" in there[0]["message"] and result.id in there[0]["message"]
@@ -466,9 +459,9 @@ def test_failed_logs(pools, caplog):
     assert there[1]["level"] == "ERROR"
 
 
-def test_successful_task_no_none_type_in_logs(pools, caplog):
+def test_successful_task_no_none_type_in_logs(tasks_pools, caplog):
     caplog.set_level(logging.DEBUG, logger=LOGGER)
-    result = finished(pools, contract.noop_task.enqueue())
+    result = finished(tasks_pools, contract.noop_task.enqueue())
     assert result.status == TaskResultStatus.SUCCESSFUL
     lines = [r.getMessage() for r in caplog.records if r.name == LOGGER] + [text(x) for x in worker_lines(result)]
     assert any("state=SUCCESSFUL" in line for line in lines), lines
@@ -476,18 +469,18 @@ def test_successful_task_no_none_type_in_logs(pools, caplog):
         assert "NoneType" not in line
 
 
-def test_takes_context(pools):
-    result = finished(pools, contract.get_task_id.enqueue())
+def test_takes_context(tasks_pools):
+    result = finished(tasks_pools, contract.get_task_id.enqueue())
     assert result.status == TaskResultStatus.SUCCESSFUL, result.errors
     assert result.return_value == result.id
 
 
-def test_context(pools):
-    result = finished(pools, contract.test_context.enqueue(1))
+def test_context(tasks_pools):
+    result = finished(tasks_pools, contract.test_context.enqueue(1))
     assert result.status == TaskResultStatus.SUCCESSFUL, result.errors
 
 
-def test_using_run_after(pools):
+def test_using_run_after(tasks_pools):
     now = timezone.now()
     assert contract.noop_task.run_after is None
     assert contract.noop_task.using(run_after=now).run_after == now
@@ -496,11 +489,11 @@ def test_using_run_after(pools):
     later = now + timedelta(seconds=2)
     result = contract.noop_task.using(run_after=later).enqueue()
     assert Job.objects.get(pk=result.id).due_at == later
-    finished(pools, result)
+    finished(tasks_pools, result)
     assert result.status == TaskResultStatus.SUCCESSFUL and result.started_at >= later
 
 
-def test_chained_using(pools):
+def test_chained_using(tasks_pools):
     now = timezone.now()
     run_after_task = contract.noop_task.using(run_after=now)
     assert run_after_task.run_after == now
@@ -511,4 +504,4 @@ def test_chained_using(pools):
     result = priority_task.enqueue()
     job = Job.objects.get(pk=result.id)
     assert (job.due_at, job.priority) == (now, lane(10))
-    assert finished(pools, result).status == TaskResultStatus.SUCCESSFUL
+    assert finished(tasks_pools, result).status == TaskResultStatus.SUCCESSFUL
