@@ -9,10 +9,11 @@ dead-letter queue and its review (docs/operations.md, "Django tasks").
 - **A job type per task**, registered when the task is defined (``@task`` validates it with its
   backend: the backend registers ``task__<module path, dots as __>``), in every process that
   imports the module. Every pool process imports the installed apps' ``tasks`` modules at start
-  (``tasks_discover``); a task anywhere else (``myapp/emails.py``, an app that is importable but not
-  installed) is met by its path: a pool that claims a job of a task type it does not know imports the
-  module its job names (``task_resolve``) and runs only a ``Task`` of this backend whose own module
-  path is exactly the recorded one — never another callable, never a module of the standard library.
+  (``tasks_discover``); a task anywhere else (``myapp/emails.py``) is met by its path: a pool that
+  claims a job of a task type it does not know imports the module its job names (``task_resolve``) —
+  only under an installed app or a package ``OPTIONS["MODULES"]`` lists (``LEITSTAND_TASK_MODULES``:
+  an app that is importable but not installed), never the standard library or a ``_`` name — and
+  runs only a ``Task`` of the job's backend whose own module path is exactly the recorded one.
   A module that cannot be imported here is a deployment's error, not the task's: the job is deferred
   (``TaskNotImportable``, no retry used) and tried again after ``IMPORT_RETRY_SECONDS`` on whichever
   host takes it, so deploying the module is all it takes; past the deferred jobs' useful life
