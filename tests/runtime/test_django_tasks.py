@@ -428,3 +428,14 @@ def test_get_result_reads_no_job_whose_payload_is_not_an_object():
     Job.objects.filter(pk=job.pk).update(payload=["not", "an", "object"])
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.get_result(str(job.pk))
+
+
+def test_a_task_with_a_private_name_runs(unmet, pool_runtime):
+    from tests.support.myapp import emails
+
+    result = emails._resend.enqueue("ada@example.org")
+    unmet()
+    registry.unregister(type_name("tests.support.myapp.emails._resend"))
+    backend_module._registered_paths.pop(type_name("tests.support.myapp.emails._resend"), None)
+    pool_runtime("tasks").wake()
+    assert (job_of(result).state, job_of(result).attempts) == (State.DONE, 1)

@@ -12,7 +12,7 @@ dead-letter queue and its review (docs/operations.md, "Django tasks").
   (``tasks_discover``); a task anywhere else (``myapp/emails.py``) is met by its path: a pool that
   claims a job of a task type it does not know imports the module its job names (``task_resolve``) —
   only under an installed app or a package ``OPTIONS["MODULES"]`` lists (``LEITSTAND_TASK_MODULES``:
-  an app that is importable but not installed), never the standard library or a ``_`` name — and
+  an app that is importable but not installed), never the standard library or a dunder name (``__main__``) — and
   runs only a ``Task`` of the job's backend whose own module path is exactly the recorded one.
   A module that cannot be imported here is a deployment's error, not the task's: the job is deferred
   (``TaskNotImportable``, no retry used) and tried again after ``IMPORT_RETRY_SECONDS`` on whichever
@@ -323,14 +323,14 @@ def task_resolve(name: str, payload: dict, pool: str) -> None:
 
 def _task_checked(path: str, alias: str):
     """The ``Task`` at ``path`` of backend ``alias``, found only where tasks may live: under an installed
-    app or a package the backend's ``MODULES`` lists, never Python's standard library, no name that
-    starts with ``_`` (``__main__``, ``__init__``: modules that act when imported). Importing it
+    app or a package the backend's ``MODULES`` lists, never Python's standard library, no dunder name
+    (``__main__``, ``__init__``: modules that act when imported; ``_private`` names are fine). Importing it
     defines it: a pool and ``get_result`` alike. PermanentError for what can never be a task of this
     backend; TaskNotImportable when the module cannot be imported here (remembered for
     ``IMPORT_RETRY_SECONDS``, so a broken module is not imported again on every claim)."""
     shown = repr(path[:MAX_PATH_CHARS])
     parts = path.split(".")
-    if len(path) > MAX_PATH_CHARS or len(parts) < 2 or not all(p.isidentifier() and p[0] != "_" for p in parts):
+    if len(path) > MAX_PATH_CHARS or len(parts) < 2 or not all(p.isidentifier() and not _dunder(p) for p in parts):
         raise PermanentError(f"{shown} is not a task's import path")
     backend = _backend(alias) if isinstance(alias, str) else None
     if not isinstance(backend, LeitstandBackend):
@@ -357,6 +357,10 @@ def _task_checked(path: str, alias: str):
     if found.backend != alias or not isinstance(found.get_backend(), LeitstandBackend):
         raise PermanentError(f"task {shown} belongs to backend {found.backend!r}, not to {alias!r}")
     return found
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
 
 
 def _in_task_packages(path: str, listed) -> bool:

@@ -20,3 +20,9 @@ def helper(marker: str) -> None:
     with open(marker, "w") as written:
         written.write("a plain function ran")
     raise AssertionError("a plain function ran as a task")
+
+
+@task
+def _resend(address: str) -> str:
+    """A task with a private name: run like any other (only dunder names, ``__main__``, are refused)."""
+    return f"resent to {address}"
