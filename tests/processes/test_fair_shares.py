@@ -127,7 +127,12 @@ def test_a_running_limit_holds_while_workers_and_the_control_process_are_killed(
     try:
         for round in range(3):
             time.sleep(1.5)
-            supervisor = psutil.Process(pools.processes["synthetic"].pid).children()[0]
+            # Its supervisor (a busy machine may still be starting it, or starting it again).
+            supervisor = wait_for(
+                lambda: next(iter(psutil.Process(pools.processes["synthetic"].pid).children()), None),
+                timeout=30,
+                message="the synthetic pool's supervisor",
+            )
             workers = [p for p in supervisor.children() if "pusher" not in p.name() and "monitor" not in p.name()]
             for worker in workers[:1]:
                 os.kill(worker.pid, signal.SIGKILL)
